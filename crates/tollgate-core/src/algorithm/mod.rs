@@ -1,0 +1,123 @@
+//! The three algorithms as pure transitions over small per-key state.
+//!
+//! `State::decide(rule, now, units)` updates the state in place and returns a
+//! [`Verdict`]; nothing else in the crate decides anything. Time is an integer
+//! count of ticks (see [`Resolution`]); every computation is exact integer
+//! arithmetic, 128-bit or saturating where a product could overflow, and costs the
+//! same whatever the batch size.
+
+mod fixed_window;
+mod sliding_log;
+mod token_bucket;
+
+use crate::policy::{Algorithm, Policy, PolicyError};
+use crate::resolution::Resolution;
+
+use fixed_window::FixedWindow;
+use sliding_log::SlidingLog;
+use token_bucket::TokenBucket;
+
+/// A policy compiled to engine ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rule {
+    pub(crate) policy: Policy,
+    /// `limit`, in units.
+    pub(crate) limit: u64,
+    /// `window_s`, in ticks.
+    pub(crate) window: u64,
+    /// The token bucket's capacity in tokens (`limit` for the other algorithms).
+    pub(crate) burst: u64,
+}
+
+impl Rule {
+    /// Compiles `policy` for a clock of `resolution`.
+    pub(crate) fn compile(policy: Policy, resolution: Resolution) -> Result<Self, PolicyError> {
+        let window =
+            resolution
+                .ticks_from_seconds(policy.window_s())
+                .ok_or(PolicyError::WindowTooLong {
+                    window_s: policy.window_s(),
+                    max_window_s: resolution.max_seconds(),
+                })?;
+        Ok(Rule {
+            policy,
+            limit: policy.limit(),
+            window,
+            burst: policy.capacity(),
+        })
+    }
+}
+
+/// What one transition decided, with times in ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub(crate) allowed: u64,
+    pub(crate) rejected: u64,
+    pub(crate) remaining: u64,
+    /// Ticks until one more unit is allowed; 0 when nothing was rejected.
+    pub(crate) retry_after: u64,
+    /// Ticks until the whole budget is available again.
+    pub(crate) reset_after: u64,
+}
+
+impl Verdict {
+    fn new(units: u64, allowed: u64, remaining: u64, retry_after: u64, reset_after: u64) -> Self {
+        let rejected = units - allowed;
+        Verdict {
+            allowed,
+            rejected,
+            remaining,
+            retry_after: if rejected > 0 { retry_after } else { 0 },
+            reset_after,
+        }
+    }
+}
+
+/// One key's limiter state under one algorithm.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    FixedWindow(FixedWindow),
+    SlidingLog(SlidingLog),
+    TokenBucket(TokenBucket),
+}
+
+impl State {
+    /// The state of a key that has made no request.
+    pub(crate) fn new(algorithm: Algorithm) -> Self {
+        match algorithm {
+            Algorithm::FixedWindow => State::FixedWindow(FixedWindow::default()),
+            Algorithm::SlidingLog => State::SlidingLog(SlidingLog::default()),
+            Algorithm::TokenBucket => State::TokenBucket(TokenBucket::default()),
+        }
+    }
+
+    /// Applies `units` requests at `now` (ticks) under `rule`. `units == 0`
+    /// inspects the state: it allows nothing, rejects nothing and changes nothing
+    /// that a later decision could notice.
+    ///
+    /// A `now` older than the state's own latest time never grants budget and
+    /// never moves the state backwards.
+    pub(crate) fn decide(&mut self, rule: &Rule, now: u64, units: u64) -> Verdict {
+        if self.algorithm() != rule.policy.algorithm() {
+            *self = State::new(rule.policy.algorithm());
+        }
+        match self {
+            State::FixedWindow(state) => state.decide(rule, now, units),
+            State::SlidingLog(state) => state.decide(rule, now, units),
+            State::TokenBucket(state) => state.decide(rule, now, units),
+        }
+    }
+
+    fn algorithm(&self) -> Algorithm {
+        match self {
+            State::FixedWindow(_) => Algorithm::FixedWindow,
+            State::SlidingLog(_) => Algorithm::SlidingLog,
+            State::TokenBucket(_) => Algorithm::TokenBucket,
+        }
+    }
+}
+
+/// `value` as a `u64`, or `u64::MAX` when it does not fit.
+fn saturate(value: u128) -> u64 {
+    u64::try_from(value).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,43 @@
+//! The token bucket: `burst` tokens, full at the first request, refilled
+//! continuously at `limit / W` tokens per tick, one token per unit.
+//!
+//! Exact arithmetic by scaling: time is counted in ticks × `limit` and one token
+//! is worth `W` of those scaled units, so the refill in `d` ticks is `d * limit`
+//! scaled units and every quantity is an integer. The state is one number, the
+//! scaled time at which the bucket is full again (the "theoretical arrival time"
+//! of GCRA). Products of two 63-bit values fit in 126 bits, so u128 never
+//! overflows for valid policies and timestamps.
+
+use super::{Rule, Verdict, saturate};
+
+/// The scaled time (ticks × `limit`) at which the bucket is full again; 0 for a
+/// bucket that has never been used, which is full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TokenBucket {
+    full_at: u128,
+}
+
+impl TokenBucket {
+    pub(crate) fn decide(&mut self, rule: &Rule, now: u64, units: u64) -> Verdict {
+        let limit = u128::from(rule.limit);
+        let token = u128::from(rule.window);
+        let capacity = u128::from(rule.burst) * token;
+        let scaled_now = u128::from(now) * limit;
+        // Never fuller than full: time past `full_at` adds nothing.
+        let start = self.full_at.max(scaled_now);
+        let available = capacity.saturating_sub(start - scaled_now) / token;
+        let allowed = u64::try_from(available).map_or(units, |available| units.min(available));
+        self.full_at = start + u128::from(allowed) * token;
+        let deficit = self.full_at - scaled_now;
+        let remaining = saturate(capacity.saturating_sub(deficit) / token);
+        // One whole token is there once the deficit is at most `capacity - token`.
+        let until_one_token = deficit.saturating_sub(capacity - token).div_ceil(limit);
+        Verdict::new(
+            units,
+            allowed,
+            remaining,
+            saturate(until_one_token),
+            saturate(deficit.div_ceil(limit)),
+        )
+    }
+}

@@ -1,0 +1,256 @@
+//! The limiter's configuration: default policy, tiers, exempt keys, idle
+//! eviction and the cap on tracked keys; its TOML form and the built-in defaults.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::key::ApiKey;
+use crate::policy::{Policy, PolicyError};
+
+/// The name that always means "the default policy" in [`Gateway::assign_tier`];
+/// no configured tier may take it.
+///
+/// [`Gateway::assign_tier`]: crate::Gateway::assign_tier
+pub const DEFAULT_TIER: &str = "default";
+
+/// The idle eviction age of the built-in defaults: 3600 s.
+pub const DEFAULT_IDLE_EVICTION_S: u64 = 3600;
+
+/// The cap on tracked keys of the built-in defaults: 1,000,000 keys.
+pub const DEFAULT_MAX_TRACKED_KEYS: usize = 1_000_000;
+
+/// How a [`Gateway`](crate::Gateway) limits keys.
+///
+/// In TOML (every field optional; an absent `default_policy`, `idle_eviction_s`
+/// or `max_tracked_keys` takes the built-in value, absent `tiers` and
+/// `exempt_keys` mean none):
+///
+/// ```toml
+/// idle_eviction_s = 3600        # seconds without a request before a key's state is dropped
+/// max_tracked_keys = 1000000    # keys holding state at once; the least recently used goes first
+/// exempt_keys = ["sk_internal"] # never limited
+///
+/// [default_policy]
+/// algorithm = "fixed_window"
+/// limit = 5
+/// window_s = 60
+///
+/// [tiers.pro]
+/// algorithm = "sliding_log"
+/// limit = 20
+/// window_s = 60
+/// ```
+///
+/// [`GatewayConfig::default`] is the contract's built-in table: fixed window 5
+/// per 60 s, tier `pro` sliding log 20 per 60 s, tier `enterprise` fixed window
+/// 1000 per 60 s, exempt `sk_internal`, eviction after 3600 s.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// The policy of every key without a tier (or on tier `default`).
+    #[serde(default = "builtin_default_policy")]
+    pub default_policy: Policy,
+    /// Named policies that keys are assigned to.
+    #[serde(default)]
+    pub tiers: BTreeMap<String, Policy>,
+    /// Keys never limited and never tracked. Parsed like any API key
+    /// (`"Bearer x"` means `x`).
+    #[serde(default)]
+    pub exempt_keys: Vec<String>,
+    /// Seconds without a request after which a key's limiter state is dropped,
+    /// from 1 to 2^63-1.
+    #[serde(default = "builtin_idle_eviction_s")]
+    pub idle_eviction_s: u64,
+    /// The most keys holding limiter state at once, at least 1. When full, the
+    /// least recently used key loses its state, so it starts afresh when it
+    /// returns: a key pushed out early may get more than its limit. The cap is
+    /// enforced per shard of the store (each of its shards holds an equal share).
+    #[serde(default = "builtin_max_tracked_keys")]
+    pub max_tracked_keys: usize,
+}
+
+/// Why a configuration is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The TOML text does not parse or has the wrong shape (the message gives the
+    /// line and the field).
+    #[error("invalid configuration: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// A policy is invalid.
+    #[error("invalid {name}: {source}")]
+    Policy {
+        /// `default_policy` or `tiers.NAME`.
+        name: String,
+        /// What is wrong with it.
+        source: PolicyError,
+    },
+    /// A tier name is empty or `default`.
+    #[error("invalid tier name {0:?}: tier names are non-empty and `default` is reserved")]
+    TierName(String),
+    /// An exempt key is empty once parsed.
+    #[error("invalid exempt key at position {0}: an exempt key must not be empty")]
+    ExemptKey(usize),
+    /// `idle_eviction_s` is 0 or above 2^63-1.
+    #[error("idle_eviction_s must be from 1 to 2^63-1, got {0}")]
+    IdleEviction(u64),
+    /// `max_tracked_keys` is 0.
+    #[error("max_tracked_keys must be at least 1")]
+    MaxTrackedKeys,
+}
+
+impl GatewayConfig {
+    /// Parses and validates a TOML document.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming the first problem found.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let config: GatewayConfig = toml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what the types alone cannot: tier names, exempt keys, ranges.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming the first problem found.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(name) = self
+            .tiers
+            .keys()
+            .find(|name| name.is_empty() || name.as_str() == DEFAULT_TIER)
+        {
+            return Err(ConfigError::TierName(name.clone()));
+        }
+        if let Some(position) = self
+            .exempt_keys
+            .iter()
+            .position(|key| ApiKey::parse(key).is_none())
+        {
+            return Err(ConfigError::ExemptKey(position));
+        }
+        if !(1..=crate::MAX_VALUE).contains(&self.idle_eviction_s) {
+            return Err(ConfigError::IdleEviction(self.idle_eviction_s));
+        }
+        if self.max_tracked_keys == 0 {
+            return Err(ConfigError::MaxTrackedKeys);
+        }
+        Ok(())
+    }
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            default_policy: builtin_default_policy(),
+            tiers: BTreeMap::from([
+                (
+                    "pro".to_owned(),
+                    Policy::sliding_log(20, 60).expect("20 per 60 s is a valid policy"),
+                ),
+                (
+                    "enterprise".to_owned(),
+                    Policy::fixed_window(1000, 60).expect("1000 per 60 s is a valid policy"),
+                ),
+            ]),
+            exempt_keys: vec!["sk_internal".to_owned()],
+            idle_eviction_s: DEFAULT_IDLE_EVICTION_S,
+            max_tracked_keys: DEFAULT_MAX_TRACKED_KEYS,
+        }
+    }
+}
+
+/// Fixed window, 5 requests per 60 s.
+fn builtin_default_policy() -> Policy {
+    Policy::fixed_window(5, 60).expect("5 per 60 s is a valid policy")
+}
+
+fn builtin_idle_eviction_s() -> u64 {
+    DEFAULT_IDLE_EVICTION_S
+}
+
+fn builtin_max_tracked_keys() -> usize {
+    DEFAULT_MAX_TRACKED_KEYS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_defaults_are_the_contract_table() {
+        let config = GatewayConfig::default();
+        assert_eq!(config.default_policy, Policy::fixed_window(5, 60).unwrap());
+        assert_eq!(config.tiers["pro"], Policy::sliding_log(20, 60).unwrap());
+        assert_eq!(
+            config.tiers["enterprise"],
+            Policy::fixed_window(1000, 60).unwrap()
+        );
+        assert_eq!(config.exempt_keys, ["sk_internal"]);
+        assert_eq!(config.idle_eviction_s, 3600);
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn absent_fields_take_builtin_values_but_no_tiers_or_exempt_keys() {
+        let config = GatewayConfig::from_toml_str("").unwrap();
+        assert_eq!(config.default_policy, Policy::fixed_window(5, 60).unwrap());
+        assert!(config.tiers.is_empty());
+        assert!(config.exempt_keys.is_empty());
+        assert_eq!(config.max_tracked_keys, 1_000_000);
+    }
+
+    #[test]
+    fn parses_a_full_file() {
+        let config = GatewayConfig::from_toml_str(
+            r#"
+            idle_eviction_s = 60
+            max_tracked_keys = 10
+            exempt_keys = ["Bearer sk_ops"]
+            [default_policy]
+            algorithm = "token_bucket"
+            limit = 7
+            window_s = 60
+            [tiers.gold]
+            algorithm = "sliding_log"
+            limit = 100
+            window_s = 1
+            "#,
+        )
+        .unwrap();
+        assert_eq!(
+            config.default_policy,
+            Policy::token_bucket(7, 60, 7).unwrap()
+        );
+        assert_eq!(config.tiers["gold"], Policy::sliding_log(100, 1).unwrap());
+        assert_eq!(config.idle_eviction_s, 60);
+    }
+
+    #[test]
+    fn rejects_bad_files_with_the_reason() {
+        let cases = [
+            (
+                "[tiers.default]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow_s = 1",
+                "reserved",
+            ),
+            ("exempt_keys = [\"  \"]", "exempt key"),
+            ("idle_eviction_s = 0", "idle_eviction_s"),
+            ("max_tracked_keys = 0", "max_tracked_keys"),
+            (
+                "[default_policy]\nalgorithm = \"fixed_window\"\nlimit = 0\nwindow_s = 1",
+                "limit",
+            ),
+            (
+                "[default_policy]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow_s = 1\nburst = 3",
+                "burst",
+            ),
+            ("colour = \"blue\"", "colour"),
+        ];
+        for (text, reason) in cases {
+            let error = GatewayConfig::from_toml_str(text).unwrap_err().to_string();
+            assert!(error.contains(reason), "{text:?} gave {error:?}");
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! [`Gateway`]: the in-memory limiter. It resolves each key's policy (default,
+//! tier or exempt) and applies the algorithm's transition to the key's state in a
+//! sharded store, with idle eviction, a cap on tracked keys and exact counters.
+
+mod policy_set;
+mod shard;
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arc_swap::ArcSwap;
+use crossbeam_utils::CachePadded;
+use foldhash::fast::RandomState;
+use parking_lot::Mutex;
+
+use crate::algorithm::{Rule, Verdict};
+use crate::config::{ConfigError, DEFAULT_TIER, GatewayConfig};
+use crate::decision::Decision;
+use crate::policy::{Policy, PolicyError};
+use crate::resolution::Resolution;
+
+use policy_set::{PolicySet, VersionedRule};
+use shard::Shard;
+
+/// Shards of the store; a power of two. Each has its own lock, so decisions for
+/// keys in different shards never wait for each other.
+const SHARDS: usize = 64;
+
+/// A tier name that is neither configured nor `default`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown tier: {0}")]
+pub struct UnknownTier(pub String);
+
+/// Totals since the gateway started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Keys holding limiter state now (never an idle key, never an exempt one).
+    pub tracked_keys: u64,
+    /// Units allowed, exempt keys included. Exact: 128 bits never wrap.
+    pub allowed: u128,
+    /// Units rejected.
+    pub rejected: u128,
+}
+
+/// The in-memory rate limiter for many keys.
+///
+/// Each key is limited by exactly one policy: its tier's, or the default policy.
+/// Exempt keys are never limited and hold no state. Time is passed in as `now`,
+/// an integer count of ticks of the gateway's [`Resolution`] (seconds for the
+/// operations harness, nanoseconds from a [`Clock`](crate::Clock) for a server).
+/// A key is idle once `now - last_request >= idle_eviction_s` and then loses its
+/// state, as if reset; at most `max_tracked_keys` keys hold state at once.
+///
+/// The gateway is shared by reference between threads: keys are spread over 64
+/// shards, each under its own lock, so there is no global lock on the decision
+/// path. A `configure` or `assign_tier` takes effect for decisions that start
+/// after it returns; a decision already under way when the default policy is
+/// replaced may still finish under the old one.
+///
+/// ```
+/// use std::num::NonZeroU64;
+/// use tollgate_core::{Gateway, GatewayConfig, Resolution};
+///
+/// let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+/// // The default policy: 5 requests per aligned 60 s window.
+/// let first = gateway.request("sk_a", 120);
+/// assert!(first.is_allowed());
+/// assert_eq!(first.remaining, Some(4));
+/// let batch = gateway.request_batch("sk_a", 121, NonZeroU64::new(7).unwrap());
+/// assert_eq!((batch.allowed, batch.rejected), (4, 3));
+/// assert_eq!(batch.retry_after_seconds(), 59);
+/// ```
+#[derive(Debug)]
+pub struct Gateway {
+    policies: ArcSwap<PolicySet>,
+    shards: Box<[CachePadded<Mutex<Shard>>]>,
+    hasher: RandomState,
+    resolution: Resolution,
+    /// The next rule version to hand out.
+    next_version: AtomicU64,
+    /// Serialises replacements of the policies.
+    replacing: Mutex<()>,
+}
+
+impl Gateway {
+    /// A gateway limiting by `config`, counting time in ticks of `resolution`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the configuration is invalid, or when a window does
+    /// not fit the resolution (windows over about 584 years in nanoseconds).
+    pub fn new(config: &GatewayConfig, resolution: Resolution) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let hasher = RandomState::default();
+        let next_version = AtomicU64::new(0);
+        let version = || next_version.fetch_add(1, Ordering::Relaxed);
+        let compile = |name: String, policy: Policy| {
+            Rule::compile(policy, resolution)
+                .map(|rule| VersionedRule {
+                    rule,
+                    version: version(),
+                })
+                .map_err(|source| ConfigError::Policy { name, source })
+        };
+        let default = compile("default_policy".to_owned(), config.default_policy)?;
+        let mut tiers = HashMap::with_capacity(config.tiers.len());
+        for (name, policy) in &config.tiers {
+            let rule = compile(format!("tiers.{name}"), *policy)?;
+            tiers.insert(Arc::from(name.as_str()), rule);
+        }
+        let exempt = policy_set::exempt_table(&config.exempt_keys, &hasher);
+        let idle_after = resolution
+            .ticks_from_seconds(config.idle_eviction_s)
+            .unwrap_or(u64::MAX);
+        let per_shard = config.max_tracked_keys.div_ceil(SHARDS).max(1);
+        let shards = (0..SHARDS)
+            .map(|_| {
+                CachePadded::new(Mutex::new(Shard::new(
+                    hasher.clone(),
+                    per_shard,
+                    idle_after,
+                )))
+            })
+            .collect();
+        Ok(Gateway {
+            policies: ArcSwap::from_pointee(PolicySet {
+                default,
+                tiers: Arc::new(tiers),
+                exempt: Arc::new(exempt),
+            }),
+            shards,
+            hasher,
+            resolution,
+            next_version,
+            replacing: Mutex::new(()),
+        })
+    }
+
+    /// The unit of `now` in every call.
+    pub fn resolution(&self) -> Resolution {
+        self.resolution
+    }
+
+    /// One request of `key` at `now` (ticks): a batch of one unit.
+    pub fn request(&self, key: &str, now: u64) -> Decision {
+        self.request_batch(key, now, NonZeroU64::MIN)
+    }
+
+    /// `units` requests of `key` at `now` (ticks), decided exactly as that many
+    /// consecutive single requests, in O(1) whatever `units` is.
+    pub fn request_batch(&self, key: &str, now: u64, units: NonZeroU64) -> Decision {
+        let units = units.get();
+        let hash = self.hasher.hash_one(key);
+        let policies = self.policies.load();
+        let mut shard = self.shard(hash).lock();
+        if policies.is_exempt(hash, key) {
+            shard.allowed += u128::from(units);
+            return Decision::exempt(units);
+        }
+        let verdict = shard.decide(hash, key, &policies, now, units);
+        drop(shard);
+        self.decision(verdict)
+    }
+
+    /// `key`'s budget at `now` (ticks) without using any: what is left and when
+    /// it refills. `None` for a key holding no state (new, idle or reset), whose
+    /// budget is the whole of its policy; a [`Decision::exempt`] of 0 units for an
+    /// exempt key.
+    pub fn inspect(&self, key: &str, now: u64) -> Option<Decision> {
+        let hash = self.hasher.hash_one(key);
+        let policies = self.policies.load();
+        if policies.is_exempt(hash, key) {
+            return Some(Decision::exempt(0));
+        }
+        let verdict = self.shard(hash).lock().inspect(hash, key, &policies, now)?;
+        Some(self.decision(verdict))
+    }
+
+    /// The policy that limits `key`: its tier's or the default; `None` when the
+    /// key is exempt.
+    pub fn policy_for(&self, key: &str) -> Option<Policy> {
+        let hash = self.hasher.hash_one(key);
+        let policies = self.policies.load();
+        if policies.is_exempt(hash, key) {
+            return None;
+        }
+        let shard = self.shard(hash).lock();
+        Some(policies.rule_for(shard.tier(hash, key)).rule.policy)
+    }
+
+    /// The default policy in force.
+    pub fn default_policy(&self) -> Policy {
+        self.policies.load().default.rule.policy
+    }
+
+    /// Replaces the default policy and drops the state of every key on it, even
+    /// when the new policy equals the old. Keys on tiers keep their state.
+    /// Returns the policy now in force.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::WindowTooLong`] when the window does not fit the gateway's
+    /// resolution; nothing changes then.
+    pub fn configure(&self, policy: Policy) -> Result<Policy, PolicyError> {
+        let rule = Rule::compile(policy, self.resolution)?;
+        let _replacing = self.replacing.lock();
+        let mut next = PolicySet::clone(&self.policies.load());
+        next.default = VersionedRule {
+            rule,
+            version: self.next_version.fetch_add(1, Ordering::Relaxed),
+        };
+        let next = Arc::new(next);
+        self.policies.store(Arc::clone(&next));
+        for shard in self.shards.iter() {
+            shard.lock().retain_current(&next);
+        }
+        Ok(policy)
+    }
+
+    /// Puts `key` on `tier` (`"default"`: the default policy). Assigning another
+    /// tier drops the key's state; assigning the tier it has keeps it. The
+    /// assignment itself is kept for good: eviction, `reset` and `configure` leave
+    /// it. An exempt key may be assigned a tier and stays exempt.
+    ///
+    /// # Errors
+    ///
+    /// [`UnknownTier`] when `tier` is neither configured nor `default`; nothing
+    /// changes then.
+    pub fn assign_tier(&self, key: &str, tier: &str) -> Result<(), UnknownTier> {
+        let policies = self.policies.load();
+        let tier = if tier == DEFAULT_TIER {
+            None
+        } else {
+            let (name, _) = policies
+                .tiers
+                .get_key_value(tier)
+                .ok_or_else(|| UnknownTier(tier.to_owned()))?;
+            Some(Arc::clone(name))
+        };
+        let hash = self.hasher.hash_one(key);
+        self.shard(hash)
+            .lock()
+            .assign_tier(hash, key, tier, &self.hasher);
+        Ok(())
+    }
+
+    /// `key`'s tier, `"default"` when it has none.
+    pub fn tier_of(&self, key: &str) -> String {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shard(hash).lock();
+        shard.tier(hash, key).unwrap_or(DEFAULT_TIER).to_owned()
+    }
+
+    /// Drops `key`'s limiter state (not its tier); whether it had state at `now`
+    /// (ticks). A key idle at `now` has none.
+    pub fn reset(&self, key: &str, now: u64) -> bool {
+        let hash = self.hasher.hash_one(key);
+        self.shard(hash).lock().reset(hash, key, now)
+    }
+
+    /// Drops the state of every key idle at `now` (ticks) and returns the totals.
+    /// Visits each shard once; the eviction is amortised O(1) per key.
+    pub fn stats(&self, now: u64) -> Stats {
+        let mut stats = Stats::default();
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            shard.evict_idle(now);
+            stats.tracked_keys += shard.tracked_keys() as u64;
+            stats.allowed += shard.allowed;
+            stats.rejected += shard.rejected;
+        }
+        stats
+    }
+
+    fn shard(&self, hash: u64) -> &Mutex<Shard> {
+        // The map inside a shard indexes by the low bits and tags by the top 7;
+        // pick the shard from bits in between so the three stay independent.
+        &self.shards[(hash >> 40) as usize & (SHARDS - 1)]
+    }
+
+    fn decision(&self, verdict: Verdict) -> Decision {
+        Decision {
+            allowed: verdict.allowed,
+            rejected: verdict.rejected,
+            remaining: Some(verdict.remaining),
+            retry_after: self.resolution.duration(verdict.retry_after),
+            reset_after: self.resolution.duration(verdict.reset_after),
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! An operation's name and arguments as read from JSON, borrowing strings from
+//! the input where it can, so that reading an operation allocates nothing in the
+//! common case.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+/// One argument of an operation.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Argument<'a> {
+    /// A JSON string.
+    String(Cow<'a, str>),
+    /// A JSON integer from 0 to 2^64-1.
+    Unsigned(u64),
+    /// Any other JSON value: negative or fractional numbers, booleans, null,
+    /// arrays and objects.
+    Other(Cow<'a, Value>),
+}
+
+impl<'a> Argument<'a> {
+    /// Borrows a parsed JSON value as an argument.
+    pub(crate) fn from_value(value: &'a Value) -> Self {
+        match value {
+            Value::String(text) => Argument::String(Cow::Borrowed(text)),
+            Value::Number(number) if number.is_u64() => number
+                .as_u64()
+                .map_or(Argument::Other(Cow::Borrowed(value)), Argument::Unsigned),
+            _ => Argument::Other(Cow::Borrowed(value)),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> Option<&str> {
+        match self {
+            Argument::String(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn as_u64(&self) -> Option<u64> {
+        match self {
+            Argument::Unsigned(number) => Some(*number),
+            _ => None,
+        }
+    }
+
+    /// The argument as a JSON value (for a policy object).
+    pub(crate) fn to_value(&self) -> Cow<'_, Value> {
+        match self {
+            Argument::String(text) => Cow::Owned(Value::from(text.as_ref())),
+            Argument::Unsigned(number) => Cow::Owned(Value::from(*number)),
+            Argument::Other(value) => Cow::Borrowed(value.as_ref()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Argument<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ArgumentVisitor)
+    }
+}
+
+struct ArgumentVisitor;
+
+impl<'de> Visitor<'de> for ArgumentVisitor {
+    type Value = Argument<'de>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+        Ok(Argument::String(Cow::Borrowed(text)))
+    }
+
+    fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+        Ok(Argument::String(Cow::Owned(text.to_owned())))
+    }
+
+    fn visit_string<E>(self, text: String) -> Result<Self::Value, E> {
+        Ok(Argument::String(Cow::Owned(text)))
+    }
+
+    fn visit_u64<E>(self, number: u64) -> Result<Self::Value, E> {
+        Ok(Argument::Unsigned(number))
+    }
+
+    fn visit_i64<E>(self, number: i64) -> Result<Self::Value, E> {
+        Ok(Argument::Other(Cow::Owned(Value::from(number))))
+    }
+
+    fn visit_f64<E>(self, number: f64) -> Result<Self::Value, E> {
+        Ok(Argument::Other(Cow::Owned(Value::from(number))))
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Self::Value, E> {
+        Ok(Argument::Other(Cow::Owned(Value::Bool(value))))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Argument::Other(Cow::Owned(Value::Null)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        let value = Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        Ok(Argument::Other(Cow::Owned(value)))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        let value = Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(Argument::Other(Cow::Owned(value)))
+    }
+}
+
+/// Reads one element of the operations array: `Some(name)` with the arguments
+/// pushed to `arguments`, or `None` when the element is not an array starting
+/// with a string (a malformed operation, read to its end and dropped).
+pub(crate) struct OperationSeed<'b, 'de> {
+    pub(crate) arguments: &'b mut Vec<Argument<'de>>,
+}
+
+impl<'de> DeserializeSeed<'de> for OperationSeed<'_, 'de> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OperationSeed<'_, 'de> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("an operation")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        self.arguments.clear();
+        let name = match seq.next_element::<Argument<'de>>()? {
+            Some(Argument::String(name)) => name,
+            Some(_) => {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                return Ok(None);
+            }
+            None => return Ok(None),
+        };
+        while let Some(argument) = seq.next_element()? {
+            self.arguments.push(argument);
+        }
+        Ok(Some(name))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}

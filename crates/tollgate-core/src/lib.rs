@@ -1,0 +1,51 @@
+//! The tollgate limiting engine: exact fixed window, sliding log and token bucket
+//! over per-key state, the in-memory [`Gateway`] with tiers, exempt keys and idle
+//! eviction, and the JSON operations [`Harness`] behind `tollgate run`.
+//!
+//! ```
+//! use tollgate_core::{Gateway, GatewayConfig, Policy, Resolution};
+//!
+//! // The built-in defaults: 5 requests per 60 s window, tiers `pro` and
+//! // `enterprise`, `sk_internal` exempt. Time is in seconds here.
+//! let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+//! for _ in 0..5 {
+//!     assert!(gateway.request("sk_a", 600).is_allowed());
+//! }
+//! let denied = gateway.request("sk_a", 601);
+//! assert!(!denied.is_allowed());
+//! assert_eq!(denied.retry_after_seconds(), 59); // the window [600, 660) ends in 59 s
+//!
+//! // A token bucket of 5 tokens refilled at 1 token per second.
+//! gateway.configure(Policy::token_bucket(60, 60, 5).unwrap()).unwrap();
+//! let batch = gateway.request_batch("sk_b", 700, 1_000_000_000_000_000.try_into().unwrap());
+//! assert_eq!((batch.allowed, batch.remaining), (5, Some(0)));
+//! assert_eq!(batch.retry_after_seconds(), 1);
+//! ```
+//!
+//! Every decision is integer arithmetic: no floating point, no overflow for any
+//! value up to 2^63-1, and a batch costs the same whatever its size. For a server,
+//! build the gateway with [`Resolution::Nanoseconds`] and take `now` from a
+//! [`Clock`]: [`SystemClock`] in production, [`ManualClock`] in tests.
+
+#![forbid(unsafe_code)]
+
+mod algorithm;
+mod clock;
+mod config;
+mod decision;
+mod gateway;
+mod harness;
+mod key;
+mod policy;
+mod resolution;
+
+pub use clock::{Clock, DurationParseError, ManualClock, SystemClock};
+pub use config::{
+    ConfigError, DEFAULT_IDLE_EVICTION_S, DEFAULT_MAX_TRACKED_KEYS, DEFAULT_TIER, GatewayConfig,
+};
+pub use decision::Decision;
+pub use gateway::{Gateway, Stats, UnknownTier};
+pub use harness::{Harness, InputError, Output};
+pub use key::{ApiKey, Redacted};
+pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};
+pub use resolution::Resolution;

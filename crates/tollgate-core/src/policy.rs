@@ -1,0 +1,350 @@
+//! Rate-limit policies: which algorithm, how many units per how many seconds, and
+//! the burst of a token bucket; their validation and their JSON / TOML form.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The largest count, window, batch or timestamp that tollgate accepts: 2^63-1.
+///
+/// Every value up to this one works without overflow (the engine computes in
+/// 128-bit or saturating arithmetic).
+pub const MAX_VALUE: u64 = i64::MAX as u64;
+
+/// The limiting algorithm of a [`Policy`].
+///
+/// Serialised in snake case: `"fixed_window"`, `"sliding_log"`, `"token_bucket"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    /// `limit` units per window, windows aligned to the epoch: `[k*W, (k+1)*W)`.
+    FixedWindow,
+    /// `limit` units in any span of `window_s` seconds: a unit allowed at `t`
+    /// counts while `now - window_s < t`.
+    SlidingLog,
+    /// A bucket of `burst` tokens, full at the first request, refilled
+    /// continuously at `limit / window_s` tokens per second.
+    TokenBucket,
+}
+
+impl Algorithm {
+    /// The name used in configuration and JSON: `fixed_window`, `sliding_log` or
+    /// `token_bucket`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingLog => "sliding_log",
+            Algorithm::TokenBucket => "token_bucket",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A field of a policy, named in [`PolicyError`]s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyField {
+    /// `limit`: units per window (fixed window, sliding log) or tokens refilled
+    /// per window (token bucket).
+    Limit,
+    /// `window_s`: the window, in seconds.
+    WindowSeconds,
+    /// `burst`: the token bucket's capacity, in tokens.
+    Burst,
+}
+
+impl fmt::Display for PolicyField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PolicyField::Limit => "limit",
+            PolicyField::WindowSeconds => "window_s",
+            PolicyField::Burst => "burst",
+        })
+    }
+}
+
+/// Why a policy is invalid. Building or parsing a policy never panics: every bad
+/// input ends here.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// A count is 0 or above [`MAX_VALUE`].
+    #[error("{field} must be an integer from 1 to 2^63-1, got {value}")]
+    OutOfRange {
+        /// The offending field.
+        field: PolicyField,
+        /// The value given.
+        value: u64,
+    },
+    /// `burst` was given for an algorithm other than `token_bucket`.
+    #[error("burst applies to token_bucket only, not to {algorithm}")]
+    BurstNotAllowed {
+        /// The policy's algorithm.
+        algorithm: Algorithm,
+    },
+    /// The window, in the engine's clock ticks, does not fit in 64 bits (only
+    /// possible on a nanosecond clock, for windows longer than about 292 years).
+    #[error("window_s of {window_s} s is longer than the {max_window_s} s this clock can count")]
+    WindowTooLong {
+        /// The window given, in seconds.
+        window_s: u64,
+        /// The longest window the clock's resolution allows, in seconds.
+        max_window_s: u64,
+    },
+    /// The document is not a policy object: a missing or unknown field, a field of
+    /// the wrong type, an unknown algorithm. The text names the field.
+    #[error("{0}")]
+    Malformed(String),
+}
+
+/// A rate-limit policy: an algorithm with its quota, validated.
+///
+/// `limit`, `window_s` and `burst` are integers from 1 to [`MAX_VALUE`];
+/// `burst` belongs to the token bucket only and defaults to `limit`. In JSON:
+/// `{"algorithm": "token_bucket", "limit": 60, "window_s": 60, "burst": 5}`.
+///
+/// ```
+/// use tollgate_core::{Algorithm, Policy};
+///
+/// let policy = Policy::token_bucket(60, 60, 5).unwrap();
+/// assert_eq!(policy.algorithm(), Algorithm::TokenBucket);
+/// assert_eq!(policy.burst(), Some(5));
+/// assert!(Policy::fixed_window(0, 60).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Policy {
+    algorithm: Algorithm,
+    limit: u64,
+    window_s: u64,
+    burst: u64,
+}
+
+impl Policy {
+    /// A policy of `algorithm`; `burst` must be `None` unless the algorithm is
+    /// the token bucket, where `None` means `burst = limit`.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::OutOfRange`] naming the first count outside 1..=2^63-1, or
+    /// [`PolicyError::BurstNotAllowed`].
+    pub fn new(
+        algorithm: Algorithm,
+        limit: u64,
+        window_s: u64,
+        burst: Option<u64>,
+    ) -> Result<Self, PolicyError> {
+        check_count(PolicyField::Limit, limit)?;
+        check_count(PolicyField::WindowSeconds, window_s)?;
+        let burst = match (algorithm, burst) {
+            (Algorithm::TokenBucket, Some(burst)) => check_count(PolicyField::Burst, burst)?,
+            (Algorithm::TokenBucket, None) => limit,
+            (_, Some(_)) => return Err(PolicyError::BurstNotAllowed { algorithm }),
+            (_, None) => limit,
+        };
+        Ok(Policy {
+            algorithm,
+            limit,
+            window_s,
+            burst,
+        })
+    }
+
+    /// `limit` requests per aligned window of `window_s` seconds.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::OutOfRange`] when a count is outside 1..=2^63-1.
+    pub fn fixed_window(limit: u64, window_s: u64) -> Result<Self, PolicyError> {
+        Policy::new(Algorithm::FixedWindow, limit, window_s, None)
+    }
+
+    /// `limit` requests in any span of `window_s` seconds.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::OutOfRange`] when a count is outside 1..=2^63-1.
+    pub fn sliding_log(limit: u64, window_s: u64) -> Result<Self, PolicyError> {
+        Policy::new(Algorithm::SlidingLog, limit, window_s, None)
+    }
+
+    /// A bucket of `burst` tokens refilled at `limit / window_s` tokens per second.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::OutOfRange`] when a count is outside 1..=2^63-1.
+    pub fn token_bucket(limit: u64, window_s: u64, burst: u64) -> Result<Self, PolicyError> {
+        Policy::new(Algorithm::TokenBucket, limit, window_s, Some(burst))
+    }
+
+    /// Parses a policy from a JSON value, naming the offending field on error.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Malformed`] for a document of the wrong shape (the text
+    /// starts with the field's name), or the errors of [`Policy::new`].
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, PolicyError> {
+        serde_path_to_error::deserialize(value).map_err(|error| {
+            let path = error.path().to_string();
+            let inner = error.into_inner();
+            // A validation error from `Policy::new` comes back through serde as
+            // text; keep it as it is, and prefix shape errors with their field.
+            if path == "." {
+                PolicyError::Malformed(inner.to_string())
+            } else {
+                PolicyError::Malformed(format!("{path}: {inner}"))
+            }
+        })
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// Units per window; for the token bucket, tokens refilled per window.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The window, in seconds.
+    pub fn window_s(&self) -> u64 {
+        self.window_s
+    }
+
+    /// The token bucket's capacity in tokens; `None` for the other algorithms.
+    pub fn burst(&self) -> Option<u64> {
+        (self.algorithm == Algorithm::TokenBucket).then_some(self.burst)
+    }
+
+    /// The most units a fresh key may use at once: `burst` for the token bucket,
+    /// `limit` otherwise.
+    pub fn capacity(&self) -> u64 {
+        self.burst
+    }
+}
+
+fn check_count(field: PolicyField, value: u64) -> Result<u64, PolicyError> {
+    if (1..=MAX_VALUE).contains(&value) {
+        Ok(value)
+    } else {
+        Err(PolicyError::OutOfRange { field, value })
+    }
+}
+
+/// The policy's document form, as written in JSON and TOML.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyDocument {
+    algorithm: Algorithm,
+    limit: u64,
+    window_s: u64,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_integer"
+    )]
+    burst: Option<u64>,
+}
+
+/// `burst`, when present, must be an integer: `null` is not "absent".
+fn present_integer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    u64::deserialize(deserializer).map(Some)
+}
+
+impl Serialize for Policy {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        PolicyDocument {
+            algorithm: self.algorithm,
+            limit: self.limit,
+            window_s: self.window_s,
+            burst: self.burst(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Policy {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let document = PolicyDocument::deserialize(deserializer)?;
+        Policy::new(
+            document.algorithm,
+            document.limit,
+            document.window_s,
+            document.burst,
+        )
+        .map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn burst_defaults_to_limit_for_the_token_bucket_only() {
+        let bucket = Policy::new(Algorithm::TokenBucket, 6, 60, None).unwrap();
+        assert_eq!(bucket.burst(), Some(6));
+        let window = Policy::fixed_window(6, 60).unwrap();
+        assert_eq!(window.burst(), None);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        assert_eq!(
+            Policy::fixed_window(0, 60),
+            Err(PolicyError::OutOfRange {
+                field: PolicyField::Limit,
+                value: 0
+            })
+        );
+        assert_eq!(
+            Policy::sliding_log(1, 1 << 63).unwrap_err().to_string(),
+            "window_s must be an integer from 1 to 2^63-1, got 9223372036854775808"
+        );
+        let error =
+            Policy::from_json(&json!({"algorithm": "fixed_window", "limit": true, "window_s": 1}))
+                .unwrap_err()
+                .to_string();
+        assert!(error.starts_with("limit: invalid type: boolean"), "{error}");
+        let error = Policy::from_json(
+            &json!({"algorithm": "token_bucket", "limit": 3, "window_s": 10, "burst": 0}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(error, "burst must be an integer from 1 to 2^63-1, got 0");
+    }
+
+    #[test]
+    fn json_shape_is_strict() {
+        for bad in [
+            json!("fixed_window"),
+            json!({"algorithm": "fixed_window", "limit": 3}),
+            json!({"algorithm": "leaky", "limit": 3, "window_s": 10}),
+            json!({"algorithm": "fixed_window", "limit": 3, "window_s": 10, "burst": 2}),
+            json!({"algorithm": "sliding_log", "limit": 3, "window_s": 2.5}),
+            json!({"algorithm": "token_bucket", "limit": 3, "window_s": 10, "burst": null}),
+            json!({"algorithm": "fixed_window", "limit": 3, "window_s": 10, "extra": 1}),
+            json!({"algorithm": "fixed_window", "limit": -3, "window_s": 10}),
+        ] {
+            assert!(Policy::from_json(&bad).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn serialises_burst_for_the_token_bucket_only() {
+        let bucket = Policy::token_bucket(7, 60, 3).unwrap();
+        assert_eq!(
+            serde_json::to_value(bucket).unwrap(),
+            json!({"algorithm": "token_bucket", "limit": 7, "window_s": 60, "burst": 3})
+        );
+        let log = Policy::sliding_log(2, 10).unwrap();
+        assert_eq!(
+            serde_json::to_value(log).unwrap(),
+            json!({"algorithm": "sliding_log", "limit": 2, "window_s": 10})
+        );
+    }
+}

@@ -1,0 +1,318 @@
+//! The edges the contract pins down, each value computed by hand.
+
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use tollgate_core::{
+    Clock, Decision, Gateway, GatewayConfig, MAX_VALUE, ManualClock, Policy, Resolution,
+    UnknownTier,
+};
+
+fn gateway_with(policy: Policy) -> Gateway {
+    let config = GatewayConfig {
+        default_policy: policy,
+        ..GatewayConfig::default()
+    };
+    Gateway::new(&config, Resolution::Seconds).unwrap()
+}
+
+fn units(n: u64) -> NonZeroU64 {
+    NonZeroU64::new(n).unwrap()
+}
+
+fn outcome(decision: Decision) -> (u64, u64, Option<u64>, u64) {
+    (
+        decision.allowed,
+        decision.rejected,
+        decision.remaining,
+        decision.retry_after.as_secs(),
+    )
+}
+
+#[test]
+fn burst_after_a_long_idle_is_exactly_burst() {
+    // 1 token per second, 5 tokens at most.
+    let gateway = gateway_with(Policy::token_bucket(1, 1, 5).unwrap());
+    assert_eq!(
+        outcome(gateway.request_batch("k", 0, units(5))),
+        (5, 0, Some(0), 0)
+    );
+    // 3000 s later (no eviction yet): 3000 tokens of refill, capped at 5.
+    assert_eq!(
+        outcome(gateway.request_batch("k", 3000, units(10))),
+        (5, 5, Some(0), 1)
+    );
+    // And after an eviction the bucket is full, not fuller.
+    assert_eq!(
+        outcome(gateway.request_batch("k", 3000 + 3600, units(10))),
+        (5, 5, Some(0), 1)
+    );
+}
+
+#[test]
+fn eviction_keeps_a_key_idle_3599_s_and_drops_it_at_3600_s() {
+    let gateway = gateway_with(Policy::fixed_window(5, 100_000).unwrap());
+    gateway.request_batch("k", 1000, units(5));
+    // 3599 s idle: the window is still full.
+    assert_eq!(
+        outcome(gateway.request("k", 4599)),
+        (0, 1, Some(0), 100_000 - 4599)
+    );
+    // The rejected request at 4599 counts as use: 3600 s after it, the state is gone.
+    assert_eq!(gateway.stats(8198).tracked_keys, 1);
+    assert_eq!(gateway.stats(8199).tracked_keys, 0);
+    assert_eq!(outcome(gateway.request("k", 8199)), (1, 0, Some(4), 0));
+}
+
+#[test]
+fn a_key_idle_at_now_has_no_state_to_reset() {
+    let gateway = gateway_with(Policy::fixed_window(5, 60).unwrap());
+    gateway.request("a", 0);
+    gateway.request("b", 0);
+    assert!(gateway.reset("a", 3599));
+    assert!(!gateway.reset("b", 3600));
+    assert!(!gateway.reset("never", 0));
+}
+
+#[test]
+fn a_tier_change_discards_state_and_the_same_tier_does_not() {
+    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+    gateway.assign_tier("k", "pro").unwrap(); // sliding log, 20 per 60 s
+    gateway.request_batch("k", 0, units(15));
+    gateway.assign_tier("k", "pro").unwrap();
+    assert_eq!(gateway.request("k", 1).remaining, Some(4)); // 20 - 16: kept
+    gateway.assign_tier("k", "enterprise").unwrap(); // fixed window, 1000 per 60 s
+    assert_eq!(gateway.request("k", 2).remaining, Some(999)); // discarded
+    gateway.request_batch("k", 3, units(9));
+    gateway.assign_tier("k", "default").unwrap(); // fixed window, 5 per 60 s
+    assert_eq!(gateway.request("k", 4).remaining, Some(4));
+    gateway.assign_tier("k", "default").unwrap();
+    assert_eq!(gateway.request("k", 5).remaining, Some(3));
+    assert_eq!(
+        gateway.assign_tier("k", "gold"),
+        Err(UnknownTier("gold".into()))
+    );
+    assert_eq!(gateway.request("k", 6).remaining, Some(2)); // an error changes nothing
+    assert_eq!(gateway.tier_of("k"), "default");
+}
+
+#[test]
+fn configure_discards_only_default_policy_keys() {
+    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+    gateway.assign_tier("pro", "pro").unwrap();
+    gateway.request_batch("pro", 0, units(3));
+    gateway.request_batch("free", 0, units(3));
+    assert_eq!(gateway.stats(0).tracked_keys, 2);
+    // The same policy again still discards the default-policy keys.
+    gateway
+        .configure(Policy::fixed_window(5, 60).unwrap())
+        .unwrap();
+    assert_eq!(gateway.stats(0).tracked_keys, 1);
+    assert_eq!(gateway.request("free", 1).remaining, Some(4));
+    assert_eq!(gateway.request("pro", 1).remaining, Some(16)); // 20 - 4
+    assert_eq!(gateway.tier_of("pro"), "pro"); // the assignment survives
+}
+
+#[test]
+fn a_token_bucket_of_7_per_60_s_refills_exactly() {
+    // 7 tokens per 60 s: one token every 60/7 = 8.571... s.
+    let gateway = gateway_with(Policy::token_bucket(7, 60, 7).unwrap());
+    assert_eq!(
+        outcome(gateway.request_batch("k", 0, units(7))),
+        (7, 0, Some(0), 0)
+    );
+    // At 8 s: 56/60 of a token; a whole one at 60/7 s, so in ceil(4/7) = 1 s.
+    assert_eq!(outcome(gateway.request("k", 8)), (0, 1, Some(0), 1));
+    // At 9 s: 63/60 tokens; one taken leaves 3/60.
+    assert_eq!(outcome(gateway.request("k", 9)), (1, 0, Some(0), 0));
+    // At 60 s: 3/60 + 51 * 7/60 = 360/60 = 6 tokens exactly.
+    assert_eq!(
+        outcome(gateway.request_batch("k", 60, units(7))),
+        (6, 1, Some(0), 9)
+    );
+    // After 60 s more, exactly 7 again (the cap), never 7 and a fraction.
+    assert_eq!(
+        outcome(gateway.request_batch("k", 120, units(8))),
+        (7, 1, Some(0), 9)
+    );
+}
+
+#[test]
+fn a_manual_clock_refills_nanosecond_buckets_exactly() {
+    // rpm 7 on a nanosecond clock: exactly 7 tokens after 60 s, 0 after 59.999999999 s.
+    let clock = ManualClock::new(0);
+    let config = GatewayConfig {
+        default_policy: Policy::token_bucket(7, 60, 7).unwrap(),
+        ..GatewayConfig::default()
+    };
+    let gateway = Gateway::new(&config, Resolution::Nanoseconds).unwrap();
+    assert_eq!(
+        gateway
+            .request_batch("k", clock.now_nanos(), units(7))
+            .allowed,
+        7
+    );
+    clock.advance(Duration::from_nanos(60_000_000_000 / 7)); // 8571428571 ns: 0.99999... token
+    let early = gateway.request("k", clock.now_nanos());
+    assert!(!early.is_allowed());
+    // 1 token = 60e9/7 ns = 8571428571.43 ns; 8571428571 ns gives 59999999997/60e9 of one;
+    // the missing 3/60e9 token refills in ceil(3 / 7) = 1 ns.
+    assert_eq!(early.retry_after, Duration::from_nanos(1));
+    assert_eq!(early.retry_after_seconds(), 1);
+    clock.advance_by("1ns").unwrap();
+    assert!(gateway.request("k", clock.now_nanos()).is_allowed());
+    // rpm 60, burst 5: empty, then one token exactly after 1 s.
+    let config = GatewayConfig {
+        default_policy: Policy::token_bucket(60, 60, 5).unwrap(),
+        ..GatewayConfig::default()
+    };
+    let gateway = Gateway::new(&config, Resolution::Nanoseconds).unwrap();
+    assert_eq!(
+        gateway
+            .request_batch("r", clock.now_nanos(), units(6))
+            .allowed,
+        5
+    );
+    clock.advance_by("1s").unwrap();
+    let batch = gateway.request_batch("r", clock.now_nanos(), units(2));
+    assert_eq!(
+        (batch.allowed, batch.retry_after),
+        (1, Duration::from_secs(1))
+    );
+    clock.advance_by("250ms").unwrap();
+    let partial = gateway.request("r", clock.now_nanos());
+    assert_eq!(partial.retry_after, Duration::from_millis(750));
+    assert_eq!(partial.retry_after_seconds(), 1);
+}
+
+const MAX: u64 = MAX_VALUE;
+
+#[test]
+fn fixed_window_at_2_pow_63_minus_1() {
+    let gateway = gateway_with(Policy::fixed_window(MAX, MAX).unwrap());
+    // now = MAX is the first tick of window 1: [MAX, 2 * MAX).
+    assert_eq!(
+        outcome(gateway.request_batch("k", MAX, units(MAX))),
+        (MAX, 0, Some(0), 0)
+    );
+    assert_eq!(
+        outcome(gateway.request_batch("k", MAX, units(MAX))),
+        (0, MAX, Some(0), MAX)
+    );
+    let small = gateway_with(Policy::fixed_window(1, MAX).unwrap());
+    // now = MAX - 1 is the last tick of window 0: 1 s to go.
+    assert_eq!(
+        outcome(small.request_batch("k", MAX - 1, units(MAX))),
+        (1, MAX - 1, Some(0), 1)
+    );
+}
+
+#[test]
+fn sliding_log_at_2_pow_63_minus_1() {
+    // Idle eviction as long as the window, so the log survives the wait.
+    let config = GatewayConfig {
+        default_policy: Policy::sliding_log(MAX, MAX).unwrap(),
+        idle_eviction_s: MAX,
+        ..GatewayConfig::default()
+    };
+    let gateway = Gateway::new(&config, Resolution::Seconds).unwrap();
+    assert_eq!(
+        outcome(gateway.request_batch("k", 0, units(MAX - 1))),
+        (MAX - 1, 0, Some(1), 0)
+    );
+    assert_eq!(
+        outcome(gateway.request_batch("k", MAX - 1, units(MAX))),
+        (1, MAX - 1, Some(0), 1)
+    );
+    // At MAX the units of time 0 have expired (0 + MAX <= MAX); those of MAX - 1 count
+    // until 2 * MAX - 1, MAX - 1 s away.
+    assert_eq!(
+        outcome(gateway.request_batch("k", MAX, units(MAX))),
+        (MAX - 1, 1, Some(0), MAX - 1)
+    );
+}
+
+#[test]
+fn token_bucket_at_2_pow_63_minus_1() {
+    // MAX tokens per MAX s: 1 token per second, MAX tokens of burst.
+    let gateway = gateway_with(Policy::token_bucket(MAX, MAX, MAX).unwrap());
+    assert_eq!(
+        outcome(gateway.request_batch("k", MAX, units(MAX))),
+        (MAX, 0, Some(0), 0)
+    );
+    assert_eq!(outcome(gateway.request("k", MAX)), (0, 1, Some(0), 1));
+    // 1 token per MAX s: the next token comes MAX s later.
+    let slow = gateway_with(Policy::token_bucket(1, MAX, MAX).unwrap());
+    assert_eq!(
+        outcome(slow.request_batch("k", MAX, units(MAX))),
+        (MAX, 0, Some(0), 0)
+    );
+    assert_eq!(outcome(slow.request("k", MAX)), (0, 1, Some(0), MAX));
+    // MAX tokens per second, burst 1: never more than 1 at a time.
+    let fast = gateway_with(Policy::token_bucket(MAX, 1, 1).unwrap());
+    assert_eq!(
+        outcome(fast.request_batch("k", 0, units(MAX))),
+        (1, MAX - 1, Some(0), 1)
+    );
+    let full = fast.request_batch("k", 1, units(MAX));
+    assert_eq!(outcome(full), (1, MAX - 1, Some(0), 1));
+}
+
+#[test]
+fn stats_count_past_2_pow_64() {
+    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+    for _ in 0..4 {
+        gateway.request_batch("sk_internal", 0, units(MAX));
+        gateway.request_batch("k", 0, units(MAX));
+    }
+    let stats = gateway.stats(0);
+    assert_eq!(stats.allowed, 4 * u128::from(MAX) + 5);
+    assert_eq!(stats.rejected, 4 * u128::from(MAX) - 5);
+    assert_eq!(stats.tracked_keys, 1);
+}
+
+#[test]
+fn exempt_keys_hold_no_state_and_inspect_uses_no_budget() {
+    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+    assert_eq!(
+        gateway.request_batch("sk_internal", 0, units(100)),
+        Decision::exempt(100)
+    );
+    assert_eq!(gateway.stats(0).tracked_keys, 0);
+    assert_eq!(gateway.policy_for("sk_internal"), None);
+    assert_eq!(gateway.inspect("k", 0), None);
+    gateway.request_batch("k", 0, units(2));
+    let seen = gateway.inspect("k", 1).unwrap();
+    assert_eq!(
+        (seen.allowed, seen.rejected, seen.remaining),
+        (0, 0, Some(3))
+    );
+    assert_eq!(gateway.inspect("k", 1).unwrap().remaining, Some(3));
+    assert_eq!(gateway.request("k", 1).remaining, Some(2));
+}
+
+#[test]
+fn the_key_cap_evicts_the_least_recently_used() {
+    // 64 shards of one key each: at most 64 keys tracked.
+    let config = GatewayConfig {
+        max_tracked_keys: 64,
+        ..GatewayConfig::default()
+    };
+    let gateway = Gateway::new(&config, Resolution::Seconds).unwrap();
+    for i in 0..10_000 {
+        gateway.request(&format!("key-{i}"), 0);
+    }
+    let tracked = gateway.stats(0).tracked_keys;
+    assert!((1..=64).contains(&tracked), "{tracked}");
+}
+
+#[test]
+fn a_window_too_long_for_nanoseconds_is_refused() {
+    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Nanoseconds).unwrap();
+    let long = Policy::fixed_window(1, 20_000_000_000).unwrap();
+    assert!(gateway.configure(long).is_err());
+    assert_eq!(
+        gateway.default_policy(),
+        Policy::fixed_window(5, 60).unwrap()
+    );
+}

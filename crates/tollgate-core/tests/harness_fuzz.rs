@@ -1,0 +1,133 @@
+//! Arbitrary JSON through the harness: never a panic, always one output per
+//! operation, and the right error for input that is not an array.
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use tollgate_core::{GatewayConfig, Harness};
+
+/// Any JSON value, nested a few levels.
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        ".{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map(".{0,8}", inner, 0..6)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+/// Values an operation's arguments are likely to hit: edges of every range.
+fn interesting_argument() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        prop::sample::select(vec![
+            json!(0),
+            json!(1),
+            json!(-1),
+            json!(9_223_372_036_854_775_807u64),
+            json!(9_223_372_036_854_775_808u64),
+            json!(u64::MAX),
+            json!(1.5),
+            json!(true),
+            json!(null),
+            json!(""),
+            json!("Bearer"),
+            json!("sk_a"),
+            json!("  bearer sk_a "),
+            json!("sk_internal"),
+            json!("pro"),
+            json!("default"),
+            json!("gold"),
+            json!({"algorithm": "token_bucket", "limit": 9_223_372_036_854_775_807u64,
+                   "window_s": 1, "burst": 9_223_372_036_854_775_807u64}),
+            json!({"algorithm": "sliding_log", "limit": 3, "window_s": 9_223_372_036_854_775_807u64}),
+            json!({"algorithm": "fixed_window", "limit": 1, "window_s": 1}),
+        ]),
+        (0u64..100_000u64).prop_map(Value::from),
+        any_json(),
+    ]
+}
+
+/// Operation-shaped arrays: a known or unknown name and 0 to 4 arguments.
+fn operation() -> impl Strategy<Value = Value> {
+    let name = prop::sample::select(vec![
+        "request",
+        "request_batch",
+        "configure",
+        "reset",
+        "stats",
+        "assign_tier",
+        "ping",
+    ]);
+    prop_oneof![
+        4 => (name, prop::collection::vec(interesting_argument(), 0..5)).prop_map(|(name, arguments)| {
+            let mut operation = vec![Value::from(name)];
+            operation.extend(arguments);
+            Value::Array(operation)
+        }),
+        1 => any_json(),
+    ]
+}
+
+fn run(input: &[u8]) -> Result<Vec<Value>, String> {
+    let mut harness = Harness::new(&GatewayConfig::default()).unwrap();
+    let mut out = Vec::new();
+    harness
+        .run(input, &mut out)
+        .map_err(|error| error.to_string())?;
+    Ok(serde_json::from_slice(&out).expect("the output is JSON"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn any_array_of_operations_gives_one_output_each(operations in prop::collection::vec(operation(), 0..40)) {
+        let input = serde_json::to_vec(&operations).unwrap();
+        let outputs = run(&input).unwrap();
+        prop_assert_eq!(outputs.len(), operations.len());
+    }
+
+    #[test]
+    fn any_json_document_is_an_array_or_an_error(document in any_json()) {
+        let input = serde_json::to_vec(&document).unwrap();
+        match (&document, run(&input)) {
+            (Value::Array(operations), Ok(outputs)) => prop_assert_eq!(outputs.len(), operations.len()),
+            (Value::Array(_), Err(error)) => prop_assert!(false, "an array was refused: {}", error),
+            (_, result) => prop_assert!(result.is_err()),
+        }
+    }
+
+    #[test]
+    fn any_bytes_never_panic(input in prop::collection::vec(any::<u8>(), 0..200)) {
+        let _ = run(&input);
+    }
+}
+
+#[test]
+fn input_that_is_not_an_array_is_refused() {
+    for input in [
+        &b"{}"[..],
+        b"",
+        b"[1,",
+        b"[] []",
+        b"\"request\"",
+        b"[[\"stats\", 1]",
+    ] {
+        let error = run(input).unwrap_err();
+        assert!(
+            error.starts_with("input is not a JSON array of operations"),
+            "{error}"
+        );
+    }
+    assert_eq!(run(b" [ ] ").unwrap(), Vec::<Value>::new());
+}

@@ -1,0 +1,116 @@
+//! The `tollgate run` command line: files, standard input, `--config`, and the
+//! one-line error with exit code 2 for input that is not a JSON array.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn tollgate(arguments: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(arguments)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The process may exit before reading (a bad config): ignore a broken pipe.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    child.wait_with_output().unwrap()
+}
+
+fn scratch_file(name: &str, contents: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+#[test]
+fn runs_the_example_script() {
+    let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart.json");
+    let output = tollgate(&["run", example.to_str().unwrap()], b"");
+    assert!(output.status.success());
+    let outputs: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    // Five allowed, the sixth rejected until the window [120, 180) ends.
+    assert_eq!(
+        outputs[5],
+        serde_json::json!({"allowed": false, "remaining": 0, "retry_after": 55})
+    );
+}
+
+#[test]
+fn input_that_is_not_an_array_exits_2_with_one_line() {
+    for input in [
+        &b"{\"ops\": []}"[..],
+        b"",
+        b"[[\"stats\", 1]",
+        b"not json",
+        b"[] 1",
+    ] {
+        let output = tollgate(&["run", "-"], input);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(input)
+        );
+        assert!(output.stdout.is_empty());
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("not a JSON array"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_missing_file_exits_2() {
+    let output = tollgate(&["run", "/nonexistent/ops.json"], b"");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read /nonexistent/ops.json"));
+}
+
+#[test]
+fn config_file_sets_the_policies() {
+    let config = scratch_file(
+        "gold.toml",
+        "exempt_keys = [\"sk_ops\"]\n[default_policy]\nalgorithm = \"token_bucket\"\nlimit = 60\nwindow_s = 60\nburst = 2\n[tiers.gold]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow_s = 10\n",
+    );
+    let operations = br#"[["request_batch", "a", 0, 3], ["assign_tier", "a", "gold"], ["request_batch", "a", 1, 2],
+        ["assign_tier", "a", "pro"], ["request", "sk_internal", 1], ["request", "sk_ops", 1]]"#;
+    let output = tollgate(
+        &["run", "--config", config.to_str().unwrap(), "-"],
+        operations,
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let outputs: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        outputs,
+        serde_json::json!([
+            {"allowed": 2, "rejected": 1, "remaining": 0, "retry_after": 1},
+            "gold",
+            {"allowed": 1, "rejected": 1, "remaining": 0, "retry_after": 9},
+            "error: unknown tier: pro",
+            {"allowed": true, "remaining": 1, "retry_after": 0},
+            {"allowed": true, "remaining": null, "retry_after": 0}
+        ])
+    );
+}
+
+#[test]
+fn an_invalid_config_exits_2_naming_the_problem() {
+    let config = scratch_file(
+        "bad.toml",
+        "[default_policy]\nalgorithm = \"fixed_window\"\nlimit = 0\nwindow_s = 60\n",
+    );
+    let output = tollgate(&["run", "--config", config.to_str().unwrap(), "-"], b"[]");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("limit must be an integer from 1 to 2^63-1"),
+        "{stderr}"
+    );
+}
