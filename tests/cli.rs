@@ -114,3 +114,23 @@ fn an_invalid_config_exits_2_naming_the_problem() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_example_config_is_valid() {
+    let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/limits.toml");
+    let output = tollgate(
+        &["run", "--config", config.to_str().unwrap(), "-"],
+        b"[[\"request_batch\", \"k\", 0, 20]]",
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let outputs: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    // Token bucket of 10 tokens refilled at 1 per second.
+    assert_eq!(
+        outputs,
+        serde_json::json!([{"allowed": 10, "rejected": 10, "remaining": 0, "retry_after": 1}])
+    );
+}

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of the current time, in nanoseconds since the Unix epoch.
 ///
@@ -16,10 +16,12 @@ pub trait Clock: Send + Sync {
 
 /// The machine's clock: monotonic, anchored to the wall clock once at creation,
 /// so fixed windows line up with the epoch and never jump when the wall clock is
-/// adjusted.
-#[derive(Clone, Copy, Debug)]
+/// adjusted. Reads the CPU's time-stamp counter through `quanta` where it is
+/// reliable (about 10 ns a reading), the OS monotonic clock elsewhere.
+#[derive(Clone, Debug)]
 pub struct SystemClock {
-    origin: Instant,
+    clock: quanta::Clock,
+    origin: quanta::Instant,
     origin_nanos: u64,
 }
 
@@ -29,8 +31,10 @@ impl SystemClock {
         let since_epoch = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO);
+        let clock = quanta::Clock::new();
         SystemClock {
-            origin: Instant::now(),
+            origin: clock.now(),
+            clock,
             origin_nanos: saturating_nanos(since_epoch),
         }
     }
@@ -44,8 +48,8 @@ impl Default for SystemClock {
 
 impl Clock for SystemClock {
     fn now_nanos(&self) -> u64 {
-        self.origin_nanos
-            .saturating_add(saturating_nanos(self.origin.elapsed()))
+        let elapsed = self.clock.now().saturating_duration_since(self.origin);
+        self.origin_nanos.saturating_add(saturating_nanos(elapsed))
     }
 }
 

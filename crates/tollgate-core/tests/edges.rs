@@ -316,3 +316,18 @@ fn a_window_too_long_for_nanoseconds_is_refused() {
         Policy::fixed_window(5, 60).unwrap()
     );
 }
+
+#[test]
+fn a_flood_of_distinct_keys_is_forgotten_as_it_goes_idle() {
+    // 100,000 keys, ten new ones a second for 10,000 s; each idles out 3600 s
+    // after its only request, so at the end exactly the last 3600 s of keys
+    // (36,000) hold state, whatever the total.
+    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+    for i in 0..100_000u64 {
+        gateway.request(&format!("flood-{i}"), i / 10);
+    }
+    // The last request was at 9999; keys from 6400 s on (64,000 onwards) are kept.
+    assert_eq!(gateway.stats(9999).tracked_keys, 36_000);
+    assert_eq!(gateway.stats(9999 + 3600).tracked_keys, 0);
+    assert_eq!(gateway.stats(9999 + 3600).allowed, 100_000);
+}

@@ -15,7 +15,7 @@ pub(crate) struct FixedWindow {
 impl FixedWindow {
     pub(crate) fn decide(&mut self, rule: &Rule, now: u64, units: u64) -> Verdict {
         // A time older than the stored window counts against the stored window.
-        let index = (now / rule.window).max(self.window_index);
+        let index = (now / rule.per_window).max(self.window_index);
         if index != self.window_index {
             self.window_index = index;
             self.count = 0;

@@ -10,6 +10,8 @@ mod fixed_window;
 mod sliding_log;
 mod token_bucket;
 
+use strength_reduce::StrengthReducedU64;
+
 use crate::policy::{Algorithm, Policy, PolicyError};
 use crate::resolution::Resolution;
 
@@ -17,16 +19,21 @@ use fixed_window::FixedWindow;
 use sliding_log::SlidingLog;
 use token_bucket::TokenBucket;
 
-/// A policy compiled to engine ticks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A policy compiled to engine ticks, with its divisors prepared once so that a
+/// decision divides by multiplying.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Rule {
     pub(crate) policy: Policy,
     /// `limit`, in units.
     pub(crate) limit: u64,
     /// `window_s`, in ticks.
     pub(crate) window: u64,
-    /// The token bucket's capacity in tokens (`limit` for the other algorithms).
-    pub(crate) burst: u64,
+    /// `burst * window`: the token bucket's capacity in its scaled units.
+    pub(crate) scaled_capacity: u128,
+    /// Division by `limit`.
+    pub(crate) per_limit: StrengthReducedU64,
+    /// Division by `window`.
+    pub(crate) per_window: StrengthReducedU64,
 }
 
 impl Rule {
@@ -43,7 +50,9 @@ impl Rule {
             policy,
             limit: policy.limit(),
             window,
-            burst: policy.capacity(),
+            scaled_capacity: u128::from(policy.capacity()) * u128::from(window),
+            per_limit: StrengthReducedU64::new(policy.limit()),
+            per_window: StrengthReducedU64::new(window),
         })
     }
 }
@@ -114,6 +123,25 @@ impl State {
             State::SlidingLog(_) => Algorithm::SlidingLog,
             State::TokenBucket(_) => Algorithm::TokenBucket,
         }
+    }
+}
+
+/// `dividend / divisor`, by the prepared divisor when the dividend fits in 64
+/// bits (the common case), by a 128-bit division otherwise.
+fn divide(dividend: u128, divisor: StrengthReducedU64) -> u128 {
+    match u64::try_from(dividend) {
+        Ok(dividend) => u128::from(dividend / divisor),
+        Err(_) => dividend / u128::from(divisor.get()),
+    }
+}
+
+/// `dividend / divisor` rounded up.
+fn divide_rounding_up(dividend: u128, divisor: StrengthReducedU64) -> u128 {
+    let quotient = divide(dividend, divisor);
+    if quotient * u128::from(divisor.get()) < dividend {
+        quotient + 1
+    } else {
+        quotient
     }
 }
 

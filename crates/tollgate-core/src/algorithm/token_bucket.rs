@@ -8,7 +8,7 @@
 //! of GCRA). Products of two 63-bit values fit in 126 bits, so u128 never
 //! overflows for valid policies and timestamps.
 
-use super::{Rule, Verdict, saturate};
+use super::{Rule, Verdict, divide, divide_rounding_up, saturate};
 
 /// The scaled time (ticks × `limit`) at which the bucket is full again; 0 for a
 /// bucket that has never been used, which is full.
@@ -21,23 +21,26 @@ impl TokenBucket {
     pub(crate) fn decide(&mut self, rule: &Rule, now: u64, units: u64) -> Verdict {
         let limit = u128::from(rule.limit);
         let token = u128::from(rule.window);
-        let capacity = u128::from(rule.burst) * token;
+        let capacity = rule.scaled_capacity;
         let scaled_now = u128::from(now) * limit;
         // Never fuller than full: time past `full_at` adds nothing.
         let start = self.full_at.max(scaled_now);
-        let available = capacity.saturating_sub(start - scaled_now) / token;
+        let available = divide(capacity.saturating_sub(start - scaled_now), rule.per_window);
         let allowed = u64::try_from(available).map_or(units, |available| units.min(available));
         self.full_at = start + u128::from(allowed) * token;
         let deficit = self.full_at - scaled_now;
-        let remaining = saturate(capacity.saturating_sub(deficit) / token);
-        // One whole token is there once the deficit is at most `capacity - token`.
-        let until_one_token = deficit.saturating_sub(capacity - token).div_ceil(limit);
-        Verdict::new(
-            units,
-            allowed,
-            remaining,
-            saturate(until_one_token),
-            saturate(deficit.div_ceil(limit)),
-        )
+        // Taking `allowed` whole tokens leaves exactly `available - allowed` whole.
+        let remaining = saturate(available - u128::from(allowed));
+        let retry_after = if allowed < units {
+            // One whole token is there once the deficit is at most `capacity - token`.
+            saturate(divide_rounding_up(
+                deficit.saturating_sub(capacity - token),
+                rule.per_limit,
+            ))
+        } else {
+            0
+        };
+        let reset_after = saturate(divide_rounding_up(deficit, rule.per_limit));
+        Verdict::new(units, allowed, remaining, retry_after, reset_after)
     }
 }

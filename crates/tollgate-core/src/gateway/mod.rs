@@ -11,7 +11,6 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use arc_swap::ArcSwap;
 use crossbeam_utils::CachePadded;
 use foldhash::fast::RandomState;
 use parking_lot::Mutex;
@@ -75,14 +74,14 @@ pub struct Stats {
 /// ```
 #[derive(Debug)]
 pub struct Gateway {
-    policies: ArcSwap<PolicySet>,
+    /// The policies in force; each shard holds the same `Arc`. Locked only to
+    /// replace them, never on the decision path.
+    policies: Mutex<Arc<PolicySet>>,
     shards: Box<[CachePadded<Mutex<Shard>>]>,
     hasher: RandomState,
     resolution: Resolution,
     /// The next rule version to hand out.
     next_version: AtomicU64,
-    /// Serialises replacements of the policies.
-    replacing: Mutex<()>,
 }
 
 impl Gateway {
@@ -115,27 +114,25 @@ impl Gateway {
         let idle_after = resolution
             .ticks_from_seconds(config.idle_eviction_s)
             .unwrap_or(u64::MAX);
+        let policies = Arc::new(PolicySet {
+            default,
+            tiers: Arc::new(tiers),
+            exempt: Arc::new(exempt),
+        });
         let per_shard = config.max_tracked_keys.div_ceil(SHARDS).max(1);
         let shards = (0..SHARDS)
             .map(|_| {
-                CachePadded::new(Mutex::new(Shard::new(
-                    hasher.clone(),
-                    per_shard,
-                    idle_after,
-                )))
+                let shard =
+                    Shard::new(Arc::clone(&policies), hasher.clone(), per_shard, idle_after);
+                CachePadded::new(Mutex::new(shard))
             })
             .collect();
         Ok(Gateway {
-            policies: ArcSwap::from_pointee(PolicySet {
-                default,
-                tiers: Arc::new(tiers),
-                exempt: Arc::new(exempt),
-            }),
+            policies: Mutex::new(policies),
             shards,
             hasher,
             resolution,
             next_version,
-            replacing: Mutex::new(()),
         })
     }
 
@@ -154,15 +151,11 @@ impl Gateway {
     pub fn request_batch(&self, key: &str, now: u64, units: NonZeroU64) -> Decision {
         let units = units.get();
         let hash = self.hasher.hash_one(key);
-        let policies = self.policies.load();
-        let mut shard = self.shard(hash).lock();
-        if policies.is_exempt(hash, key) {
-            shard.allowed += u128::from(units);
-            return Decision::exempt(units);
+        let verdict = self.shard(hash).lock().decide(hash, key, now, units);
+        match verdict {
+            Some(verdict) => self.decision(verdict),
+            None => Decision::exempt(units),
         }
-        let verdict = shard.decide(hash, key, &policies, now, units);
-        drop(shard);
-        self.decision(verdict)
     }
 
     /// `key`'s budget at `now` (ticks) without using any: what is left and when
@@ -171,11 +164,12 @@ impl Gateway {
     /// exempt key.
     pub fn inspect(&self, key: &str, now: u64) -> Option<Decision> {
         let hash = self.hasher.hash_one(key);
-        let policies = self.policies.load();
-        if policies.is_exempt(hash, key) {
+        let shard = self.shard(hash).lock();
+        if shard.policies.is_exempt(hash, key) {
             return Some(Decision::exempt(0));
         }
-        let verdict = self.shard(hash).lock().inspect(hash, key, &policies, now)?;
+        let verdict = shard.inspect(hash, key, now)?;
+        drop(shard);
         Some(self.decision(verdict))
     }
 
@@ -183,22 +177,24 @@ impl Gateway {
     /// key is exempt.
     pub fn policy_for(&self, key: &str) -> Option<Policy> {
         let hash = self.hasher.hash_one(key);
-        let policies = self.policies.load();
-        if policies.is_exempt(hash, key) {
+        let shard = self.shard(hash).lock();
+        if shard.policies.is_exempt(hash, key) {
             return None;
         }
-        let shard = self.shard(hash).lock();
-        Some(policies.rule_for(shard.tier(hash, key)).rule.policy)
+        Some(shard.policies.rule_for(shard.tier(hash, key)).rule.policy)
     }
 
     /// The default policy in force.
     pub fn default_policy(&self) -> Policy {
-        self.policies.load().default.rule.policy
+        self.policies.lock().default.rule.policy
     }
 
     /// Replaces the default policy and drops the state of every key on it, even
     /// when the new policy equals the old. Keys on tiers keep their state.
     /// Returns the policy now in force.
+    ///
+    /// Each shard switches under its own lock, so every decision sees either the
+    /// old policy with the old state or the new policy with fresh state.
     ///
     /// # Errors
     ///
@@ -206,17 +202,17 @@ impl Gateway {
     /// resolution; nothing changes then.
     pub fn configure(&self, policy: Policy) -> Result<Policy, PolicyError> {
         let rule = Rule::compile(policy, self.resolution)?;
-        let _replacing = self.replacing.lock();
-        let mut next = PolicySet::clone(&self.policies.load());
+        let mut policies = self.policies.lock();
+        let mut next = PolicySet::clone(&policies);
         next.default = VersionedRule {
             rule,
             version: self.next_version.fetch_add(1, Ordering::Relaxed),
         };
         let next = Arc::new(next);
-        self.policies.store(Arc::clone(&next));
         for shard in self.shards.iter() {
-            shard.lock().retain_current(&next);
+            shard.lock().replace_policies(Arc::clone(&next));
         }
+        *policies = next;
         Ok(policy)
     }
 
@@ -230,20 +226,19 @@ impl Gateway {
     /// [`UnknownTier`] when `tier` is neither configured nor `default`; nothing
     /// changes then.
     pub fn assign_tier(&self, key: &str, tier: &str) -> Result<(), UnknownTier> {
-        let policies = self.policies.load();
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shard(hash).lock();
         let tier = if tier == DEFAULT_TIER {
             None
         } else {
-            let (name, _) = policies
+            let (name, _) = shard
+                .policies
                 .tiers
                 .get_key_value(tier)
                 .ok_or_else(|| UnknownTier(tier.to_owned()))?;
             Some(Arc::clone(name))
         };
-        let hash = self.hasher.hash_one(key);
-        self.shard(hash)
-            .lock()
-            .assign_tier(hash, key, tier, &self.hasher);
+        shard.assign_tier(hash, key, tier, &self.hasher);
         Ok(())
     }
 

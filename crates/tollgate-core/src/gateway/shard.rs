@@ -42,6 +42,9 @@ type Assignment = (Box<str>, Arc<str>);
 
 #[derive(Debug)]
 pub(crate) struct Shard {
+    /// The policies in force for this shard's keys; replaced by `configure`
+    /// under this shard's lock, so each decision sees one consistent set.
+    pub(crate) policies: Arc<PolicySet>,
     /// Keys holding limiter state, least recently used first.
     tracked: LinkedHashMap<Box<str>, Tracked, RandomState>,
     /// Tier assignments; never dropped by eviction, reset or `configure`.
@@ -58,8 +61,14 @@ pub(crate) struct Shard {
 }
 
 impl Shard {
-    pub(crate) fn new(hasher: RandomState, capacity: usize, idle_after: u64) -> Self {
+    pub(crate) fn new(
+        policies: Arc<PolicySet>,
+        hasher: RandomState,
+        capacity: usize,
+        idle_after: u64,
+    ) -> Self {
         Shard {
+            policies,
             tracked: LinkedHashMap::with_hasher(hasher),
             assignments: HashTable::new(),
             capacity,
@@ -70,35 +79,27 @@ impl Shard {
         }
     }
 
-    /// Applies `units` requests of `key` at `now` under the policies in force.
-    pub(crate) fn decide(
-        &mut self,
-        hash: u64,
-        key: &str,
-        policies: &PolicySet,
-        now: u64,
-        units: u64,
-    ) -> Verdict {
+    /// Applies `units` requests of `key` at `now`; `None` for an exempt key,
+    /// which is counted as allowed and holds no state.
+    pub(crate) fn decide(&mut self, hash: u64, key: &str, now: u64, units: u64) -> Option<Verdict> {
+        if self.policies.is_exempt(hash, key) {
+            self.allowed += u128::from(units);
+            return None;
+        }
         self.evict_idle(now);
-        let rule = *policies.rule_for(self.tier(hash, key));
+        let rule = *self.policies.rule_for(self.tier(hash, key));
         let tracked = self.entry(hash, key, &rule, now);
         let verdict = tracked.state.decide(&rule.rule, now, units);
         tracked.last_request = tracked.last_request.max(now);
         self.allowed += u128::from(verdict.allowed);
         self.rejected += u128::from(verdict.rejected);
-        verdict
+        Some(verdict)
     }
 
     /// Reads `key`'s state at `now` as a request of zero units would see it,
     /// without using budget, touching its last use or creating state.
-    pub(crate) fn inspect(
-        &self,
-        hash: u64,
-        key: &str,
-        policies: &PolicySet,
-        now: u64,
-    ) -> Option<Verdict> {
-        let rule = policies.rule_for(self.tier(hash, key));
+    pub(crate) fn inspect(&self, hash: u64, key: &str, now: u64) -> Option<Verdict> {
+        let rule = self.policies.rule_for(self.tier(hash, key));
         let (_, tracked) = self
             .tracked
             .raw_entry()
@@ -122,13 +123,20 @@ impl Shard {
             self.tracked.pop_front();
         }
         let idle_after = self.idle_after;
+        // A hot key is already the most recently used: leave the order alone.
+        let is_most_recent = self
+            .tracked
+            .back()
+            .is_some_and(|(newest, _)| **newest == *key);
         match self
             .tracked
             .raw_entry_mut()
             .from_key_hashed_nocheck(hash, key)
         {
             RawEntryMut::Occupied(mut entry) => {
-                entry.to_back();
+                if !is_most_recent {
+                    entry.to_back();
+                }
                 let tracked = entry.into_mut();
                 if tracked.version != rule.version || tracked.is_idle(now, idle_after) {
                     *tracked = Tracked::new(rule, now);
@@ -178,10 +186,12 @@ impl Shard {
         self.tracked.len()
     }
 
-    /// Drops the state of every key whose rule is no longer in force.
-    pub(crate) fn retain_current(&mut self, policies: &PolicySet) {
+    /// Puts `policies` in force and drops the state of every key whose rule is
+    /// no longer in force.
+    pub(crate) fn replace_policies(&mut self, policies: Arc<PolicySet>) {
         self.tracked
             .retain(|_, tracked| policies.is_current(tracked.version));
+        self.policies = policies;
     }
 
     /// `key`'s tier, `None` for the default policy.
