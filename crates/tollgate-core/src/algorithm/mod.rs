@@ -86,7 +86,8 @@ impl Verdict {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum State {
     FixedWindow(FixedWindow),
-    SlidingLog(SlidingLog),
+    /// Boxed: the log is the largest state and the rarest, so the others stay small.
+    SlidingLog(Box<SlidingLog>),
     TokenBucket(TokenBucket),
 }
 
@@ -95,7 +96,7 @@ impl State {
     pub(crate) fn new(algorithm: Algorithm) -> Self {
         match algorithm {
             Algorithm::FixedWindow => State::FixedWindow(FixedWindow::default()),
-            Algorithm::SlidingLog => State::SlidingLog(SlidingLog::default()),
+            Algorithm::SlidingLog => State::SlidingLog(Box::default()),
             Algorithm::TokenBucket => State::TokenBucket(TokenBucket::default()),
         }
     }

@@ -11,24 +11,36 @@
 use super::{Rule, Verdict, divide, divide_rounding_up, saturate};
 
 /// The scaled time (ticks × `limit`) at which the bucket is full again; 0 for a
-/// bucket that has never been used, which is full.
+/// bucket that has never been used, which is full. Kept as two 64-bit halves so
+/// the state is 8-byte aligned and a tracked key stays small.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TokenBucket {
-    full_at: u128,
+    full_at_high: u64,
+    full_at_low: u64,
 }
 
 impl TokenBucket {
+    fn full_at(&self) -> u128 {
+        (u128::from(self.full_at_high) << 64) | u128::from(self.full_at_low)
+    }
+
+    fn set_full_at(&mut self, full_at: u128) {
+        self.full_at_high = (full_at >> 64) as u64;
+        self.full_at_low = full_at as u64;
+    }
+
     pub(crate) fn decide(&mut self, rule: &Rule, now: u64, units: u64) -> Verdict {
         let limit = u128::from(rule.limit);
         let token = u128::from(rule.window);
         let capacity = rule.scaled_capacity;
         let scaled_now = u128::from(now) * limit;
         // Never fuller than full: time past `full_at` adds nothing.
-        let start = self.full_at.max(scaled_now);
+        let start = self.full_at().max(scaled_now);
         let available = divide(capacity.saturating_sub(start - scaled_now), rule.per_window);
         let allowed = u64::try_from(available).map_or(units, |available| units.min(available));
-        self.full_at = start + u128::from(allowed) * token;
-        let deficit = self.full_at - scaled_now;
+        let full_at = start + u128::from(allowed) * token;
+        self.set_full_at(full_at);
+        let deficit = full_at - scaled_now;
         // Taking `allowed` whole tokens leaves exactly `available - allowed` whole.
         let remaining = saturate(available - u128::from(allowed));
         let retry_after = if allowed < units {

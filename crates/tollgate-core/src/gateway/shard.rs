@@ -5,6 +5,7 @@
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use hashlink::LinkedHashMap;
@@ -46,7 +47,8 @@ pub(crate) struct Shard {
     /// under this shard's lock, so each decision sees one consistent set.
     pub(crate) policies: Arc<PolicySet>,
     /// Keys holding limiter state, least recently used first.
-    tracked: LinkedHashMap<Box<str>, Tracked, RandomState>,
+    /// Keys are stored inline up to 24 bytes, saving a memory access per lookup.
+    tracked: LinkedHashMap<CompactString, Tracked, RandomState>,
     /// Tier assignments; never dropped by eviction, reset or `configure`.
     assignments: HashTable<Assignment>,
     /// The most keys this shard tracks at once.
@@ -127,7 +129,7 @@ impl Shard {
         let is_most_recent = self
             .tracked
             .back()
-            .is_some_and(|(newest, _)| **newest == *key);
+            .is_some_and(|(newest, _)| newest.as_str() == key);
         match self
             .tracked
             .raw_entry_mut()
