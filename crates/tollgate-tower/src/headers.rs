@@ -1,0 +1,105 @@
+//! The IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10):
+//! `RateLimit-Policy: "orders";q=60;w=60` and `RateLimit: "orders";r=4;t=1`.
+
+use http::HeaderValue;
+use http::header::HeaderName;
+use tollgate_core::Decision;
+
+/// `RateLimit-Policy`: the quota policies that apply, a List of Items whose
+/// value is the policy name and whose parameters are `q` (quota, requests) and
+/// `w` (window, seconds).
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+
+/// `RateLimit`: the state of the quota now, an Item whose value is the policy
+/// name with `r` (remaining requests) and `t` (seconds until the quota is whole
+/// again).
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// The two RateLimit fields of one response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RateLimitHeaders {
+    pub(crate) policy: HeaderValue,
+    pub(crate) state: HeaderValue,
+}
+
+impl RateLimitHeaders {
+    pub(crate) fn apply(self, headers: &mut http::HeaderMap) {
+        headers.insert(RATELIMIT_POLICY, self.policy);
+        headers.insert(RATELIMIT, self.state);
+    }
+}
+
+/// The RateLimit fields of one named policy, prepared once: the
+/// `RateLimit-Policy` value is constant, and `RateLimit` only needs its numbers.
+#[derive(Clone, Debug)]
+pub(crate) struct HeaderTemplate {
+    policy: HeaderValue,
+    /// `"name";r=`
+    state_prefix: String,
+}
+
+impl HeaderTemplate {
+    /// The fields of the policy named `name`: `limit` units per `window_s` seconds.
+    pub(crate) fn new(name: &str, limit: u64, window_s: u64) -> Self {
+        let name = structured_string(name);
+        HeaderTemplate {
+            policy: header_value(format!("{name};q={limit};w={window_s}")),
+            state_prefix: format!("{name};r="),
+        }
+    }
+
+    /// The fields after `decision`.
+    pub(crate) fn headers(&self, decision: &Decision) -> RateLimitHeaders {
+        let mut numbers = itoa::Buffer::new();
+        let mut state = String::with_capacity(self.state_prefix.len() + 24);
+        state.push_str(&self.state_prefix);
+        state.push_str(numbers.format(decision.remaining.unwrap_or(0)));
+        state.push_str(";t=");
+        state.push_str(numbers.format(decision.reset_after_seconds()));
+        RateLimitHeaders {
+            policy: self.policy.clone(),
+            state: header_value(state),
+        }
+    }
+}
+
+/// `text` as a Structured Field String (RFC 8941 section 3.3.3): quoted, `"`
+/// and `\` escaped, characters outside printable ASCII dropped.
+fn structured_string(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for character in text.chars().filter(|c| (' '..='~').contains(c)) {
+        if character == '"' || character == '\\' {
+            quoted.push('\\');
+        }
+        quoted.push(character);
+    }
+    quoted.push('"');
+    quoted
+}
+
+fn header_value(text: String) -> HeaderValue {
+    // Only printable ASCII goes in, so this never fails.
+    HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static("\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn fields_follow_the_draft() {
+        let decision = Decision {
+            allowed: 1,
+            rejected: 0,
+            remaining: Some(4),
+            retry_after: Duration::ZERO,
+            reset_after: Duration::from_millis(1500),
+        };
+        let headers = HeaderTemplate::new("orders", 60, 60).headers(&decision);
+        assert_eq!(headers.policy, "\"orders\";q=60;w=60");
+        assert_eq!(headers.state, "\"orders\";r=4;t=2");
+        assert_eq!(structured_string("a\"b\\c\u{e9}\n"), "\"a\\\"b\\\\c\"");
+    }
+}

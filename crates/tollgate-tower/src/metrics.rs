@@ -1,0 +1,24 @@
+//! The denial counter, recorded through the `metrics` crate so any exporter works.
+
+use std::sync::Arc;
+
+use crate::key::KeyKind;
+
+/// The denial counter: incremented by exactly one for each request answered 429,
+/// never for an allowed one. Its OpenTelemetry name; the Prometheus exporter
+/// writes it as `api_rate_limit_exceeded_total`. Labels: `plugin`, `route`,
+/// `key_kind`; never the key itself.
+pub const DENIALS_METRIC: &str = "api.rate_limit.exceeded_total";
+
+/// The `plugin` label of every tollgate metric.
+pub const PLUGIN: &str = "tollgate";
+
+pub(crate) fn record_denial(route: &Arc<str>, kind: KeyKind) {
+    metrics::counter!(
+        DENIALS_METRIC,
+        "plugin" => PLUGIN,
+        "route" => Arc::clone(route),
+        "key_kind" => kind.as_str(),
+    )
+    .increment(1);
+}

@@ -1,0 +1,77 @@
+//! Error responses as `application/problem+json` (RFC 9457).
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::Full;
+use serde::Serialize;
+
+/// The media type of problem details (RFC 9457 section 3).
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// A problem details object.
+#[derive(Debug, Serialize)]
+pub(crate) struct Problem {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    title: &'static str,
+    status: u16,
+    detail: String,
+    /// For a 429: seconds to wait, as in `Retry-After`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after: Option<u64>,
+}
+
+impl Problem {
+    fn new(status: StatusCode, detail: String) -> Self {
+        Problem {
+            kind: "about:blank",
+            title: status.canonical_reason().unwrap_or("Error"),
+            status: status.as_u16(),
+            detail,
+            retry_after: None,
+        }
+    }
+
+    /// 429 Too Many Requests (RFC 6585 section 4) with `Retry-After` in whole
+    /// seconds (RFC 9110 section 10.2.3), never 0.
+    pub(crate) fn too_many_requests(route: &str, retry_after: u64) -> Response<Full<Bytes>> {
+        let retry_after = retry_after.max(1);
+        let mut problem = Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("the rate limit of {route} is exhausted; retry in {retry_after} s"),
+        );
+        problem.retry_after = Some(retry_after);
+        let mut response = problem.into_response();
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(retry_after));
+        response
+    }
+
+    /// 401 Unauthorized: the request lacks the identity the route is limited by.
+    /// RFC 9110 section 11.6.1 requires a `WWW-Authenticate` challenge.
+    pub(crate) fn unauthorized(detail: String) -> Response<Full<Bytes>> {
+        let mut response = Problem::new(StatusCode::UNAUTHORIZED, detail).into_response();
+        response
+            .headers_mut()
+            .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        response
+    }
+
+    /// 500 Internal Server Error: the server is set up wrongly.
+    pub(crate) fn internal(detail: String) -> Response<Full<Bytes>> {
+        Problem::new(StatusCode::INTERNAL_SERVER_ERROR, detail).into_response()
+    }
+
+    fn into_response(self) -> Response<Full<Bytes>> {
+        let body = serde_json::to_vec(&self).unwrap_or_default();
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() =
+            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        response
+    }
+}

@@ -1,0 +1,40 @@
+//! The token buckets of one budget, one per key, in the engine's in-memory
+//! gateway on a nanosecond clock.
+
+use tollgate_core::{Decision, Gateway, GatewayConfig, Resolution};
+
+use crate::budget::Budget;
+use crate::headers::HeaderTemplate;
+
+/// The buckets of every key limited by one budget on one route.
+#[derive(Debug)]
+pub(crate) struct Buckets {
+    gateway: Gateway,
+    /// The route's RateLimit fields for this budget.
+    pub(crate) headers: HeaderTemplate,
+}
+
+impl Buckets {
+    /// Buckets of `budget` for the route `route`; a key's state is forgotten once
+    /// its bucket would be full again, which changes no decision.
+    pub(crate) fn new(route: &str, budget: Budget, max_tracked_keys: usize) -> Self {
+        let config = GatewayConfig {
+            default_policy: budget.policy(),
+            tiers: Default::default(),
+            exempt_keys: Vec::new(),
+            idle_eviction_s: budget.seconds_to_fill(),
+            max_tracked_keys: max_tracked_keys.max(1),
+        };
+        let gateway = Gateway::new(&config, Resolution::Nanoseconds)
+            .expect("a budget always makes a valid token-bucket gateway");
+        Buckets {
+            gateway,
+            headers: HeaderTemplate::new(route, budget.rpm(), 60),
+        }
+    }
+
+    /// Takes one token from `key`'s bucket at `now` (nanoseconds).
+    pub(crate) fn take(&self, key: &str, now: u64) -> Decision {
+        self.gateway.request(key, now)
+    }
+}

@@ -1,0 +1,53 @@
+//! A real axum server on 127.0.0.1 behind the layer, and a real HTTP client.
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::routing::get;
+use tollgate_core::ManualClock;
+use tollgate_tower::{Budget, KeySelector, RateLimits};
+
+#[tokio::test]
+async fn a_real_server_limits_a_real_client_by_ip() {
+    let clock = ManualClock::new(0);
+    let limits = RateLimits::builder().clock(clock.clone()).build();
+    let layer = limits
+        .route("hello")
+        .budget(Budget::new(60, 5).unwrap())
+        .key(KeySelector::Ip);
+    let app = Router::new().route("/hello", get(|| async { "hello" }).layer(layer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    let client = reqwest::Client::new();
+    let url = format!("http://{address}/hello");
+    for remaining in [4, 3, 2, 1, 0] {
+        let response = client.get(&url).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let state = response.headers()["ratelimit"].to_str().unwrap().to_owned();
+        assert!(
+            state.starts_with(&format!("\"hello\";r={remaining};")),
+            "{state}"
+        );
+        assert_eq!(response.text().await.unwrap(), "hello");
+    }
+    let response = client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "1");
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    let problem: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(problem["retry_after"], 1);
+    clock.advance_by("1s").unwrap();
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+    server.abort();
+}

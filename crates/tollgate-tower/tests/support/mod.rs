@@ -1,0 +1,94 @@
+//! Helpers for driving a route layer with `tower::ServiceExt`.
+
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use tollgate_tower::{PeerAddr, Principal, RouteLimit, Tenant};
+use tower::{Layer, Service, ServiceExt};
+
+pub type Body = http_body_util::Either<Full<Bytes>, Full<Bytes>>;
+
+/// The inner service: answers 200 "ok" and counts its calls.
+#[derive(Clone, Default)]
+pub struct Backend {
+    pub calls: Arc<AtomicUsize>,
+}
+
+impl Backend {
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    pub fn wrapped(
+        &self,
+        layer: &RouteLimit,
+    ) -> impl Service<Request<()>, Response = Response<Body>, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + 'static {
+        let calls = Arc::clone(&self.calls);
+        layer.layer(tower::service_fn(move |_request: Request<()>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok")))) }
+        }))
+    }
+}
+
+/// A request from `peer` (`"192.0.2.7:5000"`).
+pub fn from(peer: &str) -> Request<()> {
+    let mut request = Request::new(());
+    request
+        .extensions_mut()
+        .insert(PeerAddr(peer.parse::<SocketAddr>().unwrap()));
+    request
+}
+
+pub fn with_tenant(mut request: Request<()>, tenant: &str) -> Request<()> {
+    request.extensions_mut().insert(Tenant(tenant.to_owned()));
+    request
+}
+
+pub fn with_principal(mut request: Request<()>, principal: &str) -> Request<()> {
+    request
+        .extensions_mut()
+        .insert(Principal(principal.to_owned()));
+    request
+}
+
+pub fn with_header(mut request: Request<()>, name: &'static str, value: &str) -> Request<()> {
+    request.headers_mut().append(name, value.parse().unwrap());
+    request
+}
+
+pub async fn send<S>(service: &S, request: Request<()>) -> Response<Body>
+where
+    S: Service<Request<()>, Response = Response<Body>, Error = Infallible> + Clone,
+{
+    service.clone().oneshot(request).await.unwrap()
+}
+
+pub async fn status<S>(service: &S, request: Request<()>) -> StatusCode
+where
+    S: Service<Request<()>, Response = Response<Body>, Error = Infallible> + Clone,
+{
+    send(service, request).await.status()
+}
+
+pub fn header<'a>(response: &'a Response<Body>, name: &str) -> Option<&'a str> {
+    response
+        .headers()
+        .get(name)
+        .map(|value| value.to_str().unwrap())
+}
+
+pub async fn json(response: Response<Body>) -> serde_json::Value {
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    serde_json::from_slice(&bytes).unwrap()
+}
