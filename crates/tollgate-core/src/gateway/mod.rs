@@ -4,6 +4,7 @@
 
 mod policy_set;
 mod shard;
+mod tracked;
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -122,8 +123,7 @@ impl Gateway {
         let per_shard = config.max_tracked_keys.div_ceil(SHARDS).max(1);
         let shards = (0..SHARDS)
             .map(|_| {
-                let shard =
-                    Shard::new(Arc::clone(&policies), hasher.clone(), per_shard, idle_after);
+                let shard = Shard::new(Arc::clone(&policies), per_shard, idle_after);
                 CachePadded::new(Mutex::new(shard))
             })
             .collect();
