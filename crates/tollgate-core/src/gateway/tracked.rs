@@ -207,3 +207,55 @@ impl TrackedKeys {
         self.uses = live.into();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(capacity: usize, idle_after: u64) -> TrackedKeys {
+        TrackedKeys::new(capacity, idle_after)
+    }
+
+    fn use_key(tracked: &mut TrackedKeys, key: &str, now: u64) {
+        let hash = foldhash::fast::FixedState::default().hash_one(key);
+        tracked.use_state(hash, key, now, 0, Algorithm::FixedWindow);
+    }
+
+    fn holds(tracked: &TrackedKeys, key: &str, now: u64) -> bool {
+        let hash = foldhash::fast::FixedState::default().hash_one(key);
+        tracked.get(hash, key, now, 0).is_some()
+    }
+
+    use std::hash::BuildHasher;
+
+    #[test]
+    fn the_least_recently_used_key_goes_first_when_full() {
+        let mut tracked = keys(2, 1000);
+        use_key(&mut tracked, "a", 1);
+        use_key(&mut tracked, "b", 2);
+        use_key(&mut tracked, "a", 3);
+        use_key(&mut tracked, "c", 4);
+        assert!(holds(&tracked, "a", 4));
+        assert!(!holds(&tracked, "b", 4));
+        assert!(holds(&tracked, "c", 4));
+        assert_eq!(tracked.len(), 2);
+    }
+
+    #[test]
+    fn the_log_stays_bounded_and_eviction_stays_exact() {
+        let mut tracked = keys(100, 50);
+        for now in 1..10_000 {
+            use_key(&mut tracked, "hot", now);
+            if now % 7 == 0 {
+                use_key(&mut tracked, &format!("cold-{now}"), now);
+            }
+            tracked.evict_idle(now);
+            assert!(tracked.uses.len() <= 2 * tracked.len() + 64 + 2);
+        }
+        // At 9999, the cold keys of the last 50 s (9951..=9999 in steps of 7) remain.
+        let cold = (9950..10_000).filter(|now| now % 7 == 0).count();
+        assert_eq!(tracked.len(), 1 + cold);
+        tracked.evict_idle(9999 + 50);
+        assert_eq!(tracked.len(), 0);
+    }
+}
