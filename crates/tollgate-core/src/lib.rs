@@ -44,7 +44,7 @@ pub use config::{
     ConfigError, DEFAULT_IDLE_EVICTION_S, DEFAULT_MAX_TRACKED_KEYS, DEFAULT_TIER, GatewayConfig,
 };
 pub use decision::Decision;
-pub use gateway::{Gateway, Stats, UnknownTier};
+pub use gateway::{Gateway, Limit, PreparedPolicy, Stats, UnknownTier};
 pub use harness::{Harness, InputError, Output};
 pub use key::{ApiKey, Redacted};
 pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};

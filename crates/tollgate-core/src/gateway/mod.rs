@@ -2,6 +2,7 @@
 //! tier or exempt) and applies the algorithm's transition to the key's state in a
 //! sharded store, with idle eviction, a cap on tracked keys and exact counters.
 
+mod limit;
 mod policy_set;
 mod shard;
 mod tracked;
@@ -22,6 +23,7 @@ use crate::decision::Decision;
 use crate::policy::{Policy, PolicyError};
 use crate::resolution::Resolution;
 
+pub use limit::{Limit, PreparedPolicy};
 use policy_set::{PolicySet, VersionedRule};
 use shard::Shard;
 
@@ -112,15 +114,12 @@ impl Gateway {
             tiers.insert(Arc::from(name.as_str()), rule);
         }
         let exempt = policy_set::exempt_table(&config.exempt_keys, &hasher);
-        let idle_after = resolution
-            .ticks_from_seconds(config.idle_eviction_s)
-            .unwrap_or(u64::MAX);
         let policies = Arc::new(PolicySet {
             default,
             tiers: Arc::new(tiers),
             exempt: Arc::new(exempt),
         });
-        let per_shard = config.max_tracked_keys.div_ceil(SHARDS).max(1);
+        let (per_shard, idle_after) = shard_limits(config, resolution);
         let shards = (0..SHARDS)
             .map(|_| {
                 let shard = Shard::new(Arc::clone(&policies), per_shard, idle_after);
@@ -156,6 +155,93 @@ impl Gateway {
             Some(verdict) => self.decision(verdict),
             None => Decision::exempt(units),
         }
+    }
+
+    /// One request held to every limit in `limits` at once, all or nothing: the
+    /// request takes one unit from each limit if every one of them allows it,
+    /// and otherwise takes nothing from any. Returns one decision per limit, in
+    /// order:
+    ///
+    /// - allowed: `allowed = 1`, as [`Gateway::request`] would say;
+    /// - refused by this limit: `rejected = 1` with its own `retry_after`;
+    /// - allowed by this limit but refused by another: `rejected = 1`,
+    ///   `retry_after` zero and `remaining` unchanged, since nothing was taken.
+    ///
+    /// A [`Limit::Plan`] of an exempt key is always allowed and holds no state.
+    /// The shards involved are locked together (in index order, so concurrent
+    /// calls never deadlock), so no other decision comes between the check and
+    /// the charge. The limits' keys should be distinct.
+    pub fn acquire(&self, limits: &[Limit<'_>], now: u64) -> Vec<Decision> {
+        let hashes: Vec<u64> = limits
+            .iter()
+            .map(|limit| self.hash(limit.key(), limit.policy().is_some()))
+            .collect();
+        let mut indices: Vec<usize> = hashes.iter().map(|hash| self.shard_index(*hash)).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        let mut guards: Vec<_> = indices
+            .iter()
+            .map(|index| self.shards[*index].lock())
+            .collect();
+        let position = |hash: u64| {
+            indices
+                .binary_search(&self.shard_index(hash))
+                .unwrap_or_default()
+        };
+        // Check: what each limit would say to one more unit, charging nothing.
+        let checks: Vec<Option<Verdict>> = limits
+            .iter()
+            .zip(&hashes)
+            .map(|(limit, hash)| {
+                guards[position(*hash)].apply(*hash, limit.key(), limit.policy(), now, 0)
+            })
+            .collect();
+        let everyone_allows = checks
+            .iter()
+            .all(|check| check.is_none_or(|check| check.remaining >= 1));
+        limits
+            .iter()
+            .zip(&hashes)
+            .zip(checks)
+            .map(|((limit, hash), check)| {
+                let shard = &mut guards[position(*hash)];
+                match check {
+                    None => {
+                        shard.apply(*hash, limit.key(), None, now, 1);
+                        Decision::exempt(1)
+                    }
+                    Some(check) if everyone_allows || check.remaining == 0 => {
+                        let verdict = shard.apply(*hash, limit.key(), limit.policy(), now, 1);
+                        verdict.map_or(Decision::exempt(1), |verdict| self.decision(verdict))
+                    }
+                    Some(check) => {
+                        shard.count_rejected(1);
+                        self.decision(Verdict {
+                            allowed: 0,
+                            rejected: 1,
+                            remaining: check.remaining,
+                            retry_after: 0,
+                            reset_after: check.reset_after,
+                        })
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Compiles `policy` for this gateway's clock, to pass in [`Limit::Policy`].
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::WindowTooLong`] when the window does not fit the resolution.
+    pub fn prepare(&self, policy: Policy) -> Result<PreparedPolicy, PolicyError> {
+        Ok(PreparedPolicy::new(Rule::compile(policy, self.resolution)?))
+    }
+
+    /// Whether `key` is exempt from its plan.
+    pub fn is_exempt(&self, key: &str) -> bool {
+        let hash = self.hasher.hash_one(key);
+        self.shard(hash).lock().policies.is_exempt(hash, key)
     }
 
     /// `key`'s budget at `now` (ticks) without using any: what is left and when
@@ -216,6 +302,55 @@ impl Gateway {
         Ok(policy)
     }
 
+    /// Puts a whole new configuration in force (a reload): default policy,
+    /// tiers, exempt keys, idle eviction and key cap. Keys whose rule is
+    /// unchanged keep their state; keys whose rule changed or disappeared start
+    /// afresh; tier assignments stay (an assignment to a tier no longer
+    /// configured falls back to the default policy).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the configuration is invalid; nothing changes then.
+    pub fn reconfigure(&self, config: &GatewayConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        let mut policies = self.policies.lock();
+        let rule = |name: String, policy: Policy, current: Option<&VersionedRule>| match current {
+            Some(current) if current.rule.policy == policy => Ok(*current),
+            _ => Rule::compile(policy, self.resolution)
+                .map(|rule| VersionedRule {
+                    rule,
+                    version: self.next_version.fetch_add(1, Ordering::Relaxed),
+                })
+                .map_err(|source| ConfigError::Policy { name, source }),
+        };
+        let default = rule(
+            "default_policy".to_owned(),
+            config.default_policy,
+            Some(&policies.default),
+        )?;
+        let mut tiers = HashMap::with_capacity(config.tiers.len());
+        for (name, policy) in &config.tiers {
+            let current = policies.tiers.get(name.as_str());
+            tiers.insert(
+                Arc::from(name.as_str()),
+                rule(format!("tiers.{name}"), *policy, current)?,
+            );
+        }
+        let next = Arc::new(PolicySet {
+            default,
+            tiers: Arc::new(tiers),
+            exempt: Arc::new(policy_set::exempt_table(&config.exempt_keys, &self.hasher)),
+        });
+        let (capacity, idle_after) = shard_limits(config, self.resolution);
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            shard.replace_policies(Arc::clone(&next));
+            shard.set_limits(capacity, idle_after);
+        }
+        *policies = next;
+        Ok(())
+    }
+
     /// Puts `key` on `tier` (`"default"`: the default policy). Assigning another
     /// tier drops the key's state; assigning the tier it has keeps it. The
     /// assignment itself is kept for good: eviction, `reset` and `configure` leave
@@ -271,9 +406,23 @@ impl Gateway {
     }
 
     fn shard(&self, hash: u64) -> &Mutex<Shard> {
-        // The map inside a shard indexes by the low bits and tags by the top 7;
+        &self.shards[self.shard_index(hash)]
+    }
+
+    fn shard_index(&self, hash: u64) -> usize {
+        // The table inside a shard indexes by the low bits and tags by the top 7;
         // pick the shard from bits in between so the three stay independent.
-        &self.shards[(hash >> 40) as usize & (SHARDS - 1)]
+        (hash >> 40) as usize & (SHARDS - 1)
+    }
+
+    /// The hash of a plan key, or of a key of an explicit policy (another key
+    /// space: the same text hashes differently).
+    fn hash(&self, key: &str, explicit_policy: bool) -> u64 {
+        if explicit_policy {
+            self.hasher.hash_one((1u8, key))
+        } else {
+            self.hasher.hash_one(key)
+        }
     }
 
     fn decision(&self, verdict: Verdict) -> Decision {
@@ -285,4 +434,13 @@ impl Gateway {
             reset_after: self.resolution.duration(verdict.reset_after),
         }
     }
+}
+
+/// Each shard's key cap and the idle eviction age in ticks.
+fn shard_limits(config: &GatewayConfig, resolution: Resolution) -> (usize, u64) {
+    let capacity = config.max_tracked_keys.div_ceil(SHARDS).max(1);
+    let idle_after = resolution
+        .ticks_from_seconds(config.idle_eviction_s)
+        .unwrap_or(u64::MAX);
+    (capacity, idle_after)
 }

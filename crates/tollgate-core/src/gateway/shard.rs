@@ -9,8 +9,8 @@ use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
-use super::policy_set::PolicySet;
-use super::tracked::TrackedKeys;
+use super::policy_set::{PolicySet, VersionedRule};
+use super::tracked::{KeySpace, TrackedKeys};
 use crate::algorithm::Verdict;
 
 /// A tier assignment: the key and its tier's name.
@@ -40,30 +40,58 @@ impl Shard {
         }
     }
 
-    /// Applies `units` requests of `key` at `now`; `None` for an exempt key,
-    /// which is counted as allowed and holds no state.
+    /// Applies `units` requests of `key` at `now` under its plan; `None` for
+    /// an exempt key, which is counted as allowed and holds no state.
     pub(crate) fn decide(&mut self, hash: u64, key: &str, now: u64, units: u64) -> Option<Verdict> {
-        if self.policies.is_exempt(hash, key) {
-            self.allowed += u128::from(units);
-            return None;
-        }
+        self.apply(hash, key, None, now, units)
+    }
+
+    /// Applies `units` requests of `key` at `now`, under `policy` when given,
+    /// else under the key's plan (`None` for an exempt key). `units == 0`
+    /// inspects, marking the key used but counting nothing.
+    pub(crate) fn apply(
+        &mut self,
+        hash: u64,
+        key: &str,
+        policy: Option<&VersionedRule>,
+        now: u64,
+        units: u64,
+    ) -> Option<Verdict> {
+        let (space, rule) = match policy {
+            Some(rule) => (KeySpace::Policy, *rule),
+            None if self.policies.is_exempt(hash, key) => {
+                self.allowed += u128::from(units);
+                return None;
+            }
+            None => (
+                KeySpace::Plan,
+                *self.policies.rule_for(self.tier(hash, key)),
+            ),
+        };
         self.tracked.evict_idle(now);
-        let rule = *self.policies.rule_for(self.tier(hash, key));
         let algorithm = rule.rule.policy.algorithm();
         let state = self
             .tracked
-            .use_state(hash, key, now, rule.version, algorithm);
+            .use_state(space, hash, key, now, rule.version, algorithm);
         let verdict = state.decide(&rule.rule, now, units);
         self.allowed += u128::from(verdict.allowed);
         self.rejected += u128::from(verdict.rejected);
         Some(verdict)
     }
 
+    /// Counts `units` rejected without touching any state: a request refused by
+    /// another limit.
+    pub(crate) fn count_rejected(&mut self, units: u64) {
+        self.rejected += u128::from(units);
+    }
+
     /// Reads `key`'s state at `now` as a request of zero units would see it,
     /// without using budget, touching its last use or creating state.
     pub(crate) fn inspect(&self, hash: u64, key: &str, now: u64) -> Option<Verdict> {
         let rule = self.policies.rule_for(self.tier(hash, key));
-        let tracked = self.tracked.get(hash, key, now, rule.version)?;
+        let tracked = self
+            .tracked
+            .get(KeySpace::Plan, hash, key, now, rule.version)?;
         Some(tracked.state.clone().decide(&rule.rule, now, 0))
     }
 
@@ -74,7 +102,7 @@ impl Shard {
 
     /// Drops `key`'s state; whether it had state at `now`.
     pub(crate) fn reset(&mut self, hash: u64, key: &str, now: u64) -> bool {
-        self.tracked.remove(hash, key, now)
+        self.tracked.remove(KeySpace::Plan, hash, key, now)
     }
 
     /// Keys holding state (after [`Shard::evict_idle`], exactly the non-idle ones).
@@ -85,9 +113,15 @@ impl Shard {
     /// Puts `policies` in force and drops the state of every key whose rule is
     /// no longer in force.
     pub(crate) fn replace_policies(&mut self, policies: Arc<PolicySet>) {
-        self.tracked
-            .retain(|tracked| policies.is_current(tracked.version));
+        self.tracked.retain(|tracked| {
+            tracked.space == KeySpace::Policy || policies.is_current(tracked.version)
+        });
         self.policies = policies;
+    }
+
+    /// Changes the key cap and the idle eviction age.
+    pub(crate) fn set_limits(&mut self, capacity: usize, idle_after: u64) {
+        self.tracked.set_limits(capacity, idle_after);
     }
 
     /// `key`'s tier, `None` for the default policy.
@@ -112,7 +146,7 @@ impl Shard {
         if self.tier(hash, key) == tier.as_deref() {
             return;
         }
-        self.tracked.remove(hash, key, 0);
+        self.tracked.remove(KeySpace::Plan, hash, key, 0);
         let rehash = |(assigned, _): &Assignment| hasher.hash_one(&**assigned);
         let slot = self
             .assignments

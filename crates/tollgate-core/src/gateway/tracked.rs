@@ -25,6 +25,9 @@ use crate::policy::Algorithm;
 pub(crate) struct Tracked {
     /// The key, inline up to 24 bytes.
     key: CompactString,
+    /// Which key space the key belongs to: plan keys and explicit-policy keys
+    /// with the same text are different keys.
+    pub(crate) space: KeySpace,
     /// The key's hash, to rehash without the hasher and to match log records.
     hash: u64,
     pub(crate) state: State,
@@ -32,6 +35,15 @@ pub(crate) struct Tracked {
     last_request: u64,
     /// The version of the rule the state was built under.
     pub(crate) version: u64,
+}
+
+/// The key spaces of a gateway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum KeySpace {
+    /// API keys limited by their plan (tier or default policy).
+    Plan,
+    /// Keys limited by a policy given with each request (route budgets).
+    Policy,
 }
 
 /// A use of a key: its hash and the `last_request` it set.
@@ -63,15 +75,32 @@ impl TrackedKeys {
         }
     }
 
+    /// Changes the key cap (dropping the least recently used keys beyond it)
+    /// and the idle eviction age.
+    pub(crate) fn set_limits(&mut self, capacity: usize, idle_after: u64) {
+        self.capacity = capacity;
+        self.idle_after = idle_after;
+        while self.entries.len() > capacity && self.drop_least_recent() {}
+    }
+
     /// Keys holding state.
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// `key`'s entry, if it holds state at `now` under rule `version`.
-    pub(crate) fn get(&self, hash: u64, key: &str, now: u64, version: u64) -> Option<&Tracked> {
+    pub(crate) fn get(
+        &self,
+        space: KeySpace,
+        hash: u64,
+        key: &str,
+        now: u64,
+        version: u64,
+    ) -> Option<&Tracked> {
         self.entries
-            .find(hash, |entry| entry.hash == hash && entry.key == key)
+            .find(hash, |entry| {
+                entry.hash == hash && entry.space == space && entry.key == key
+            })
             .filter(|entry| entry.version == version && !self.is_idle(entry, now))
     }
 
@@ -81,6 +110,7 @@ impl TrackedKeys {
     /// first pushes out the least recently used one.
     pub(crate) fn use_state(
         &mut self,
+        space: KeySpace,
         hash: u64,
         key: &str,
         now: u64,
@@ -90,7 +120,9 @@ impl TrackedKeys {
         if self.entries.len() >= self.capacity
             && self
                 .entries
-                .find(hash, |entry| entry.hash == hash && entry.key == key)
+                .find(hash, |entry| {
+                    entry.hash == hash && entry.space == space && entry.key == key
+                })
                 .is_none()
         {
             self.drop_least_recent();
@@ -98,7 +130,7 @@ impl TrackedKeys {
         let idle_after = self.idle_after;
         let entry = self.entries.entry(
             hash,
-            |entry| entry.hash == hash && entry.key == key,
+            |entry| entry.hash == hash && entry.space == space && entry.key == key,
             |entry| entry.hash,
         );
         let tracked = match entry {
@@ -119,6 +151,7 @@ impl TrackedKeys {
             TableEntry::Vacant(entry) => entry
                 .insert(Tracked {
                     key: CompactString::from(key),
+                    space,
                     hash,
                     state: State::new(algorithm),
                     last_request: now,
@@ -131,11 +164,10 @@ impl TrackedKeys {
     }
 
     /// Drops `key`'s state; whether it held state at `now`.
-    pub(crate) fn remove(&mut self, hash: u64, key: &str, now: u64) -> bool {
-        match self
-            .entries
-            .find_entry(hash, |entry| entry.hash == hash && entry.key == key)
-        {
+    pub(crate) fn remove(&mut self, space: KeySpace, hash: u64, key: &str, now: u64) -> bool {
+        match self.entries.find_entry(hash, |entry| {
+            entry.hash == hash && entry.space == space && entry.key == key
+        }) {
             Ok(entry) => {
                 let (removed, _) = entry.remove();
                 !self.is_idle(&removed, now)
@@ -167,13 +199,14 @@ impl TrackedKeys {
         now.saturating_sub(entry.last_request) >= self.idle_after
     }
 
-    /// Drops the least recently used key.
-    fn drop_least_recent(&mut self) {
+    /// Drops the least recently used key; whether there was one.
+    fn drop_least_recent(&mut self) -> bool {
         while let Some(oldest) = self.uses.pop_front() {
             if self.remove_live(oldest) {
-                return;
+                return true;
             }
         }
+        false
     }
 
     /// Drops the entry `record` is the live record of; whether there was one.
@@ -218,12 +251,12 @@ mod tests {
 
     fn use_key(tracked: &mut TrackedKeys, key: &str, now: u64) {
         let hash = foldhash::fast::FixedState::default().hash_one(key);
-        tracked.use_state(hash, key, now, 0, Algorithm::FixedWindow);
+        tracked.use_state(KeySpace::Plan, hash, key, now, 0, Algorithm::FixedWindow);
     }
 
     fn holds(tracked: &TrackedKeys, key: &str, now: u64) -> bool {
         let hash = foldhash::fast::FixedState::default().hash_one(key);
-        tracked.get(hash, key, now, 0).is_some()
+        tracked.get(KeySpace::Plan, hash, key, now, 0).is_some()
     }
 
     use std::hash::BuildHasher;

@@ -1,0 +1,71 @@
+//! The limits one request can be held to at once: its plan, and policies given
+//! with the request (a route's budget), decided together, all or nothing.
+
+use std::hash::{BuildHasher, Hash, Hasher};
+
+use super::policy_set::VersionedRule;
+use crate::policy::Policy;
+
+/// A policy compiled for one gateway's clock, to pass with requests in
+/// [`Limit::Policy`]. Made by [`Gateway::prepare`](crate::Gateway::prepare).
+///
+/// Its version is a fingerprint of the policy, so a key keeps its state while the
+/// policy stays the same (across reloads too) and starts afresh when it changes.
+#[derive(Clone, Copy, Debug)]
+pub struct PreparedPolicy {
+    pub(crate) rule: VersionedRule,
+}
+
+impl PreparedPolicy {
+    pub(crate) fn new(rule: crate::algorithm::Rule) -> Self {
+        PreparedPolicy {
+            rule: VersionedRule {
+                rule,
+                version: fingerprint(&rule.policy),
+            },
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> Policy {
+        self.rule.rule.policy
+    }
+}
+
+/// Versions of prepared policies have the top bit set; versions of the
+/// gateway's own rules count up from 0, so the two never meet.
+fn fingerprint(policy: &Policy) -> u64 {
+    let mut hasher = foldhash::fast::FixedState::with_seed(0x746f_6c6c_6761_7465).build_hasher();
+    policy.hash(&mut hasher);
+    hasher.finish() | (1 << 63)
+}
+
+/// One limit of a request, for [`Gateway::acquire`](crate::Gateway::acquire).
+#[derive(Clone, Copy, Debug)]
+pub enum Limit<'a> {
+    /// The API key's plan: its tier's policy or the default; none when exempt.
+    Plan(&'a str),
+    /// `key` limited by `policy`, given with the request. Such keys live apart
+    /// from API keys: the same text in both is two keys.
+    Policy {
+        /// The key, namespaced by the caller (such as `orders/ip:192.0.2.7`).
+        key: &'a str,
+        /// Its policy.
+        policy: &'a PreparedPolicy,
+    },
+}
+
+impl<'a> Limit<'a> {
+    pub(crate) fn key(&self) -> &'a str {
+        match self {
+            Limit::Plan(key) | Limit::Policy { key, .. } => key,
+        }
+    }
+
+    pub(crate) fn policy(&self) -> Option<&'a VersionedRule> {
+        match self {
+            Limit::Plan(_) => None,
+            Limit::Policy { policy, .. } => Some(&policy.rule),
+        }
+    }
+}
