@@ -1,7 +1,7 @@
 //! The limits one request can be held to at once: its plan, and policies given
 //! with the request (a route's budget), decided together, all or nothing.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 
 use super::policy_set::VersionedRule;
 use crate::policy::Policy;
@@ -35,9 +35,7 @@ impl PreparedPolicy {
 /// Versions of prepared policies have the top bit set; versions of the
 /// gateway's own rules count up from 0, so the two never meet.
 fn fingerprint(policy: &Policy) -> u64 {
-    let mut hasher = foldhash::fast::FixedState::with_seed(0x746f_6c6c_6761_7465).build_hasher();
-    policy.hash(&mut hasher);
-    hasher.finish() | (1 << 63)
+    foldhash::fast::FixedState::with_seed(0x746f_6c6c_6761_7465).hash_one(policy) | (1 << 63)
 }
 
 /// One limit of a request, for [`Gateway::acquire`](crate::Gateway::acquire).
