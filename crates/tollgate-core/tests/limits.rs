@@ -195,8 +195,10 @@ fn reconfigure_keeps_state_under_unchanged_rules_only() {
     assert_eq!(gateway.request("ent", 1).remaining, Some(9));
     assert_eq!(gateway.request("free", 1).remaining, None);
     // An invalid configuration changes nothing.
-    let mut bad = GatewayConfig::default();
-    bad.idle_eviction_s = 0;
+    let bad = GatewayConfig {
+        idle_eviction_s: 0,
+        ..GatewayConfig::default()
+    };
     assert!(gateway.reconfigure(&bad).is_err());
     assert_eq!(gateway.request("free", 2).remaining, None);
     // A tier removed: its keys fall back to the default policy, afresh.
