@@ -17,6 +17,29 @@ pub(crate) enum Command {
     /// Apply a JSON array of operations to a fresh gateway and print the JSON
     /// array of outputs (one per operation).
     Run(RunArguments),
+    /// Run the rate-limiting gateway: a reverse proxy in front of your
+    /// upstreams (built-in defaults: 127.0.0.1:8080, admin on 127.0.0.1:8081).
+    Serve(ServeArguments),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArguments {
+    /// The gateway's TOML configuration (see docs/CONFIG.md); the built-in
+    /// defaults when absent.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Log format on stderr; the level comes from RUST_LOG (default info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
+}
+
+/// How logs are written.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Debug, Args)]

@@ -1,9 +1,11 @@
 //! `tollgate`: the rate limiter's command line.
 //!
 //! - `tollgate run FILE|-`: the operations harness (see `tests/conformance/CONTRACT.md`).
+//! - `tollgate serve [--config FILE]`: the gateway (see `docs/CONFIG.md`).
 
 mod cli;
 mod run;
+mod serve_command;
 
 use std::process::ExitCode;
 
@@ -15,6 +17,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(arguments) => run::run(&arguments),
+        Command::Serve(arguments) => serve_command::serve(&arguments),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

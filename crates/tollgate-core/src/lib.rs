@@ -38,14 +38,16 @@ mod harness;
 mod key;
 mod policy;
 mod resolution;
+mod store;
 
 pub use clock::{Clock, DurationParseError, ManualClock, SystemClock};
 pub use config::{
     ConfigError, DEFAULT_IDLE_EVICTION_S, DEFAULT_MAX_TRACKED_KEYS, DEFAULT_TIER, GatewayConfig,
 };
 pub use decision::Decision;
-pub use gateway::{Gateway, Limit, PreparedPolicy, Stats, UnknownTier};
+pub use gateway::{Gateway, Limit, LimitDecision, PreparedPolicy, Stats, UnknownTier};
 pub use harness::{Harness, InputError, Output};
 pub use key::{ApiKey, Redacted};
 pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};
 pub use resolution::Resolution;
+pub use store::{KeyReport, MemoryStore, Store, StoreError, StoreFuture};

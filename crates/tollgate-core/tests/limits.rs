@@ -1,7 +1,16 @@
 //! Several limits on one request (a plan and a route budget), all or nothing;
 //! and reloading a configuration. Values worked out by hand.
 
-use tollgate_core::{Gateway, GatewayConfig, Limit, Policy, Resolution};
+use tollgate_core::{Decision, Gateway, GatewayConfig, Limit, Policy, Resolution};
+
+/// The decisions of `Gateway::acquire`, without the policies.
+fn acquire(gateway: &Gateway, limits: &[Limit<'_>], now: u64) -> Vec<Decision> {
+    gateway
+        .acquire(limits, now)
+        .into_iter()
+        .map(|limit| limit.decision)
+        .collect()
+}
 
 fn gateway() -> Gateway {
     // Default plan: fixed window, 5 per 60 s; sk_internal exempt.
@@ -23,13 +32,13 @@ fn a_request_refused_by_one_limit_uses_nothing_of_the_other() {
         },
     ];
     for remaining in [4, 3] {
-        let decisions = gateway.acquire(&limits, 0);
+        let decisions = acquire(&gateway, &limits, 0);
         assert_eq!(decisions[0].remaining, Some(remaining));
         assert!(decisions.iter().all(|decision| decision.allowed == 1));
     }
     // The route is empty: the third request is refused by it, and the plan
     // keeps its 3 remaining.
-    let decisions = gateway.acquire(&limits, 1);
+    let decisions = acquire(&gateway, &limits, 1);
     assert_eq!(
         (decisions[1].rejected, decisions[1].retry_after_seconds()),
         (1, 59)
@@ -55,7 +64,7 @@ fn a_request_refused_by_one_limit_uses_nothing_of_the_other() {
             policy: &search,
         },
     ];
-    let decisions = gateway.acquire(&limits, 3);
+    let decisions = acquire(&gateway, &limits, 3);
     assert_eq!(
         (decisions[0].rejected, decisions[0].retry_after_seconds()),
         (1, 57)
@@ -64,7 +73,8 @@ fn a_request_refused_by_one_limit_uses_nothing_of_the_other() {
         (decisions[1].rejected, decisions[1].remaining),
         (1, Some(10))
     );
-    let alone = gateway.acquire(
+    let alone = acquire(
+        &gateway,
         &[Limit::Policy {
             key: "search",
             policy: &search,
@@ -81,7 +91,8 @@ fn policy_keys_and_plan_keys_with_the_same_text_are_different_keys() {
         .prepare(Policy::fixed_window(1, 60).unwrap())
         .unwrap();
     assert_eq!(
-        gateway.acquire(
+        acquire(
+            &gateway,
             &[Limit::Policy {
                 key: "sk_a",
                 policy: &one
@@ -92,7 +103,8 @@ fn policy_keys_and_plan_keys_with_the_same_text_are_different_keys() {
         1
     );
     assert_eq!(
-        gateway.acquire(
+        acquire(
+            &gateway,
             &[Limit::Policy {
                 key: "sk_a",
                 policy: &one
@@ -110,7 +122,8 @@ fn policy_keys_and_plan_keys_with_the_same_text_are_different_keys() {
         .configure(Policy::fixed_window(9, 60).unwrap())
         .unwrap();
     assert_eq!(
-        gateway.acquire(
+        acquire(
+            &gateway,
             &[Limit::Policy {
                 key: "sk_a",
                 policy: &one
@@ -135,9 +148,9 @@ fn an_exempt_plan_never_limits_but_the_route_still_counts() {
             policy: &one,
         },
     ];
-    let first = gateway.acquire(&limits, 0);
+    let first = acquire(&gateway, &limits, 0);
     assert_eq!((first[0].remaining, first[1].remaining), (None, Some(0)));
-    let second = gateway.acquire(&limits, 0);
+    let second = acquire(&gateway, &limits, 0);
     assert_eq!(second[1].rejected, 1);
     assert!(gateway.is_exempt("sk_internal"));
 }
@@ -161,7 +174,7 @@ fn concurrent_requests_take_exactly_the_tighter_limit_from_both() {
                         Limit::Plan("sk_big"),
                     ];
                     (0..50)
-                        .map(|_| gateway.acquire(&limits, 0)[1].allowed)
+                        .map(|_| acquire(&gateway, &limits, 0)[1].allowed)
                         .sum::<u64>()
                 })
             })

@@ -63,6 +63,49 @@ impl HeaderTemplate {
     }
 }
 
+/// One policy's part of the RateLimit fields, for responses held to several
+/// limits at once: [`RateLimitField::headers`] joins them into the two Lists.
+#[derive(Clone, Debug)]
+pub struct RateLimitField<'a> {
+    /// The policy's name.
+    pub name: &'a str,
+    /// Its quota: requests per window.
+    pub quota: u64,
+    /// Its window, in seconds.
+    pub window_s: u64,
+    /// What it decided for this request.
+    pub decision: &'a Decision,
+}
+
+impl RateLimitField<'_> {
+    /// The `RateLimit-Policy` and `RateLimit` values of `fields`, as Lists in
+    /// the given order: `"plan";q=5;w=60, "orders";q=60;w=60` and
+    /// `"plan";r=3;t=40, "orders";r=59;t=1`.
+    pub fn headers(fields: &[RateLimitField<'_>]) -> (HeaderValue, HeaderValue) {
+        let mut policy = String::new();
+        let mut state = String::new();
+        let mut numbers = itoa::Buffer::new();
+        for (index, field) in fields.iter().enumerate() {
+            if index > 0 {
+                policy.push_str(", ");
+                state.push_str(", ");
+            }
+            let name = structured_string(field.name);
+            policy.push_str(&name);
+            policy.push_str(";q=");
+            policy.push_str(numbers.format(field.quota));
+            policy.push_str(";w=");
+            policy.push_str(numbers.format(field.window_s));
+            state.push_str(&name);
+            state.push_str(";r=");
+            state.push_str(numbers.format(field.decision.remaining.unwrap_or(0)));
+            state.push_str(";t=");
+            state.push_str(numbers.format(field.decision.reset_after_seconds()));
+        }
+        (header_value(policy), header_value(state))
+    }
+}
+
 /// `text` as a Structured Field String (RFC 8941 section 3.3.3): quoted, `"`
 /// and `\` escaped, characters outside printable ASCII dropped.
 fn structured_string(text: &str) -> String {

@@ -19,10 +19,10 @@ mod problem;
 mod rate_limit;
 
 pub use budget::{Budget, BudgetError};
-pub use headers::{RATELIMIT, RATELIMIT_POLICY};
+pub use headers::{RATELIMIT, RATELIMIT_POLICY, RateLimitField};
 pub use host::{HostDefaults, HostDefaultsError};
 pub use key::{ClientIpResolver, KeyKind, KeySelector, PeerAddr, Principal, RequestParts, Tenant};
 pub use limits::{RateLimits, RateLimitsBuilder};
-pub use metrics::{DENIALS_METRIC, PLUGIN};
-pub use problem::PROBLEM_JSON;
+pub use metrics::{DENIALS_METRIC, PLUGIN, record_denial};
+pub use problem::{PROBLEM_JSON, Problem};
 pub use rate_limit::{RateLimit, ResponseFuture, RouteLimit};

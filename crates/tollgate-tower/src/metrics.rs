@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use crate::key::KeyKind;
-
 /// The denial counter: incremented by exactly one for each request answered 429,
 /// never for an allowed one. Its OpenTelemetry name; the Prometheus exporter
 /// writes it as `api_rate_limit_exceeded_total`. Labels: `plugin`, `route`,
@@ -13,12 +11,14 @@ pub const DENIALS_METRIC: &str = "api.rate_limit.exceeded_total";
 /// The `plugin` label of every tollgate metric.
 pub const PLUGIN: &str = "tollgate";
 
-pub(crate) fn record_denial(route: &Arc<str>, kind: KeyKind) {
+/// Counts one denied request of `route` keyed by a key of `kind` (`tenant`,
+/// `principal`, `ip`, `custom`, or another kind such as `api_key`).
+pub fn record_denial(route: &Arc<str>, kind: &'static str) {
     metrics::counter!(
         DENIALS_METRIC,
         "plugin" => PLUGIN,
         "route" => Arc::clone(route),
-        "key_kind" => kind.as_str(),
+        "key_kind" => kind,
     )
     .increment(1);
 }

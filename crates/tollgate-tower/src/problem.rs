@@ -9,9 +9,19 @@ use serde::Serialize;
 /// The media type of problem details (RFC 9457 section 3).
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
-/// A problem details object.
+/// A problem details object (RFC 9457): `{"type", "title", "status",
+/// "detail"}`, plus `retry_after` (seconds) for a 429.
+///
+/// ```
+/// use http::StatusCode;
+/// use tollgate_tower::Problem;
+///
+/// let response = Problem::new(StatusCode::NOT_FOUND, "no route for /x").into_response();
+/// assert_eq!(response.status(), StatusCode::NOT_FOUND);
+/// assert_eq!(response.headers()["content-type"], "application/problem+json");
+/// ```
 #[derive(Debug, Serialize)]
-pub(crate) struct Problem {
+pub struct Problem {
     #[serde(rename = "type")]
     kind: &'static str,
     title: &'static str,
@@ -23,23 +33,26 @@ pub(crate) struct Problem {
 }
 
 impl Problem {
-    fn new(status: StatusCode, detail: String) -> Self {
+    /// A problem of `status` explained by `detail`; `type` is `about:blank` and
+    /// `title` the status's reason phrase.
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
         Problem {
             kind: "about:blank",
             title: status.canonical_reason().unwrap_or("Error"),
             status: status.as_u16(),
-            detail,
+            detail: detail.into(),
             retry_after: None,
         }
     }
 
-    /// 429 Too Many Requests (RFC 6585 section 4) with `Retry-After` in whole
-    /// seconds (RFC 9110 section 10.2.3), never 0.
-    pub(crate) fn too_many_requests(route: &str, retry_after: u64) -> Response<Full<Bytes>> {
+    /// 429 Too Many Requests (RFC 6585 section 4) for the limit named `limit`,
+    /// with `Retry-After` in whole seconds (RFC 9110 section 10.2.3), never 0,
+    /// and the same wait as `retry_after` in the body.
+    pub fn too_many_requests(limit: &str, retry_after: u64) -> Response<Full<Bytes>> {
         let retry_after = retry_after.max(1);
         let mut problem = Problem::new(
             StatusCode::TOO_MANY_REQUESTS,
-            format!("the rate limit of {route} is exhausted; retry in {retry_after} s"),
+            format!("the rate limit of {limit} is exhausted; retry in {retry_after} s"),
         );
         problem.retry_after = Some(retry_after);
         let mut response = problem.into_response();
@@ -49,9 +62,9 @@ impl Problem {
         response
     }
 
-    /// 401 Unauthorized: the request lacks the identity the route is limited by.
-    /// RFC 9110 section 11.6.1 requires a `WWW-Authenticate` challenge.
-    pub(crate) fn unauthorized(detail: String) -> Response<Full<Bytes>> {
+    /// 401 Unauthorized: the request lacks the identity it is limited by.
+    /// RFC 9110 section 11.6.1 requires a `WWW-Authenticate` challenge: `Bearer`.
+    pub fn unauthorized(detail: impl Into<String>) -> Response<Full<Bytes>> {
         let mut response = Problem::new(StatusCode::UNAUTHORIZED, detail).into_response();
         response
             .headers_mut()
@@ -60,11 +73,12 @@ impl Problem {
     }
 
     /// 500 Internal Server Error: the server is set up wrongly.
-    pub(crate) fn internal(detail: String) -> Response<Full<Bytes>> {
+    pub fn internal(detail: impl Into<String>) -> Response<Full<Bytes>> {
         Problem::new(StatusCode::INTERNAL_SERVER_ERROR, detail).into_response()
     }
 
-    fn into_response(self) -> Response<Full<Bytes>> {
+    /// The response: this status, `Content-Type: application/problem+json`.
+    pub fn into_response(self) -> Response<Full<Bytes>> {
         let body = serde_json::to_vec(&self).unwrap_or_default();
         let mut response = Response::new(Full::new(Bytes::from(body)));
         *response.status_mut() =

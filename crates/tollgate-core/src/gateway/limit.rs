@@ -2,8 +2,10 @@
 //! with the request (a route's budget), decided together, all or nothing.
 
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use super::policy_set::VersionedRule;
+use crate::decision::Decision;
 use crate::policy::Policy;
 
 /// A policy compiled for one gateway's clock, to pass with requests in
@@ -66,4 +68,17 @@ impl<'a> Limit<'a> {
             Limit::Policy { policy, .. } => Some(&policy.rule),
         }
     }
+}
+
+/// What one limit of [`Gateway::acquire`](crate::Gateway::acquire) decided,
+/// and under which policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitDecision {
+    /// The decision.
+    pub decision: Decision,
+    /// The policy that decided; `None` for an exempt key's plan.
+    pub policy: Option<Policy>,
+    /// For a plan, the key's tier; `None` for the default policy, an exempt
+    /// key or a [`Limit::Policy`].
+    pub tier: Option<Arc<str>>,
 }

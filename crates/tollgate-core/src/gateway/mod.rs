@@ -23,7 +23,7 @@ use crate::decision::Decision;
 use crate::policy::{Policy, PolicyError};
 use crate::resolution::Resolution;
 
-pub use limit::{Limit, PreparedPolicy};
+pub use limit::{Limit, LimitDecision, PreparedPolicy};
 use policy_set::{PolicySet, VersionedRule};
 use shard::Shard;
 
@@ -171,7 +171,7 @@ impl Gateway {
     /// The shards involved are locked together (in index order, so concurrent
     /// calls never deadlock), so no other decision comes between the check and
     /// the charge. The limits' keys should be distinct.
-    pub fn acquire(&self, limits: &[Limit<'_>], now: u64) -> Vec<Decision> {
+    pub fn acquire(&self, limits: &[Limit<'_>], now: u64) -> Vec<LimitDecision> {
         let hashes: Vec<u64> = limits
             .iter()
             .map(|limit| self.hash(limit.key(), limit.policy().is_some()))
@@ -205,7 +205,7 @@ impl Gateway {
             .zip(checks)
             .map(|((limit, hash), check)| {
                 let shard = &mut guards[position(*hash)];
-                match check {
+                let decision = match check {
                     None => {
                         shard.apply(*hash, limit.key(), None, now, 1);
                         Decision::exempt(1)
@@ -224,6 +224,15 @@ impl Gateway {
                             reset_after: check.reset_after,
                         })
                     }
+                };
+                let (policy, tier) = match limit.policy() {
+                    Some(rule) => (Some(rule.rule.policy), None),
+                    None => shard.plan_of(*hash, limit.key()),
+                };
+                LimitDecision {
+                    decision,
+                    policy,
+                    tier,
                 }
             })
             .collect()

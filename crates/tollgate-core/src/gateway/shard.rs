@@ -12,6 +12,7 @@ use hashbrown::hash_table::Entry;
 use super::policy_set::{PolicySet, VersionedRule};
 use super::tracked::{KeySpace, TrackedKeys};
 use crate::algorithm::Verdict;
+use crate::policy::Policy;
 
 /// A tier assignment: the key and its tier's name.
 type Assignment = (Box<str>, Arc<str>);
@@ -122,6 +123,23 @@ impl Shard {
     /// Changes the key cap and the idle eviction age.
     pub(crate) fn set_limits(&mut self, capacity: usize, idle_after: u64) {
         self.tracked.set_limits(capacity, idle_after);
+    }
+
+    /// The policy limiting `key` by its plan (`None` when exempt) and its tier
+    /// (`None` for the default policy).
+    pub(crate) fn plan_of(&self, hash: u64, key: &str) -> (Option<Policy>, Option<Arc<str>>) {
+        if self.policies.is_exempt(hash, key) {
+            return (None, None);
+        }
+        let tier = self.tier(hash, key);
+        let policy = self.policies.rule_for(tier).rule.policy;
+        let tier = tier.and_then(|tier| {
+            self.policies
+                .tiers
+                .get_key_value(tier)
+                .map(|(name, _)| Arc::clone(name))
+        });
+        (Some(policy), tier)
     }
 
     /// `key`'s tier, `None` for the default policy.

@@ -72,7 +72,7 @@ impl Route {
         if decision.is_allowed() {
             return Check::Allowed(headers);
         }
-        record_denial(&self.name, key.kind);
+        record_denial(&self.name, key.kind.as_str());
         let mut response = Problem::too_many_requests(&self.name, decision.retry_after_seconds());
         headers.apply(response.headers_mut());
         Check::Denied(response)

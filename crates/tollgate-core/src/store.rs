@@ -1,0 +1,179 @@
+//! [`Store`]: where a gateway server keeps its limits, behind one async,
+//! object-safe interface: [`MemoryStore`] in one process, a Redis store when
+//! several gateway processes share one budget.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::config::{ConfigError, GatewayConfig};
+use crate::decision::Decision;
+use crate::gateway::{Gateway, Limit, LimitDecision, PreparedPolicy, Stats, UnknownTier};
+use crate::policy::{Policy, PolicyError};
+use crate::resolution::Resolution;
+
+/// The future every [`Store`] call returns.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store could not be reached or answered in time (a Redis store);
+    /// the caller applies its failure policy.
+    #[error("the limit store is unavailable: {0}")]
+    Unavailable(String),
+    /// `assign_tier` named a tier that is neither configured nor `default`.
+    #[error(transparent)]
+    UnknownTier(#[from] UnknownTier),
+    /// `configure` was given a policy the store cannot use.
+    #[error("invalid policy: {0}")]
+    Policy(#[from] PolicyError),
+}
+
+/// What the store knows of one API key, read without using its budget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyReport {
+    /// The key's tier, `default` when it has none.
+    pub tier: String,
+    /// The policy limiting it; `None` when the key is exempt.
+    pub policy: Option<Policy>,
+    /// Its budget now; `None` when it holds no state (its whole budget is
+    /// available).
+    pub state: Option<Decision>,
+}
+
+/// Where limits live. Every method is async so a networked store fits; the
+/// in-memory one answers at once. All times come from the store's own clock.
+pub trait Store: Send + Sync {
+    /// Compiles a policy for [`Limit::Policy`].
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError`] when the store cannot use it.
+    fn prepare(&self, policy: Policy) -> Result<PreparedPolicy, PolicyError>;
+
+    /// One request held to every limit at once, all or nothing; see
+    /// [`Gateway::acquire`].
+    fn acquire<'a>(&'a self, limits: &'a [Limit<'a>]) -> StoreFuture<'a, Vec<LimitDecision>>;
+
+    /// Whether `key` is exempt from its plan.
+    fn is_exempt(&self, key: &str) -> bool;
+
+    /// The default policy in force.
+    fn default_policy(&self) -> StoreFuture<'_, Policy>;
+
+    /// Replaces the default policy; see [`Gateway::configure`].
+    fn configure(&self, policy: Policy) -> StoreFuture<'_, Policy>;
+
+    /// Puts `key` on `tier`; see [`Gateway::assign_tier`].
+    fn assign_tier<'a>(&'a self, key: &'a str, tier: &'a str) -> StoreFuture<'a, ()>;
+
+    /// Drops `key`'s limiter state; whether it had any.
+    fn reset<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool>;
+
+    /// `key`'s tier, policy and budget, using none of it.
+    fn inspect<'a>(&'a self, key: &'a str) -> StoreFuture<'a, KeyReport>;
+
+    /// Totals, after dropping idle keys.
+    fn stats(&self) -> StoreFuture<'_, Stats>;
+
+    /// Puts a reloaded configuration in force; see [`Gateway::reconfigure`].
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when it is invalid; nothing changes then.
+    fn reconfigure(&self, config: &GatewayConfig) -> Result<(), ConfigError>;
+}
+
+/// The in-memory store: a [`Gateway`] on a nanosecond clock.
+pub struct MemoryStore {
+    gateway: Gateway,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("gateway", &self.gateway)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryStore {
+    /// A store limiting by `config`, taking its time from `clock`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the configuration is invalid.
+    pub fn new(config: &GatewayConfig, clock: Arc<dyn Clock>) -> Result<Self, ConfigError> {
+        Ok(MemoryStore {
+            gateway: Gateway::new(config, Resolution::Nanoseconds)?,
+            clock,
+        })
+    }
+
+    /// The gateway behind the store.
+    pub fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now_nanos()
+    }
+}
+
+fn ready<'a, T: Send + 'a>(value: Result<T, StoreError>) -> StoreFuture<'a, T> {
+    Box::pin(std::future::ready(value))
+}
+
+impl Store for MemoryStore {
+    fn prepare(&self, policy: Policy) -> Result<PreparedPolicy, PolicyError> {
+        self.gateway.prepare(policy)
+    }
+
+    fn acquire<'a>(&'a self, limits: &'a [Limit<'a>]) -> StoreFuture<'a, Vec<LimitDecision>> {
+        ready(Ok(self.gateway.acquire(limits, self.now())))
+    }
+
+    fn is_exempt(&self, key: &str) -> bool {
+        self.gateway.is_exempt(key)
+    }
+
+    fn default_policy(&self) -> StoreFuture<'_, Policy> {
+        ready(Ok(self.gateway.default_policy()))
+    }
+
+    fn configure(&self, policy: Policy) -> StoreFuture<'_, Policy> {
+        ready(self.gateway.configure(policy).map_err(StoreError::from))
+    }
+
+    fn assign_tier<'a>(&'a self, key: &'a str, tier: &'a str) -> StoreFuture<'a, ()> {
+        ready(
+            self.gateway
+                .assign_tier(key, tier)
+                .map_err(StoreError::from),
+        )
+    }
+
+    fn reset<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool> {
+        ready(Ok(self.gateway.reset(key, self.now())))
+    }
+
+    fn inspect<'a>(&'a self, key: &'a str) -> StoreFuture<'a, KeyReport> {
+        let report = KeyReport {
+            tier: self.gateway.tier_of(key),
+            policy: self.gateway.policy_for(key),
+            state: self.gateway.inspect(key, self.now()),
+        };
+        ready(Ok(report))
+    }
+
+    fn stats(&self) -> StoreFuture<'_, Stats> {
+        ready(Ok(self.gateway.stats(self.now())))
+    }
+
+    fn reconfigure(&self, config: &GatewayConfig) -> Result<(), ConfigError> {
+        self.gateway.reconfigure(config)
+    }
+}

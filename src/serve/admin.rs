@@ -1,0 +1,240 @@
+//! The admin API and the operations endpoints, on their own listener.
+//!
+//! Operations, unauthenticated: `GET /healthz`, `GET /readyz`, `GET /metrics`.
+//! Admin, each call with `Authorization: Bearer <token>` (401 otherwise, the
+//! token compared in constant time); bodies are JSON and keys travel in bodies,
+//! never in paths, so they never reach an access log:
+//!
+//! | call | body | answer |
+//! | --- | --- | --- |
+//! | `GET /admin/policy` | | the default policy |
+//! | `PUT /admin/policy` | a policy | the policy now in force |
+//! | `POST /admin/tier` | `{"key", "tier"}` | `{"tier"}` |
+//! | `POST /admin/reset` | `{"key"}` | `{"had_state"}` |
+//! | `POST /admin/inspect` | `{"key"}` | `{"tier", "policy", "exempt", "tracked", "remaining", "reset_after_s"}` |
+//! | `GET /admin/stats` | | `{"tracked_keys", "allowed", "rejected"}` |
+//!
+//! Invalid input gets 400 with a problem+json body and changes nothing.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http::header::{AUTHORIZATION, CONTENT_TYPE};
+use http::{HeaderValue, StatusCode};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use subtle::ConstantTimeEq;
+use tollgate_core::{ApiKey, Policy, Redacted, StoreError};
+use tollgate_tower::Problem;
+
+use super::app::App;
+use super::metrics;
+
+/// The admin listener's routes.
+pub(crate) fn router(app: Arc<App>) -> Router {
+    let admin = Router::new()
+        .route("/admin/policy", get(get_policy).put(put_policy))
+        .route("/admin/tier", post(assign_tier))
+        .route("/admin/reset", post(reset))
+        .route("/admin/inspect", post(inspect))
+        .route("/admin/stats", get(stats))
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            authenticate,
+        ));
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .route("/metrics", get(render_metrics))
+        .merge(admin)
+        .fallback(|| async { problem(StatusCode::NOT_FOUND, "no such admin endpoint") })
+        .with_state(app)
+}
+
+async fn authenticate(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| {
+            let (scheme, token) = value.trim().split_once(char::is_whitespace)?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        });
+    let accepted = match (&app.admin_token, presented) {
+        (Some(expected), Some(presented)) => {
+            bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
+        }
+        _ => false,
+    };
+    if !accepted {
+        tracing::warn!(path = %request.uri().path(), "admin call refused: missing or wrong token");
+        let mut response = problem(
+            StatusCode::UNAUTHORIZED,
+            "a valid admin bearer token is required",
+        );
+        response.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer"),
+        );
+        return response;
+    }
+    next.run(request).await
+}
+
+async fn ready(State(app): State<Arc<App>>) -> Response {
+    if app.is_draining() {
+        problem(StatusCode::SERVICE_UNAVAILABLE, "shutting down")
+    } else {
+        Response::new(Body::from("ready\n"))
+    }
+}
+
+async fn render_metrics(State(app): State<Arc<App>>) -> Response {
+    if let Ok(stats) = app.store.stats().await {
+        metrics::record_tracked_keys(stats.tracked_keys);
+    }
+    let mut response = Response::new(Body::from(metrics::handle().render()));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    response
+}
+
+async fn get_policy(State(app): State<Arc<App>>) -> Result<Response, AdminError> {
+    Ok(json_response(&app.store.default_policy().await?))
+}
+
+async fn put_policy(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, AdminError> {
+    let value: serde_json::Value = parse(&body)?;
+    let policy = Policy::from_json(&value)
+        .map_err(|error| AdminError::bad_request(format!("invalid policy: {error}")))?;
+    let policy = app.store.configure(policy).await?;
+    tracing::info!(?policy, "default policy replaced");
+    Ok(json_response(&policy))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TierBody {
+    key: String,
+    tier: String,
+}
+
+async fn assign_tier(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, AdminError> {
+    let body: TierBody = parse(&body)?;
+    let key = key(&body.key)?;
+    app.store.assign_tier(key, &body.tier).await?;
+    tracing::info!(key = %Redacted(key), tier = %body.tier, "tier assigned");
+    Ok(json_response(&json!({ "tier": body.tier })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyBody {
+    key: String,
+}
+
+async fn reset(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, AdminError> {
+    let body: KeyBody = parse(&body)?;
+    let key = key(&body.key)?;
+    let had_state = app.store.reset(key).await?;
+    tracing::info!(key = %Redacted(key), had_state, "key reset");
+    Ok(json_response(&json!({ "had_state": had_state })))
+}
+
+async fn inspect(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, AdminError> {
+    let body: KeyBody = parse(&body)?;
+    let report = app.store.inspect(key(&body.key)?).await?;
+    let (remaining, reset_after_s) = match (&report.policy, &report.state) {
+        (None, _) => (None, 0),
+        (Some(_), Some(state)) => (state.remaining, state.reset_after_seconds()),
+        (Some(policy), None) => (Some(policy.capacity()), 0),
+    };
+    Ok(json_response(&json!({
+        "tier": report.tier,
+        "policy": report.policy,
+        "exempt": report.policy.is_none(),
+        "tracked": report.state.is_some() && report.policy.is_some(),
+        "remaining": remaining,
+        "reset_after_s": reset_after_s,
+    })))
+}
+
+async fn stats(State(app): State<Arc<App>>) -> Result<Response, AdminError> {
+    let stats = app.store.stats().await?;
+    // u128 totals: written as exact JSON integers.
+    let body = format!(
+        "{{\"tracked_keys\":{},\"allowed\":{},\"rejected\":{}}}\n",
+        stats.tracked_keys, stats.allowed, stats.rejected
+    );
+    Ok(with_json_type(Response::new(Body::from(body))))
+}
+
+/// An admin call that failed: a problem+json response.
+struct AdminError {
+    status: StatusCode,
+    detail: String,
+}
+
+impl AdminError {
+    fn bad_request(detail: impl Into<String>) -> Self {
+        AdminError {
+            status: StatusCode::BAD_REQUEST,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl From<StoreError> for AdminError {
+    fn from(error: StoreError) -> Self {
+        let status = match error {
+            StoreError::UnknownTier(_) | StoreError::Policy(_) => StatusCode::BAD_REQUEST,
+            StoreError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        AdminError {
+            status,
+            detail: error.to_string(),
+        }
+    }
+}
+
+impl IntoResponse for AdminError {
+    fn into_response(self) -> Response {
+        problem(self.status, self.detail)
+    }
+}
+
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, AdminError> {
+    serde_json::from_slice(body)
+        .map_err(|error| AdminError::bad_request(format!("invalid JSON body: {error}")))
+}
+
+fn key(raw: &str) -> Result<&str, AdminError> {
+    ApiKey::parse(raw)
+        .map(|key| key.as_str())
+        .ok_or_else(|| AdminError::bad_request("key must be a non-empty API key"))
+}
+
+fn json_response<T: serde::Serialize>(value: &T) -> Response {
+    let mut body = serde_json::to_vec(value).unwrap_or_default();
+    body.push(b'\n');
+    with_json_type(Response::new(Body::from(body)))
+}
+
+fn with_json_type(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn problem(status: StatusCode, detail: impl Into<String>) -> Response {
+    Problem::new(status, detail).into_response().map(Body::new)
+}

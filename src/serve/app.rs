@@ -1,0 +1,97 @@
+//! The gateway's shared state and its request handler: route, limit, forward.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arc_swap::ArcSwap;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::response::Response;
+use http::StatusCode;
+use tollgate_core::Store;
+use tollgate_tower::Problem;
+
+use super::config::{ServeConfig, ServeConfigError};
+use super::proxy::Proxy;
+use super::runtime::Runtime;
+use super::{demo, limit};
+
+/// Everything the listeners share.
+pub(crate) struct App {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) runtime: ArcSwap<Runtime>,
+    pub(crate) proxy: Proxy,
+    /// Set once shutdown has begun: `/readyz` answers 503.
+    pub(crate) draining: AtomicBool,
+    /// The admin API's bearer token; `None` refuses every admin call.
+    pub(crate) admin_token: Option<String>,
+    /// The file to read again on SIGHUP.
+    pub(crate) config_path: Option<PathBuf>,
+}
+
+impl App {
+    /// Reads the configuration file again and puts it in force; an invalid
+    /// file changes nothing.
+    pub(crate) fn reload(&self) -> Result<(), ServeConfigError> {
+        let Some(path) = &self.config_path else {
+            return Err(ServeConfigError::Invalid(
+                "no configuration file to reload: started on the built-in defaults".into(),
+            ));
+        };
+        let config = ServeConfig::from_file(path)?;
+        self.apply(&config)
+    }
+
+    /// Puts `config` in force: the runtime is built first, so a failure
+    /// changes nothing. Listen addresses and the admin token stay as they were.
+    pub(crate) fn apply(&self, config: &ServeConfig) -> Result<(), ServeConfigError> {
+        let runtime = Runtime::build(config, self.store.as_ref())?;
+        self.store.reconfigure(&config.limits)?;
+        self.runtime.store(Arc::new(runtime));
+        Ok(())
+    }
+
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+}
+
+/// Every request to the gateway's listener.
+pub(crate) async fn handle(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let runtime = app.runtime.load_full();
+    let route = runtime.routes.find(request.uri().path());
+    if route.is_none() && !runtime.routes.is_empty() {
+        let detail = format!("no route matches {}", request.uri().path());
+        return Problem::new(StatusCode::NOT_FOUND, detail)
+            .into_response()
+            .map(Body::new);
+    }
+    let headers = match limit::admit(
+        &app,
+        &runtime,
+        route,
+        limit::RequestHead::of(&request),
+        peer,
+    )
+    .await
+    {
+        Ok(headers) => headers,
+        Err(response) => return response,
+    };
+    let mut response = match route {
+        Some(route) => {
+            app.proxy
+                .forward(route, request, peer.ip(), runtime.upstream.timeout)
+                .await
+        }
+        None => demo::respond(&request),
+    };
+    response.headers_mut().extend(headers);
+    response
+}

@@ -1,0 +1,417 @@
+//! The gateway's configuration file (`gateway.toml`): listeners, routes and
+//! their upstreams, the limits, the admin API. Every setting is documented in
+//! `docs/CONFIG.md`; `examples/gateway.toml` shows them all.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use http::Uri;
+use ipnet::IpNet;
+use serde::{Deserialize, Deserializer};
+use tollgate_core::{ConfigError, GatewayConfig};
+use tollgate_tower::{Budget, HostDefaults};
+
+/// The whole configuration of `tollgate serve`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Where clients connect. Default `127.0.0.1:8080`.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// The admin and operations listener.
+    #[serde(default)]
+    pub admin: AdminConfig,
+    /// Plans: default policy, tiers, exempt keys, eviction, key cap.
+    #[serde(default = "configured_limits")]
+    pub limits: GatewayConfig,
+    /// Upstream connections.
+    #[serde(default)]
+    pub upstream: UpstreamConfig,
+    /// Default route budgets per tenant and per client IP.
+    #[serde(default)]
+    pub host: HostDefaults,
+    /// How the client IP is found.
+    #[serde(default)]
+    pub client_ip: ClientIpConfig,
+    /// Tenants and their API keys: `acme = ["sk_a", "sk_b"]`.
+    #[serde(default)]
+    pub tenants: BTreeMap<String, Vec<String>>,
+    /// Path prefixes and their upstreams. With none, every path is answered by
+    /// the built-in demo backend.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+}
+
+/// The admin API and operations endpoints.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Where the admin API, `/metrics`, `/healthz` and `/readyz` listen.
+    /// Default `127.0.0.1:8081`.
+    #[serde(default = "default_admin_listen")]
+    pub listen: SocketAddr,
+    /// The bearer token of the admin API. The environment variable named by
+    /// `token_env` overrides it when set. With neither, every admin call is
+    /// refused.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// The environment variable holding the token. Default `TOLLGATE_ADMIN_TOKEN`.
+    #[serde(default = "default_token_env")]
+    pub token_env: String,
+}
+
+/// Upstream connections.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// How long to wait for an upstream's response headers before answering
+    /// 504. Default `"30s"`.
+    #[serde(default = "default_timeout", deserialize_with = "duration")]
+    pub timeout: Duration,
+    /// How long to wait for a connection before answering 502. Default `"5s"`.
+    #[serde(default = "default_connect_timeout", deserialize_with = "duration")]
+    pub connect_timeout: Duration,
+}
+
+/// How the client IP of a request is found.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientIpConfig {
+    /// Proxies trusted to report the client in `Forwarded` / `X-Forwarded-For`.
+    #[serde(default)]
+    pub trusted_proxies: Vec<IpNet>,
+    /// IPv6 clients are grouped by this prefix length. Default 64.
+    #[serde(default = "default_ipv6_prefix")]
+    pub ipv6_prefix: u8,
+}
+
+/// What a route's own budget is keyed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteKey {
+    /// The API key (the default).
+    Principal,
+    /// The key's tenant, from `[tenants]`; keys without one are refused (401).
+    Tenant,
+    /// The client IP.
+    Ip,
+}
+
+/// One route: a path prefix, its upstream and, optionally, its own budget.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// The route's name in metrics and headers. Default: the prefix.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The path prefix, matched on segment boundaries: `/api` matches `/api`
+    /// and `/api/orders`, not `/apis`. The longest matching prefix wins.
+    pub prefix: String,
+    /// The upstream base URL, `http://host:port[/path]`.
+    #[serde(deserialize_with = "uri")]
+    pub upstream: Uri,
+    /// Remove the prefix from the path before forwarding. Default false.
+    #[serde(default)]
+    pub strip_prefix: bool,
+    /// The route's own budget: requests per minute per key.
+    #[serde(default)]
+    pub rpm: Option<u64>,
+    /// The route's own burst (default: `rpm`).
+    #[serde(default)]
+    pub burst: Option<u64>,
+    /// What the route's own budget is keyed by. Default `principal`.
+    #[serde(default)]
+    pub key: Option<RouteKey>,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// TOML syntax or shape (the message names the line and the field).
+    #[error("invalid configuration: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// The limits are invalid.
+    #[error(transparent)]
+    Limits(#[from] ConfigError),
+    /// A route is invalid.
+    #[error("route {route}: {reason}")]
+    Route {
+        /// The route's prefix.
+        route: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tenant's key list is invalid.
+    #[error("tenants: {0}")]
+    Tenants(String),
+    /// Another setting is invalid.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ServeConfig {
+    /// The built-in defaults, used when no file is given: listen on
+    /// 127.0.0.1:8080 and 127.0.0.1:8081, the contract's plans (5 requests per
+    /// minute by default, tiers `pro` and `enterprise`, `sk_internal` exempt),
+    /// no routes (the demo backend answers).
+    pub fn builtin() -> Self {
+        ServeConfig {
+            listen: default_listen(),
+            admin: AdminConfig::default(),
+            limits: GatewayConfig::default(),
+            upstream: UpstreamConfig::default(),
+            host: HostDefaults::default(),
+            client_ip: ClientIpConfig::default(),
+            tenants: BTreeMap::new(),
+            routes: Vec::new(),
+        }
+    }
+
+    /// Parses and validates `gateway.toml` text.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeConfigError`] naming the first problem.
+    pub fn from_toml_str(text: &str) -> Result<Self, ServeConfigError> {
+        let config: ServeConfig = toml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads, parses and validates a configuration file.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeConfigError`] naming the first problem.
+    pub fn from_file(path: &Path) -> Result<Self, ServeConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ServeConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        ServeConfig::from_toml_str(&text)
+    }
+
+    /// Checks what the types alone cannot.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeConfigError`] naming the first problem.
+    pub fn validate(&self) -> Result<(), ServeConfigError> {
+        self.limits.validate()?;
+        if self.client_ip.ipv6_prefix > 128 {
+            return Err(ServeConfigError::Invalid(format!(
+                "client_ip.ipv6_prefix must be from 0 to 128, got {}",
+                self.client_ip.ipv6_prefix
+            )));
+        }
+        for route in &self.routes {
+            route.validate()?;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (tenant, keys) in &self.tenants {
+            if tenant.is_empty() {
+                return Err(ServeConfigError::Tenants("a tenant name is empty".into()));
+            }
+            for key in keys {
+                let parsed = tollgate_core::ApiKey::parse(key).ok_or_else(|| {
+                    ServeConfigError::Tenants(format!("tenant {tenant} has an empty key"))
+                })?;
+                if !seen.insert(parsed.as_str().to_owned()) {
+                    return Err(ServeConfigError::Tenants(format!(
+                        "the key {} belongs to two tenants",
+                        parsed.redacted()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RouteConfig {
+    /// The route's name: `name`, or the prefix.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.prefix)
+    }
+
+    /// The route's own budget, if it declares one.
+    pub fn budget(&self) -> Result<Option<Budget>, ServeConfigError> {
+        let error = |reason: String| ServeConfigError::Route {
+            route: self.prefix.clone(),
+            reason,
+        };
+        match (self.rpm, self.burst) {
+            (None, None) => Ok(None),
+            (None, Some(_)) => Err(error("burst needs rpm".into())),
+            (Some(rpm), burst) => Budget::new(rpm, burst.unwrap_or(rpm))
+                .map(Some)
+                .map_err(|budget| error(budget.to_string())),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ServeConfigError> {
+        let error = |reason: &str| ServeConfigError::Route {
+            route: self.prefix.clone(),
+            reason: reason.to_owned(),
+        };
+        if !self.prefix.starts_with('/') {
+            return Err(error("the prefix must start with /"));
+        }
+        if self.upstream.scheme_str() != Some("http") {
+            return Err(error("the upstream must be an http:// URL"));
+        }
+        if self.upstream.authority().is_none() {
+            return Err(error("the upstream needs a host"));
+        }
+        if self.upstream.query().is_some() {
+            return Err(error("the upstream must not have a query"));
+        }
+        if self.key.is_some() && self.rpm.is_none() {
+            return Err(error("key applies to the route's own budget: set rpm too"));
+        }
+        self.budget().map(|_| ())
+    }
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            listen: default_admin_listen(),
+            token: None,
+            token_env: default_token_env(),
+        }
+    }
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            timeout: default_timeout(),
+            connect_timeout: default_connect_timeout(),
+        }
+    }
+}
+
+impl Default for ClientIpConfig {
+    fn default() -> Self {
+        ClientIpConfig {
+            trusted_proxies: Vec::new(),
+            ipv6_prefix: default_ipv6_prefix(),
+        }
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+fn default_admin_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8081))
+}
+
+fn default_token_env() -> String {
+    "TOLLGATE_ADMIN_TOKEN".to_owned()
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_ipv6_prefix() -> u8 {
+    64
+}
+
+/// `[limits]` absent from a file means an empty table: the built-in default
+/// policy, no tiers, no exempt keys (the built-in tiers are for the demo only).
+fn configured_limits() -> GatewayConfig {
+    GatewayConfig::from_toml_str("").unwrap_or_default()
+}
+
+/// A human duration: `"30s"`, `"250ms"`, `"1m 30s"`.
+fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+fn uri<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Uri, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.parse().map_err(serde::de::Error::custom)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_is_the_defaults_without_demo_plans() {
+        let config = ServeConfig::from_toml_str("").unwrap();
+        assert_eq!(config.listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(config.admin.listen, "127.0.0.1:8081".parse().unwrap());
+        assert!(config.limits.tiers.is_empty());
+        assert!(config.limits.exempt_keys.is_empty());
+        assert_eq!(config.upstream.timeout, Duration::from_secs(30));
+        assert!(config.routes.is_empty());
+        let builtin = ServeConfig::builtin();
+        assert_eq!(builtin.limits.exempt_keys, ["sk_internal"]);
+    }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let text = include_str!("../../examples/gateway.toml");
+        let config = ServeConfig::from_toml_str(text).unwrap();
+        assert!(!config.routes.is_empty());
+    }
+
+    #[test]
+    fn bad_files_name_the_problem() {
+        let cases = [
+            ("listen = \"nowhere\"", "invalid"),
+            (
+                "[[routes]]\nprefix = \"api\"\nupstream = \"http://127.0.0.1:1\"",
+                "must start with /",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"https://example.com\"",
+                "http://",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nburst = 3",
+                "burst needs rpm",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 0",
+                "rpm must be",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nkey = \"ip\"",
+                "set rpm too",
+            ),
+            ("[upstream]\ntimeout = \"soon\"", "timeout"),
+            (
+                "[tenants]\nacme = [\"k\"]\nglobex = [\"Bearer k\"]",
+                "two tenants",
+            ),
+            ("[limits]\nidle_eviction_s = 0", "idle_eviction_s"),
+            ("[client_ip]\nipv6_prefix = 129", "ipv6_prefix"),
+            ("colour = 1", "colour"),
+        ];
+        for (text, expected) in cases {
+            let error = ServeConfig::from_toml_str(text).unwrap_err().to_string();
+            assert!(error.contains(expected), "{text:?}: {error}");
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The rate-limit headers of a gateway response: the IETF `RateLimit-Policy`
+//! and `RateLimit` Lists (one item per limit), and the common
+//! `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` for the
+//! most restrictive limit.
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use tollgate_tower::{RATELIMIT, RATELIMIT_POLICY, RateLimitField};
+
+/// `X-RateLimit-Limit`: the most restrictive limit's quota.
+pub(crate) const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`: what is left of it.
+pub(crate) const X_RATELIMIT_REMAINING: HeaderName =
+    HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset`: seconds until it is whole again, never negative.
+pub(crate) const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// The headers for `fields`, empty when there are none.
+pub(crate) fn rate_limit_headers(fields: &[RateLimitField<'_>]) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    let Some(tightest) = fields.iter().min_by_key(|field| {
+        let remaining = field.decision.remaining.unwrap_or(u64::MAX);
+        (remaining, std::cmp::Reverse(field.decision.reset_after))
+    }) else {
+        return headers;
+    };
+    let (policy, state) = RateLimitField::headers(fields);
+    headers.insert(RATELIMIT_POLICY, policy);
+    headers.insert(RATELIMIT, state);
+    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(tightest.quota));
+    headers.insert(
+        X_RATELIMIT_REMAINING,
+        HeaderValue::from(tightest.decision.remaining.unwrap_or(0)),
+    );
+    headers.insert(
+        X_RATELIMIT_RESET,
+        HeaderValue::from(tightest.decision.reset_after_seconds()),
+    );
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tollgate_core::Decision;
+
+    fn decision(remaining: u64, reset_s: u64) -> Decision {
+        Decision {
+            allowed: 1,
+            rejected: 0,
+            remaining: Some(remaining),
+            retry_after: Duration::ZERO,
+            reset_after: Duration::from_secs(reset_s),
+        }
+    }
+
+    #[test]
+    fn lists_every_limit_and_reports_the_tightest() {
+        let plan = decision(3, 40);
+        let route = decision(59, 1);
+        let headers = rate_limit_headers(&[
+            RateLimitField {
+                name: "default",
+                quota: 5,
+                window_s: 60,
+                decision: &plan,
+            },
+            RateLimitField {
+                name: "orders",
+                quota: 60,
+                window_s: 60,
+                decision: &route,
+            },
+        ]);
+        assert_eq!(
+            headers["ratelimit-policy"],
+            "\"default\";q=5;w=60, \"orders\";q=60;w=60"
+        );
+        assert_eq!(
+            headers["ratelimit"],
+            "\"default\";r=3;t=40, \"orders\";r=59;t=1"
+        );
+        assert_eq!(headers["x-ratelimit-limit"], "5");
+        assert_eq!(headers["x-ratelimit-remaining"], "3");
+        assert_eq!(headers["x-ratelimit-reset"], "40");
+        assert!(rate_limit_headers(&[]).is_empty());
+    }
+}

@@ -1,0 +1,210 @@
+//! The limits of one proxied request: its API key's plan and its route's
+//! budget (or the host default), decided together, all or nothing.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::response::Response;
+use http::{HeaderMap, Method, Request, StatusCode, Uri};
+use tollgate_core::{Limit, LimitDecision, Redacted};
+use tollgate_tower::{Problem, RateLimitField, RequestParts, record_denial};
+
+use super::api_key::api_key;
+use super::app::App;
+use super::config::RouteKey;
+use super::headers::rate_limit_headers;
+use super::metrics;
+use super::routes::{Route, RouteBudget};
+use super::runtime::Runtime;
+
+/// The route name of requests answered by the demo backend.
+pub(crate) const DEMO_ROUTE: &str = "demo";
+
+/// The route budget that applies to a request, with its key.
+struct RouteLimit<'a> {
+    budget: &'a RouteBudget,
+    kind: RouteKey,
+    key: String,
+}
+
+/// What the limits look at in a request (the body stays out of it: it is not
+/// `Sync`, and the limits never read it).
+pub(crate) struct RequestHead<'a> {
+    pub(crate) method: &'a Method,
+    pub(crate) uri: &'a Uri,
+    pub(crate) headers: &'a HeaderMap,
+}
+
+impl<'a> RequestHead<'a> {
+    pub(crate) fn of(request: &'a Request<Body>) -> Self {
+        RequestHead {
+            method: request.method(),
+            uri: request.uri(),
+            headers: request.headers(),
+        }
+    }
+}
+
+/// Checks a request against its limits. `Ok` holds the headers to add to the
+/// forwarded response; `Err` the response to send instead (401, 429, 503).
+pub(crate) async fn admit(
+    app: &App,
+    runtime: &Runtime,
+    route: Option<&Route>,
+    request: RequestHead<'_>,
+    peer: SocketAddr,
+) -> Result<HeaderMap, Response> {
+    let key = api_key(request.headers).map_err(|reason| respond(Problem::unauthorized(reason)))?;
+    let route_name: Arc<str> =
+        route.map_or_else(|| Arc::from(DEMO_ROUTE), |route| Arc::clone(&route.name));
+    if app.store.is_exempt(key) {
+        metrics::record_decision(true, "exempt", &route_name);
+        return Ok(HeaderMap::new());
+    }
+    let route_limit =
+        route_limit(runtime, route, &route_name, key, &request, peer).map_err(|()| {
+            respond(Problem::unauthorized(format!(
+                "{route_name} is rate limited per tenant, and this API key has no tenant"
+            )))
+        })?;
+    let mut limits = vec![Limit::Plan(key)];
+    if let Some(route_limit) = &route_limit {
+        limits.push(Limit::Policy {
+            key: &route_limit.key,
+            policy: &route_limit.budget.prepared,
+        });
+    }
+    let started = Instant::now();
+    let decisions = app.store.acquire(&limits).await.map_err(|error| {
+        tracing::warn!(%error, "limit store unavailable");
+        respond(Problem::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string()).into_response())
+    })?;
+    metrics::record_decision_time(started.elapsed());
+    let plan = &decisions[0];
+    let tier = plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
+    let fields = fields(
+        tier,
+        plan,
+        route_limit.as_ref().zip(decisions.get(1)),
+        &route_name,
+    );
+    let headers = rate_limit_headers(&fields);
+    let allowed = decisions.iter().all(|limit| limit.decision.is_allowed());
+    metrics::record_decision(allowed, tier, &route_name);
+    if allowed {
+        return Ok(headers);
+    }
+    // The limits that refused (the others report rejected with no wait).
+    let mut retry_after = 0;
+    let mut refused_by = tier;
+    for (index, limit) in decisions.iter().enumerate() {
+        if limit.decision.retry_after.is_zero() {
+            continue;
+        }
+        let kind = match (index, &route_limit) {
+            (0, _) => "api_key",
+            (_, Some(route_limit)) => route_limit.kind.label(),
+            (_, None) => "api_key",
+        };
+        record_denial(&route_name, kind);
+        if limit.decision.retry_after_seconds() > retry_after {
+            retry_after = limit.decision.retry_after_seconds();
+            refused_by = if index == 0 { tier } else { &route_name };
+        }
+    }
+    tracing::debug!(key = %Redacted(key), route = %route_name, retry_after, "rate limited");
+    let mut response = respond(Problem::too_many_requests(refused_by, retry_after));
+    response.headers_mut().extend(headers);
+    Err(response)
+}
+
+/// The RateLimit fields: the plan first, then the route budget.
+fn fields<'a>(
+    tier: &'a str,
+    plan: &'a LimitDecision,
+    route: Option<(&'a RouteLimit<'a>, &'a LimitDecision)>,
+    route_name: &'a str,
+) -> Vec<RateLimitField<'a>> {
+    let mut fields = Vec::with_capacity(2);
+    if let Some(policy) = plan.policy {
+        fields.push(RateLimitField {
+            name: tier,
+            quota: policy.limit(),
+            window_s: policy.window_s(),
+            decision: &plan.decision,
+        });
+    }
+    if let Some((limit, decision)) = route {
+        fields.push(RateLimitField {
+            name: route_name,
+            quota: limit.budget.budget.rpm(),
+            window_s: 60,
+            decision: &decision.decision,
+        });
+    }
+    fields
+}
+
+/// The route budget of a request: the route's own, else the host default per
+/// tenant (for keys with a tenant), else per IP; `None` when none applies.
+/// `Err` when the route is limited per tenant and the key has none.
+fn route_limit<'a>(
+    runtime: &'a Runtime,
+    route: Option<&'a Route>,
+    route_name: &str,
+    key: &str,
+    request: &RequestHead<'_>,
+    peer: SocketAddr,
+) -> Result<Option<RouteLimit<'a>>, ()> {
+    let tenant = runtime.tenants.get(key);
+    let own = route.and_then(|route| route.budget.as_ref());
+    let (budget, kind) = if let Some((budget, kind)) = own {
+        (budget, *kind)
+    } else if let (Some(_), Some(budget)) = (tenant, &runtime.host_tenant) {
+        (budget, RouteKey::Tenant)
+    } else if let Some(budget) = &runtime.host_ip {
+        (budget, RouteKey::Ip)
+    } else {
+        return Ok(None);
+    };
+    let value = match kind {
+        RouteKey::Principal => key.to_owned(),
+        RouteKey::Tenant => tenant.ok_or(())?.to_string(),
+        RouteKey::Ip => {
+            let mut extensions = http::Extensions::new();
+            extensions.insert(tollgate_tower::PeerAddr(peer));
+            let parts = RequestParts {
+                method: request.method,
+                uri: request.uri,
+                headers: request.headers,
+                extensions: &extensions,
+            };
+            runtime
+                .client_ip
+                .client_key(&parts)
+                .unwrap_or_else(|| peer.ip().to_string())
+        }
+    };
+    Ok(Some(RouteLimit {
+        budget,
+        kind,
+        key: format!("{route_name}/{}:{value}", kind.label()),
+    }))
+}
+
+fn respond(response: http::Response<http_body_util::Full<bytes::Bytes>>) -> Response {
+    response.map(Body::new)
+}
+
+impl RouteKey {
+    /// The `key_kind` label: `principal`, `tenant` or `ip`.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            RouteKey::Principal => "principal",
+            RouteKey::Tenant => "tenant",
+            RouteKey::Ip => "ip",
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! The gateway's metrics, recorded through the `metrics` crate and rendered in
+//! the Prometheus text format on `/metrics`.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Decisions by `outcome` (`allowed`, `rejected`), `tier` and `route`.
+pub(crate) const DECISIONS: &str = "tollgate_decisions_total";
+/// How long the limit decision took, in seconds (a histogram).
+pub(crate) const DECISION_SECONDS: &str = "tollgate_decision_seconds";
+/// Keys holding limiter state, at the last scrape.
+pub(crate) const TRACKED_KEYS: &str = "tollgate_tracked_keys";
+
+/// The process's Prometheus recorder, installed on first use (a process has
+/// one global recorder; every gateway in it reports there).
+pub(crate) fn handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full(DECISION_SECONDS.to_owned()),
+                    &[
+                        1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2, 1e-1,
+                    ],
+                )
+                .map(PrometheusBuilder::build_recorder);
+            match recorder {
+                Ok(recorder) => {
+                    let handle = recorder.handle();
+                    if metrics::set_global_recorder(recorder).is_err() {
+                        tracing::warn!(
+                            "another metrics recorder is installed; /metrics stays empty"
+                        );
+                    }
+                    handle
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot build the Prometheus recorder");
+                    PrometheusBuilder::new().build_recorder().handle()
+                }
+            }
+        })
+        .clone()
+}
+
+pub(crate) fn record_decision(allowed: bool, tier: &str, route: &Arc<str>) {
+    let outcome = if allowed { "allowed" } else { "rejected" };
+    metrics::counter!(
+        DECISIONS,
+        "outcome" => outcome,
+        "tier" => tier.to_owned(),
+        "route" => Arc::clone(route),
+    )
+    .increment(1);
+}
+
+pub(crate) fn record_decision_time(elapsed: Duration) {
+    metrics::histogram!(DECISION_SECONDS).record(elapsed.as_secs_f64());
+}
+
+pub(crate) fn record_tracked_keys(keys: u64) {
+    metrics::gauge!(TRACKED_KEYS).set(keys as f64);
+}

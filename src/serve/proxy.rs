@@ -1,0 +1,167 @@
+//! Forwarding a request to its upstream and the response back, streaming both
+//! bodies, with hop-by-hop headers removed (RFC 9110 section 7.6.1); 502 when
+//! the upstream cannot be reached, 504 when it does not answer in time.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use http::header::{CONNECTION, HOST, HeaderName};
+use http::{HeaderMap, HeaderValue, Request, StatusCode, Version};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tollgate_tower::Problem;
+
+use super::routes::Route;
+
+/// Headers that describe one connection and are never forwarded, besides any
+/// named in `Connection` (RFC 9110 section 7.6.1; `Keep-Alive`,
+/// `Proxy-Connection` from older practice).
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// The HTTP client to the upstreams: pooled keep-alive connections.
+#[derive(Clone, Debug)]
+pub(crate) struct Proxy {
+    client: Client<HttpConnector, Body>,
+}
+
+impl Proxy {
+    pub(crate) fn new(connect_timeout: Duration) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(connect_timeout));
+        connector.set_nodelay(true);
+        Proxy {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+        }
+    }
+
+    /// Sends `request` to `route`'s upstream from client `client_ip`, waiting
+    /// at most `timeout` for the response headers.
+    pub(crate) async fn forward(
+        &self,
+        route: &Route,
+        mut request: Request<Body>,
+        client_ip: IpAddr,
+        timeout: Duration,
+    ) -> Response {
+        let upstream = match route.upstream_uri(request.uri()) {
+            Ok(upstream) => upstream,
+            Err(error) => {
+                return problem(
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot map the path: {error}"),
+                );
+            }
+        };
+        let original_host = request.headers().get(HOST).cloned();
+        let headers = request.headers_mut();
+        remove_hop_by_hop(headers);
+        headers.remove(HOST);
+        append_forwarded_for(headers, client_ip);
+        if let Some(host) = original_host {
+            headers.insert(HeaderName::from_static("x-forwarded-host"), host);
+        }
+        headers.insert(
+            HeaderName::from_static("x-forwarded-proto"),
+            HeaderValue::from_static("http"),
+        );
+        *request.uri_mut() = upstream;
+        *request.version_mut() = Version::HTTP_11;
+        match tokio::time::timeout(timeout, self.client.request(request)).await {
+            Ok(Ok(response)) => {
+                let (mut parts, body) = response.into_parts();
+                remove_hop_by_hop(&mut parts.headers);
+                Response::from_parts(parts, Body::new(body))
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(route = %route.name, %error, "upstream unreachable");
+                problem(
+                    StatusCode::BAD_GATEWAY,
+                    format!("the upstream of {} could not be reached", route.name),
+                )
+            }
+            Err(_) => {
+                tracing::warn!(route = %route.name, ?timeout, "upstream timed out");
+                problem(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!(
+                        "the upstream of {} did not answer within {}",
+                        route.name,
+                        humantime::format_duration(timeout)
+                    ),
+                )
+            }
+        }
+    }
+}
+
+fn problem(status: StatusCode, detail: String) -> Response {
+    Problem::new(status, detail).into_response().map(Body::new)
+}
+
+/// Removes the hop-by-hop headers, including those `Connection` names.
+fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// Appends the client to `X-Forwarded-For`.
+fn append_forwarded_for(headers: &mut HeaderMap, client_ip: IpAddr) {
+    let name = HeaderName::from_static("x-forwarded-for");
+    let chain = match headers.get(&name).and_then(|value| value.to_str().ok()) {
+        Some(existing) if !existing.trim().is_empty() => format!("{existing}, {client_ip}"),
+        _ => client_ip.to_string(),
+    };
+    if let Ok(value) = HeaderValue::from_str(&chain) {
+        headers.insert(name, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_and_those_named_in_connection_go() {
+        let mut headers = HeaderMap::new();
+        headers.insert("connection", HeaderValue::from_static("close, x-secret"));
+        headers.insert("x-secret", HeaderValue::from_static("1"));
+        headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        headers.insert("te", HeaderValue::from_static("trailers"));
+        headers.insert("content-type", HeaderValue::from_static("text/plain"));
+        remove_hop_by_hop(&mut headers);
+        let names: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["content-type"]);
+    }
+
+    #[test]
+    fn the_client_is_appended_to_x_forwarded_for() {
+        let mut headers = HeaderMap::new();
+        append_forwarded_for(&mut headers, "192.0.2.7".parse().unwrap());
+        assert_eq!(headers["x-forwarded-for"], "192.0.2.7");
+        append_forwarded_for(&mut headers, "10.0.0.1".parse().unwrap());
+        assert_eq!(headers["x-forwarded-for"], "192.0.2.7, 10.0.0.1");
+    }
+}

@@ -1,0 +1,170 @@
+//! The route table: path prefixes, their upstreams and budgets.
+
+use std::sync::Arc;
+
+use http::Uri;
+use http::uri::PathAndQuery;
+use tollgate_core::{PreparedPolicy, Store};
+use tollgate_tower::Budget;
+
+use super::config::{RouteConfig, RouteKey, ServeConfigError};
+
+/// A budget ready for the store: its `rpm` and `burst`, and the prepared policy.
+#[derive(Clone, Debug)]
+pub(crate) struct RouteBudget {
+    pub(crate) budget: Budget,
+    pub(crate) prepared: PreparedPolicy,
+}
+
+impl RouteBudget {
+    pub(crate) fn new(budget: Budget, store: &dyn Store) -> Result<Self, ServeConfigError> {
+        let prepared = store
+            .prepare(budget.policy())
+            .map_err(|error| ServeConfigError::Invalid(error.to_string()))?;
+        Ok(RouteBudget { budget, prepared })
+    }
+}
+
+/// One route.
+#[derive(Debug)]
+pub(crate) struct Route {
+    pub(crate) name: Arc<str>,
+    prefix: String,
+    /// `http://host:port`
+    upstream_origin: Uri,
+    /// The upstream's base path without a trailing `/` (empty for the root).
+    upstream_path: String,
+    strip_prefix: bool,
+    /// The route's own budget and what it is keyed by.
+    pub(crate) budget: Option<(RouteBudget, RouteKey)>,
+}
+
+impl Route {
+    fn new(config: &RouteConfig, store: &dyn Store) -> Result<Self, ServeConfigError> {
+        let budget = match config.budget()? {
+            Some(budget) => Some((
+                RouteBudget::new(budget, store)?,
+                config.key.unwrap_or(RouteKey::Principal),
+            )),
+            None => None,
+        };
+        let upstream_path = config.upstream.path().trim_end_matches('/').to_owned();
+        let mut origin = config.upstream.clone().into_parts();
+        origin.path_and_query = Some(PathAndQuery::from_static("/"));
+        let upstream_origin = Uri::from_parts(origin).map_err(|error| ServeConfigError::Route {
+            route: config.prefix.clone(),
+            reason: error.to_string(),
+        })?;
+        Ok(Route {
+            name: Arc::from(config.name()),
+            prefix: config.prefix.trim_end_matches('/').to_owned(),
+            upstream_origin,
+            upstream_path,
+            strip_prefix: config.strip_prefix,
+            budget,
+        })
+    }
+
+    /// Whether `path` falls under this route's prefix, on a segment boundary.
+    fn matches(&self, path: &str) -> bool {
+        match path.strip_prefix(&self.prefix) {
+            Some(rest) => rest.is_empty() || rest.starts_with('/') || self.prefix.is_empty(),
+            None => false,
+        }
+    }
+
+    /// The upstream URI for a request to `original`: the upstream's base path,
+    /// then the request's path (without the prefix when `strip_prefix`), then
+    /// its query.
+    pub(crate) fn upstream_uri(&self, original: &Uri) -> Result<Uri, http::Error> {
+        let path = original.path();
+        let path = if self.strip_prefix {
+            path.strip_prefix(&self.prefix).unwrap_or(path)
+        } else {
+            path
+        };
+        let mut target = String::with_capacity(self.upstream_path.len() + path.len() + 16);
+        target.push_str(&self.upstream_path);
+        if !path.starts_with('/') {
+            target.push('/');
+        }
+        target.push_str(path);
+        if let Some(query) = original.query() {
+            target.push('?');
+            target.push_str(query);
+        }
+        let mut parts = self.upstream_origin.clone().into_parts();
+        parts.path_and_query = Some(target.parse()?);
+        Ok(Uri::from_parts(parts)?)
+    }
+}
+
+/// The routes, longest prefix first.
+#[derive(Debug, Default)]
+pub(crate) struct RouteTable {
+    routes: Vec<Route>,
+}
+
+impl RouteTable {
+    pub(crate) fn new(
+        configs: &[RouteConfig],
+        store: &dyn Store,
+    ) -> Result<Self, ServeConfigError> {
+        let mut routes = configs
+            .iter()
+            .map(|config| Route::new(config, store))
+            .collect::<Result<Vec<_>, _>>()?;
+        routes.sort_by_key(|route| std::cmp::Reverse(route.prefix.len()));
+        Ok(RouteTable { routes })
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// The route of `path`: the longest matching prefix.
+    pub(crate) fn find(&self, path: &str) -> Option<&Route> {
+        self.routes.iter().find(|route| route.matches(path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate_core::{GatewayConfig, ManualClock, MemoryStore};
+
+    fn table(routes: &str) -> RouteTable {
+        let config = super::super::config::ServeConfig::from_toml_str(routes).unwrap();
+        let store =
+            MemoryStore::new(&GatewayConfig::default(), Arc::new(ManualClock::new(0))).unwrap();
+        RouteTable::new(&config.routes, &store).unwrap()
+    }
+
+    #[test]
+    fn the_longest_prefix_on_a_segment_boundary_wins() {
+        let table = table(
+            "[[routes]]\nprefix = \"/\"\nupstream = \"http://a:1\"\n\
+             [[routes]]\nprefix = \"/api\"\nupstream = \"http://b:2/v1/\"\nstrip_prefix = true\n\
+             [[routes]]\nprefix = \"/api/admin/\"\nupstream = \"http://c:3\"",
+        );
+        let target = |path: &str| {
+            let route = table.find(path).unwrap();
+            route
+                .upstream_uri(&path.parse().unwrap())
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(target("/api/orders?x=1"), "http://b:2/v1/orders?x=1");
+        assert_eq!(target("/api"), "http://b:2/v1/");
+        assert_eq!(target("/apis"), "http://a:1/apis");
+        assert_eq!(target("/api/admin/users"), "http://c:3/api/admin/users");
+        assert_eq!(target("/"), "http://a:1/");
+    }
+
+    #[test]
+    fn without_a_catch_all_unknown_paths_have_no_route() {
+        let table = table("[[routes]]\nprefix = \"/api\"\nupstream = \"http://b:2\"");
+        assert!(table.find("/other").is_none());
+        assert!(table.find("/api/x").is_some());
+    }
+}

@@ -1,0 +1,49 @@
+//! What a configuration reload replaces at once: the routes, the host default
+//! budgets, the tenants, the client-IP rules and the upstream timeouts.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tollgate_core::{ApiKey, Store};
+use tollgate_tower::ClientIpResolver;
+
+use super::config::{ServeConfig, ServeConfigError, UpstreamConfig};
+use super::routes::{RouteBudget, RouteTable};
+
+/// The reloadable part of the gateway, built from a configuration.
+#[derive(Debug)]
+pub(crate) struct Runtime {
+    pub(crate) routes: RouteTable,
+    /// The host's default budget per tenant, for routes without their own.
+    pub(crate) host_tenant: Option<RouteBudget>,
+    /// The host's default budget per client IP, for routes without their own.
+    pub(crate) host_ip: Option<RouteBudget>,
+    /// API key → tenant.
+    pub(crate) tenants: HashMap<String, Arc<str>>,
+    pub(crate) client_ip: ClientIpResolver,
+    pub(crate) upstream: UpstreamConfig,
+}
+
+impl Runtime {
+    pub(crate) fn build(config: &ServeConfig, store: &dyn Store) -> Result<Self, ServeConfigError> {
+        let budget = |budget| RouteBudget::new(budget, store);
+        let mut tenants = HashMap::new();
+        for (tenant, keys) in &config.tenants {
+            let tenant: Arc<str> = Arc::from(tenant.as_str());
+            for key in keys.iter().filter_map(|key| ApiKey::parse(key)) {
+                tenants.insert(key.as_str().to_owned(), Arc::clone(&tenant));
+            }
+        }
+        Ok(Runtime {
+            routes: RouteTable::new(&config.routes, store)?,
+            host_tenant: config.host.tenant.map(budget).transpose()?,
+            host_ip: config.host.ip.map(budget).transpose()?,
+            tenants,
+            client_ip: ClientIpResolver::new(
+                config.client_ip.trusted_proxies.iter().copied(),
+                config.client_ip.ipv6_prefix,
+            ),
+            upstream: config.upstream,
+        })
+    }
+}

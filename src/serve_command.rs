@@ -1,0 +1,40 @@
+//! `tollgate serve`: logging, the configuration file, the async runtime.
+
+use std::io::IsTerminal;
+
+use anyhow::Context;
+use tollgate::serve::{self, ServeConfig, ServeOptions};
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{LogFormat, ServeArguments};
+
+/// Runs the gateway until SIGTERM or Ctrl-C.
+pub(crate) fn serve(arguments: &ServeArguments) -> anyhow::Result<()> {
+    init_logs(arguments.log_format);
+    let config = match &arguments.config {
+        Some(path) => {
+            ServeConfig::from_file(path).with_context(|| format!("in {}", path.display()))?
+        }
+        None => ServeConfig::builtin(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve::run(ServeOptions::new(
+        config,
+        arguments.config.clone(),
+    )))
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

@@ -1,0 +1,158 @@
+//! Helpers for the gateway's end-to-end tests: a real upstream on 127.0.0.1,
+//! a gateway started in process on a manual clock, a real HTTP client.
+
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::routing::{any, get};
+use tokio::sync::Notify;
+use tollgate::serve::{self, Running, ServeConfig, ServeOptions};
+use tollgate_core::ManualClock;
+
+/// The upstream: counts requests; `/echo` streams the body back, `/headers`
+/// answers with the request's headers as JSON, `/slow` waits for `release`.
+#[derive(Clone)]
+pub struct Upstream {
+    pub address: SocketAddr,
+    pub requests: Arc<AtomicUsize>,
+    pub release: Arc<Notify>,
+}
+
+impl Upstream {
+    pub async fn start() -> Upstream {
+        let requests = Arc::new(AtomicUsize::new(0));
+        let release = Arc::new(Notify::new());
+        let counted = Arc::clone(&requests);
+        let waiting = Arc::clone(&release);
+        let app = Router::new()
+            .route("/echo", any(|request: Request| async move { Body::from_stream(request.into_body().into_data_stream()) }))
+            .route(
+                "/headers",
+                any(|request: Request| async move {
+                    let headers: serde_json::Map<String, serde_json::Value> = request
+                        .headers()
+                        .iter()
+                        .map(|(name, value)| (name.to_string(), value.to_str().unwrap_or("").into()))
+                        .collect();
+                    axum::Json(serde_json::json!({ "path": request.uri().to_string(), "headers": headers }))
+                }),
+            )
+            .route(
+                "/slow",
+                get(move || {
+                    let waiting = Arc::clone(&waiting);
+                    async move {
+                        waiting.notified().await;
+                        "finally"
+                    }
+                }),
+            )
+            .fallback(|| async { "upstream" })
+            .layer(axum::middleware::from_fn(move |request: Request, next: axum::middleware::Next| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                next.run(request)
+            }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Upstream {
+            address,
+            requests,
+            release,
+        }
+    }
+
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// The TOML of a gateway on free ports with the admin token `secret`,
+/// followed by `rest`.
+pub fn config(rest: &str) -> String {
+    format!(
+        "listen = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\ntoken = \"secret\"\ntoken_env = \"TOLLGATE_TEST_TOKEN_UNSET\"\n{rest}"
+    )
+}
+
+pub struct Gateway {
+    pub running: Running,
+    pub clock: ManualClock,
+    pub client: reqwest::Client,
+}
+
+impl Gateway {
+    /// A gateway on `toml` (see [`config`]), its clock at `start_s` seconds.
+    pub async fn start(toml: &str, start_s: u64) -> Gateway {
+        let config = ServeConfig::from_toml_str(toml).unwrap();
+        Gateway::start_with(config, None, start_s).await
+    }
+
+    pub async fn start_with(
+        config: ServeConfig,
+        path: Option<std::path::PathBuf>,
+        start_s: u64,
+    ) -> Gateway {
+        let clock = ManualClock::new(start_s * 1_000_000_000);
+        let mut options = ServeOptions::new(config, path);
+        options.clock = Arc::new(clock.clone());
+        let running = serve::start(options).await.unwrap();
+        Gateway {
+            running,
+            clock,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.running.address)
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.running.admin_address)
+    }
+
+    /// A GET of `path` with `Authorization: Bearer <key>`.
+    pub async fn get(&self, path: &str, key: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
+            .header("authorization", format!("Bearer {key}"))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn status(&self, path: &str, key: &str) -> u16 {
+        self.get(path, key).await.status().as_u16()
+    }
+
+    /// An admin call with the right token.
+    pub async fn admin(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> reqwest::Response {
+        let mut request = self
+            .client
+            .request(method, self.admin_url(path))
+            .header("authorization", "Bearer secret");
+        if let Some(body) = body {
+            request = request.body(body.to_string());
+        }
+        request.send().await.unwrap()
+    }
+}
+
+pub fn header(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .map(|value| value.to_str().unwrap().to_owned())
+}
