@@ -79,12 +79,36 @@ pub struct UpstreamConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientIpConfig {
-    /// Proxies trusted to report the client in `Forwarded` / `X-Forwarded-For`.
+    /// Proxies trusted to report the client in the forwarding header.
     #[serde(default)]
     pub trusted_proxies: Vec<IpNet>,
+    /// The forwarding header those proxies write, and the only one read:
+    /// `"x-forwarded-for"` (default) or `"forwarded"` (RFC 7239).
+    #[serde(default)]
+    pub header: ForwardingHeader,
     /// IPv6 clients are grouped by this prefix length. Default 64.
     #[serde(default = "default_ipv6_prefix")]
     pub ipv6_prefix: u8,
+}
+
+/// The forwarding header trusted proxies write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForwardingHeader {
+    /// `X-Forwarded-For`.
+    #[default]
+    XForwardedFor,
+    /// `Forwarded` (RFC 7239).
+    Forwarded,
+}
+
+impl From<ForwardingHeader> for tollgate_tower::ForwardedHeader {
+    fn from(header: ForwardingHeader) -> Self {
+        match header {
+            ForwardingHeader::XForwardedFor => tollgate_tower::ForwardedHeader::XForwardedFor,
+            ForwardingHeader::Forwarded => tollgate_tower::ForwardedHeader::Forwarded,
+        }
+    }
 }
 
 /// What a route's own budget is keyed by.
@@ -130,19 +154,19 @@ pub struct RouteConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeConfigError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {reason}")]
     Read {
         /// The file.
         path: String,
         /// Why.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
-    /// TOML syntax or shape (the message names the line and the field).
+    /// TOML syntax or shape, on one line naming the line and column.
     #[error("invalid configuration: {0}")]
-    Toml(#[from] toml::de::Error),
+    Toml(String),
     /// The limits are invalid.
-    #[error(transparent)]
-    Limits(#[from] ConfigError),
+    #[error("{0}")]
+    Limits(ConfigError),
     /// A route is invalid.
     #[error("route {route}: {reason}")]
     Route {
@@ -157,6 +181,12 @@ pub enum ServeConfigError {
     /// Another setting is invalid.
     #[error("{0}")]
     Invalid(String),
+}
+
+impl From<ConfigError> for ServeConfigError {
+    fn from(error: ConfigError) -> Self {
+        ServeConfigError::Limits(error)
+    }
 }
 
 impl ServeConfig {
@@ -183,7 +213,9 @@ impl ServeConfig {
     ///
     /// [`ServeConfigError`] naming the first problem.
     pub fn from_toml_str(text: &str) -> Result<Self, ServeConfigError> {
-        let config: ServeConfig = toml::from_str(text)?;
+        let config: ServeConfig = toml::from_str(text).map_err(|error| {
+            ServeConfigError::Toml(tollgate_core::describe_toml_error(text, &error))
+        })?;
         config.validate()?;
         Ok(config)
     }
@@ -194,9 +226,9 @@ impl ServeConfig {
     ///
     /// [`ServeConfigError`] naming the first problem.
     pub fn from_file(path: &Path) -> Result<Self, ServeConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ServeConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|reason| ServeConfigError::Read {
             path: path.display().to_string(),
-            source,
+            reason,
         })?;
         ServeConfig::from_toml_str(&text)
     }
@@ -306,6 +338,7 @@ impl Default for ClientIpConfig {
     fn default() -> Self {
         ClientIpConfig {
             trusted_proxies: Vec::new(),
+            header: ForwardingHeader::default(),
             ipv6_prefix: default_ipv6_prefix(),
         }
     }

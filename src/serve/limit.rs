@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::response::Response;
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
 use tollgate_core::{Limit, LimitDecision, Redacted};
-use tollgate_tower::{Problem, RateLimitField, RequestParts, record_denial};
+use tollgate_tower::{Problem, RateLimitField, RequestParts, advertised_quota, record_denial};
 
 use super::api_key::api_key;
 use super::app::App;
@@ -129,18 +129,20 @@ fn fields<'a>(
 ) -> Vec<RateLimitField<'a>> {
     let mut fields = Vec::with_capacity(2);
     if let Some(policy) = plan.policy {
+        let (quota, window_s) = advertised_quota(&policy);
         fields.push(RateLimitField {
             name: tier,
-            quota: policy.limit(),
-            window_s: policy.window_s(),
+            quota,
+            window_s,
             decision: &plan.decision,
         });
     }
     if let Some((limit, decision)) = route {
+        let (quota, window_s) = advertised_quota(&limit.budget.budget.policy());
         fields.push(RateLimitField {
             name: route_name,
-            quota: limit.budget.budget.rpm(),
-            window_s: 60,
+            quota,
+            window_s,
             decision: &decision.decision,
         });
     }

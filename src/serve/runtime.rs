@@ -42,7 +42,8 @@ impl Runtime {
             client_ip: ClientIpResolver::new(
                 config.client_ip.trusted_proxies.iter().copied(),
                 config.client_ip.ipv6_prefix,
-            ),
+            )
+            .forwarded_header(config.client_ip.header.into()),
             upstream: config.upstream,
         })
     }

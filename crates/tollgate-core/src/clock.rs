@@ -69,10 +69,10 @@ pub struct ManualClock {
 
 /// A duration string that [`ManualClock::advance_by`] could not read.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid duration {text:?}: {source}")]
+#[error("invalid duration {text:?}: {reason}")]
 pub struct DurationParseError {
     text: String,
-    source: humantime::DurationError,
+    reason: humantime::DurationError,
 }
 
 impl ManualClock {
@@ -100,9 +100,9 @@ impl ManualClock {
     ///
     /// [`DurationParseError`] when the text is not a duration; the clock stays put.
     pub fn advance_by(&self, text: &str) -> Result<(), DurationParseError> {
-        let by = humantime::parse_duration(text).map_err(|source| DurationParseError {
+        let by = humantime::parse_duration(text).map_err(|reason| DurationParseError {
             text: text.to_owned(),
-            source,
+            reason,
         })?;
         self.advance(by);
         Ok(())

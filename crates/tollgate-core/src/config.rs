@@ -28,7 +28,7 @@ pub const DEFAULT_MAX_TRACKED_KEYS: usize = 1_000_000;
 ///
 /// ```toml
 /// idle_eviction_s = 3600        # seconds without a request before a key's state is dropped
-/// max_tracked_keys = 1000000    # keys holding state at once; the least recently used goes first
+/// max_tracked_keys = 1000000    # keys holding state at once; a least recently used one goes first
 /// exempt_keys = ["sk_internal"] # never limited
 ///
 /// [default_policy]
@@ -45,7 +45,7 @@ pub const DEFAULT_MAX_TRACKED_KEYS: usize = 1_000_000;
 /// [`GatewayConfig::default`] is the contract's built-in table: fixed window 5
 /// per 60 s, tier `pro` sliding log 20 per 60 s, tier `enterprise` fixed window
 /// 1000 per 60 s, exempt `sk_internal`, eviction after 3600 s.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayConfig {
     /// The policy of every key without a tier (or on tier `default`).
@@ -62,28 +62,42 @@ pub struct GatewayConfig {
     /// from 1 to 2^63-1.
     #[serde(default = "builtin_idle_eviction_s")]
     pub idle_eviction_s: u64,
-    /// The most keys holding limiter state at once, at least 1. When full, the
-    /// least recently used key loses its state, so it starts afresh when it
-    /// returns: a key pushed out early may get more than its limit. The cap is
-    /// enforced per shard of the store (each of its shards holds an equal share).
+    /// The most keys holding limiter state at once, at least 1. When full, a
+    /// new key pushes out the least recently used key of its shard (one of
+    /// 64, an approximation of the least recently used overall), which starts
+    /// afresh when it returns: a key pushed out early may get more than its
+    /// limit. See [`Gateway`](crate::Gateway) for the exact bound.
     #[serde(default = "builtin_max_tracked_keys")]
     pub max_tracked_keys: usize,
+}
+
+impl std::fmt::Debug for GatewayConfig {
+    /// Exempt keys are counted, never shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayConfig")
+            .field("default_policy", &self.default_policy)
+            .field("tiers", &self.tiers)
+            .field("exempt_keys", &self.exempt_keys.len())
+            .field("idle_eviction_s", &self.idle_eviction_s)
+            .field("max_tracked_keys", &self.max_tracked_keys)
+            .finish()
+    }
 }
 
 /// Why a configuration is invalid.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The TOML text does not parse or has the wrong shape (the message gives the
-    /// line and the field).
+    /// The TOML text does not parse or has the wrong shape: one line naming the
+    /// line, the column and the problem.
     #[error("invalid configuration: {0}")]
-    Toml(#[from] toml::de::Error),
+    Toml(String),
     /// A policy is invalid.
-    #[error("invalid {name}: {source}")]
+    #[error("invalid {name}: {reason}")]
     Policy {
         /// `default_policy` or `tiers.NAME`.
         name: String,
         /// What is wrong with it.
-        source: PolicyError,
+        reason: PolicyError,
     },
     /// A tier name is empty or `default`.
     #[error("invalid tier name {0:?}: tier names are non-empty and `default` is reserved")]
@@ -106,7 +120,8 @@ impl GatewayConfig {
     ///
     /// [`ConfigError`] naming the first problem found.
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        let config: GatewayConfig = toml::from_str(text)?;
+        let config: GatewayConfig = toml::from_str(text)
+            .map_err(|error| ConfigError::Toml(describe_toml_error(text, &error)))?;
         config.validate()?;
         Ok(config)
     }
@@ -160,6 +175,30 @@ impl Default for GatewayConfig {
             max_tracked_keys: DEFAULT_MAX_TRACKED_KEYS,
         }
     }
+}
+
+/// A TOML error on one line: `line L, column C (`the line`): message`.
+pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim().replace('\n', " ");
+    let Some(span) = error.span() else {
+        return message;
+    };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map_or(0, |line| line.chars().count())
+        + 1;
+    let source: String = text
+        .lines()
+        .nth(line - 1)
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .take(80)
+        .collect();
+    format!("line {line}, column {column} (`{source}`): {message}")
 }
 
 /// Fixed window, 5 requests per 60 s.

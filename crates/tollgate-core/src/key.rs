@@ -18,8 +18,15 @@ use std::fmt;
 /// assert!(ApiKey::parse("bearer   ").is_none());
 /// assert!(ApiKey::parse("").is_none());
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ApiKey<'a>(&'a str);
+
+impl fmt::Debug for ApiKey<'_> {
+    /// Redacted: keys never appear in full in logs.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ApiKey({})", self.redacted())
+    }
+}
 
 const BEARER: &str = "bearer";
 

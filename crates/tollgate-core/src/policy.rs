@@ -86,7 +86,7 @@ pub enum PolicyError {
         algorithm: Algorithm,
     },
     /// The window, in the engine's clock ticks, does not fit in 64 bits (only
-    /// possible on a nanosecond clock, for windows longer than about 292 years).
+    /// possible on a nanosecond clock, for windows longer than about 584 years).
     #[error("window_s of {window_s} s is longer than the {max_window_s} s this clock can count")]
     WindowTooLong {
         /// The window given, in seconds.
@@ -236,7 +236,7 @@ fn check_count(field: PolicyField, value: u64) -> Result<u64, PolicyError> {
 
 /// The policy's document form, as written in JSON and TOML.
 #[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a policy object")]
 struct PolicyDocument {
     algorithm: Algorithm,
     limit: u64,

@@ -28,7 +28,13 @@ pub enum StoreError {
     UnknownTier(#[from] UnknownTier),
     /// `configure` was given a policy the store cannot use.
     #[error("invalid policy: {0}")]
-    Policy(#[from] PolicyError),
+    Policy(PolicyError),
+}
+
+impl From<PolicyError> for StoreError {
+    fn from(error: PolicyError) -> Self {
+        StoreError::Policy(error)
+    }
 }
 
 /// What the store knows of one API key, read without using its budget.

@@ -292,18 +292,35 @@ fn exempt_keys_hold_no_state_and_inspect_uses_no_budget() {
 }
 
 #[test]
-fn the_key_cap_evicts_the_least_recently_used() {
-    // 64 shards of one key each: at most 64 keys tracked.
+fn the_key_cap_keeps_the_recently_used_keys() {
+    // A cap of 6400 over 64 shards (about 100 keys each), and 20,000 keys.
     let config = GatewayConfig {
-        max_tracked_keys: 64,
+        max_tracked_keys: 6400,
         ..GatewayConfig::default()
     };
     let gateway = Gateway::new(&config, Resolution::Seconds).unwrap();
-    for i in 0..10_000 {
-        gateway.request(&format!("key-{i}"), 0);
+    // A hundred keys a second for 200 s (no key goes idle).
+    for i in 0..20_000 {
+        gateway.request(&format!("key-{i}"), i / 100);
+        if i % 1000 == 0 {
+            // A key used again and again stays.
+            gateway.request("regular", i / 100);
+        }
     }
-    let tracked = gateway.stats(0).tracked_keys;
-    assert!((1..=64).contains(&tracked), "{tracked}");
+    let tracked = gateway.stats(199).tracked_keys;
+    // At most the cap plus one key per shard that was empty when the cap hit.
+    assert!((6400..=6400 + 64).contains(&tracked), "{tracked}");
+    // The oldest keys went; the newest 50 (fewer than any shard's share) stayed.
+    assert_eq!(gateway.inspect("key-0", 199), None);
+    for i in 19_950..20_000 {
+        assert!(
+            gateway.inspect(&format!("key-{i}"), 199).is_some(),
+            "key-{i}"
+        );
+    }
+    assert!(gateway.inspect("regular", 199).is_some());
+    // A pushed-out key starts afresh.
+    assert_eq!(gateway.request("key-0", 199).remaining, Some(4));
 }
 
 #[test]

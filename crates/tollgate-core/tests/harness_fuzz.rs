@@ -131,3 +131,28 @@ fn input_that_is_not_an_array_is_refused() {
     }
     assert_eq!(run(b" [ ] ").unwrap(), Vec::<Value>::new());
 }
+
+#[test]
+fn any_depth_is_an_array_and_a_deep_argument_is_just_a_wrong_one() {
+    let deep = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    // An element nested 100,000 deep is not an operation.
+    let outputs = run(format!("[{}]", deep(100_000)).as_bytes()).unwrap();
+    assert_eq!(outputs, vec![Value::from("error: malformed operation")]);
+    // A timestamp or a policy field nested that deep is a wrong argument.
+    let input = format!(
+        r#"[["request", "k", {deep}], ["configure", {{"algorithm": "fixed_window", "limit": {deep}, "window_s": 1}}], ["request", "k", 1]]"#,
+        deep = deep(100_000)
+    );
+    let outputs = run(input.as_bytes()).unwrap();
+    assert_eq!(outputs[0], "error: invalid timestamp");
+    assert!(
+        outputs[1]
+            .as_str()
+            .unwrap()
+            .starts_with("error: invalid policy")
+    );
+    assert_eq!(
+        outputs[2],
+        json!({"allowed": true, "remaining": 4, "retry_after": 0})
+    );
+}

@@ -3,7 +3,7 @@
 
 use http::HeaderValue;
 use http::header::HeaderName;
-use tollgate_core::Decision;
+use tollgate_core::{Algorithm, Decision, Policy};
 
 /// `RateLimit-Policy`: the quota policies that apply, a List of Items whose
 /// value is the policy name and whose parameters are `q` (quota, requests) and
@@ -14,6 +14,31 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 /// name with `r` (remaining requests) and `t` (seconds until the quota is whole
 /// again).
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// The quota and window (seconds) a policy advertises in `RateLimit-Policy`:
+/// `limit` per `window_s` for a fixed window or a sliding log; for a token
+/// bucket, `burst` over the time an empty bucket takes to fill,
+/// `ceil(burst * window_s / limit)` seconds, so the remaining `r` never exceeds
+/// the quota `q` and `q / w` is the refill rate.
+///
+/// ```
+/// use tollgate_core::Policy;
+/// use tollgate_tower::advertised_quota;
+///
+/// assert_eq!(advertised_quota(&Policy::token_bucket(60, 60, 5).unwrap()), (5, 5));
+/// assert_eq!(advertised_quota(&Policy::fixed_window(100, 60).unwrap()), (100, 60));
+/// ```
+pub fn advertised_quota(policy: &Policy) -> (u64, u64) {
+    match policy.algorithm() {
+        Algorithm::TokenBucket => {
+            let burst = policy.capacity();
+            let fill = (u128::from(burst) * u128::from(policy.window_s()))
+                .div_ceil(u128::from(policy.limit()));
+            (burst, u64::try_from(fill).unwrap_or(u64::MAX).max(1))
+        }
+        Algorithm::FixedWindow | Algorithm::SlidingLog => (policy.limit(), policy.window_s()),
+    }
+}
 
 /// The two RateLimit fields of one response.
 #[derive(Clone, Debug, PartialEq, Eq)]

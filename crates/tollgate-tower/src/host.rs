@@ -28,16 +28,16 @@ pub struct HostDefaults {
 #[derive(Debug, thiserror::Error)]
 pub enum HostDefaultsError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {reason}")]
     Read {
         /// The file.
         path: String,
         /// Why.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     /// The JSON is invalid (the message names the line, column and field).
     #[error("invalid host defaults: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
 }
 
 impl HostDefaults {
@@ -48,7 +48,7 @@ impl HostDefaults {
     /// [`HostDefaultsError::Json`] for bad JSON, an unknown field or a budget
     /// outside 1..=2^63-1.
     pub fn from_json(text: &str) -> Result<Self, HostDefaultsError> {
-        Ok(serde_json::from_str(text)?)
+        serde_json::from_str(text).map_err(HostDefaultsError::Json)
     }
 
     /// Reads and parses a `host.json` file.
@@ -58,9 +58,9 @@ impl HostDefaults {
     /// [`HostDefaultsError`] when the file cannot be read or parsed.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, HostDefaultsError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| HostDefaultsError::Read {
+        let text = std::fs::read_to_string(path).map_err(|reason| HostDefaultsError::Read {
             path: path.display().to_string(),
-            source,
+            reason,
         })?;
         HostDefaults::from_json(&text)
     }

@@ -19,9 +19,12 @@ mod problem;
 mod rate_limit;
 
 pub use budget::{Budget, BudgetError};
-pub use headers::{RATELIMIT, RATELIMIT_POLICY, RateLimitField};
+pub use headers::{RATELIMIT, RATELIMIT_POLICY, RateLimitField, advertised_quota};
 pub use host::{HostDefaults, HostDefaultsError};
-pub use key::{ClientIpResolver, KeyKind, KeySelector, PeerAddr, Principal, RequestParts, Tenant};
+pub use key::{
+    ClientIpResolver, ForwardedHeader, KeyKind, KeySelector, PeerAddr, Principal, RequestParts,
+    Tenant,
+};
 pub use limits::{RateLimits, RateLimitsBuilder};
 pub use metrics::{DENIALS_METRIC, PLUGIN, record_denial};
 pub use problem::{PROBLEM_JSON, Problem};

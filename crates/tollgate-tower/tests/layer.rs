@@ -42,7 +42,7 @@ async fn burst_window_allows_n_requests() {
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(
             header(&response, "ratelimit-policy"),
-            Some("\"orders\";q=60;w=60")
+            Some("\"orders\";q=5;w=5")
         );
         let state = header(&response, "ratelimit").unwrap();
         assert!(
@@ -78,7 +78,7 @@ async fn sixth_request_in_burst_window_is_rejected_with_retry_after() {
     assert_eq!(header(&response, "ratelimit"), Some("\"orders\";r=0;t=5"));
     assert_eq!(
         header(&response, "ratelimit-policy"),
-        Some("\"orders\";q=60;w=60")
+        Some("\"orders\";q=5;w=5")
     );
     let problem = json(response).await;
     assert_eq!(problem["status"], 429);

@@ -26,6 +26,7 @@ use crate::resolution::Resolution;
 pub use limit::{Limit, LimitDecision, PreparedPolicy};
 use policy_set::{PolicySet, VersionedRule};
 use shard::Shard;
+use tracked::KeyCount;
 
 /// Shards of the store; a power of two. Each has its own lock, so decisions for
 /// keys in different shards never wait for each other.
@@ -54,7 +55,12 @@ pub struct Stats {
 /// an integer count of ticks of the gateway's [`Resolution`] (seconds for the
 /// operations harness, nanoseconds from a [`Clock`](crate::Clock) for a server).
 /// A key is idle once `now - last_request >= idle_eviction_s` and then loses its
-/// state, as if reset; at most `max_tracked_keys` keys hold state at once.
+/// state, as if reset. At most `max_tracked_keys` keys hold state at once: when
+/// the cap is reached, a new key pushes out the least recently used key of its
+/// shard (one of 64), an approximation of the least recently used key overall;
+/// a new key landing in an empty shard is admitted, so the count can pass the
+/// cap by at most 64. A key pushed out starts afresh when it returns, so under
+/// that pressure it may get more than its limit.
 ///
 /// The gateway is shared by reference between threads: keys are spread over 64
 /// shards, each under its own lock, so there is no global lock on the decision
@@ -75,16 +81,28 @@ pub struct Stats {
 /// assert_eq!((batch.allowed, batch.rejected), (4, 3));
 /// assert_eq!(batch.retry_after_seconds(), 59);
 /// ```
-#[derive(Debug)]
 pub struct Gateway {
     /// The policies in force; each shard holds the same `Arc`. Locked only to
     /// replace them, never on the decision path.
     policies: Mutex<Arc<PolicySet>>,
+    /// The cap on tracked keys and their number, shared by the shards.
+    count: Arc<KeyCount>,
     shards: Box<[CachePadded<Mutex<Shard>>]>,
     hasher: RandomState,
     resolution: Resolution,
     /// The next rule version to hand out.
     next_version: AtomicU64,
+}
+
+impl std::fmt::Debug for Gateway {
+    /// Counts and policies only: never a key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("resolution", &self.resolution)
+            .field("policies", &*self.policies.lock())
+            .field("count", &self.count)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Gateway {
@@ -105,7 +123,7 @@ impl Gateway {
                     rule,
                     version: version(),
                 })
-                .map_err(|source| ConfigError::Policy { name, source })
+                .map_err(|reason| ConfigError::Policy { name, reason })
         };
         let default = compile("default_policy".to_owned(), config.default_policy)?;
         let mut tiers = HashMap::with_capacity(config.tiers.len());
@@ -119,15 +137,17 @@ impl Gateway {
             tiers: Arc::new(tiers),
             exempt: Arc::new(exempt),
         });
-        let (per_shard, idle_after) = shard_limits(config, resolution);
+        let idle_after = idle_ticks(config, resolution);
+        let count = KeyCount::new(config.max_tracked_keys);
         let shards = (0..SHARDS)
             .map(|_| {
-                let shard = Shard::new(Arc::clone(&policies), per_shard, idle_after);
+                let shard = Shard::new(Arc::clone(&policies), Arc::clone(&count), idle_after);
                 CachePadded::new(Mutex::new(shard))
             })
             .collect();
         Ok(Gateway {
             policies: Mutex::new(policies),
+            count,
             shards,
             hasher,
             resolution,
@@ -330,7 +350,7 @@ impl Gateway {
                     rule,
                     version: self.next_version.fetch_add(1, Ordering::Relaxed),
                 })
-                .map_err(|source| ConfigError::Policy { name, source }),
+                .map_err(|reason| ConfigError::Policy { name, reason }),
         };
         let default = rule(
             "default_policy".to_owned(),
@@ -350,11 +370,12 @@ impl Gateway {
             tiers: Arc::new(tiers),
             exempt: Arc::new(policy_set::exempt_table(&config.exempt_keys, &self.hasher)),
         });
-        let (capacity, idle_after) = shard_limits(config, self.resolution);
+        let idle_after = idle_ticks(config, self.resolution);
+        self.count.set_cap(config.max_tracked_keys);
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
             shard.replace_policies(Arc::clone(&next));
-            shard.set_limits(capacity, idle_after);
+            shard.set_idle_after(idle_after);
         }
         *policies = next;
         Ok(())
@@ -445,11 +466,9 @@ impl Gateway {
     }
 }
 
-/// Each shard's key cap and the idle eviction age in ticks.
-fn shard_limits(config: &GatewayConfig, resolution: Resolution) -> (usize, u64) {
-    let capacity = config.max_tracked_keys.div_ceil(SHARDS).max(1);
-    let idle_after = resolution
+/// The idle eviction age in ticks.
+fn idle_ticks(config: &GatewayConfig, resolution: Resolution) -> u64 {
+    resolution
         .ticks_from_seconds(config.idle_eviction_s)
-        .unwrap_or(u64::MAX);
-    (capacity, idle_after)
+        .unwrap_or(u64::MAX)
 }

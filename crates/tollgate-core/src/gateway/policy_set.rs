@@ -21,12 +21,23 @@ pub(crate) struct VersionedRule {
 }
 
 /// One snapshot of the policies; replaced whole, never mutated.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct PolicySet {
     pub(crate) default: VersionedRule,
     pub(crate) tiers: Arc<HashMap<Arc<str>, VersionedRule>>,
     /// Exempt keys, stored by the gateway's key hash.
     pub(crate) exempt: Arc<HashTable<Box<str>>>,
+}
+
+impl std::fmt::Debug for PolicySet {
+    /// The policies, and only the number of exempt keys.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicySet")
+            .field("default", &self.default.rule.policy)
+            .field("tiers", &self.tiers.len())
+            .field("exempt_keys", &self.exempt.len())
+            .finish()
+    }
 }
 
 impl PolicySet {

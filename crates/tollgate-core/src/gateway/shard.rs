@@ -10,14 +10,13 @@ use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
 use super::policy_set::{PolicySet, VersionedRule};
-use super::tracked::{KeySpace, TrackedKeys};
+use super::tracked::{KeyCount, KeySpace, TrackedKeys};
 use crate::algorithm::Verdict;
 use crate::policy::Policy;
 
 /// A tier assignment: the key and its tier's name.
 type Assignment = (Box<str>, Arc<str>);
 
-#[derive(Debug)]
 pub(crate) struct Shard {
     /// The policies in force for this shard's keys; replaced by `configure`
     /// under this shard's lock, so each decision sees one consistent set.
@@ -30,11 +29,21 @@ pub(crate) struct Shard {
     pub(crate) rejected: u128,
 }
 
+impl std::fmt::Debug for Shard {
+    /// Counts only: never a key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard")
+            .field("tracked", &self.tracked)
+            .field("assignments", &self.assignments.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Shard {
-    pub(crate) fn new(policies: Arc<PolicySet>, capacity: usize, idle_after: u64) -> Self {
+    pub(crate) fn new(policies: Arc<PolicySet>, count: Arc<KeyCount>, idle_after: u64) -> Self {
         Shard {
             policies,
-            tracked: TrackedKeys::new(capacity, idle_after),
+            tracked: TrackedKeys::new(count, idle_after),
             assignments: HashTable::new(),
             allowed: 0,
             rejected: 0,
@@ -120,9 +129,9 @@ impl Shard {
         self.policies = policies;
     }
 
-    /// Changes the key cap and the idle eviction age.
-    pub(crate) fn set_limits(&mut self, capacity: usize, idle_after: u64) {
-        self.tracked.set_limits(capacity, idle_after);
+    /// Changes the idle eviction age, and drops keys while over the cap.
+    pub(crate) fn set_idle_after(&mut self, idle_after: u64) {
+        self.tracked.set_idle_after(idle_after);
     }
 
     /// The policy limiting `key` by its plan (`None` when exempt) and its tier

@@ -6,12 +6,16 @@
 //! whenever a key's last use moves forward: appending is sequential, so a
 //! request never touches another key's memory. A record is *live* while its key's
 //! entry still has that `last_request`; the others are stale and skipped when
-//! they reach the front. Each entry has exactly one live record, the log stays in
-//! time order (time never goes backwards within a caller's stream), and it is
+//! they reach the front. The log is kept in time order even when callers'
+//! times arrive slightly out of order (a request older than the shard's latest
+//! is recorded at the latest, which only ever delays an eviction), and it is
 //! compacted when it holds more than twice the entries, so it is bounded and
 //! every record is appended and dropped once: amortised O(1).
 
 use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use compact_str::CompactString;
 use hashbrown::HashTable;
@@ -21,7 +25,6 @@ use crate::algorithm::State;
 use crate::policy::Algorithm;
 
 /// One key's limiter state.
-#[derive(Debug)]
 pub(crate) struct Tracked {
     /// The key, inline up to 24 bytes.
     key: CompactString,
@@ -35,6 +38,17 @@ pub(crate) struct Tracked {
     last_request: u64,
     /// The version of the rule the state was built under.
     pub(crate) version: u64,
+}
+
+impl fmt::Debug for Tracked {
+    /// Never the key itself: keys are secrets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tracked")
+            .field("space", &self.space)
+            .field("last_request", &self.last_request)
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The key spaces of a gateway.
@@ -53,34 +67,81 @@ struct Use {
     hash: u64,
 }
 
+/// The cap on tracked keys, shared by every shard of a gateway, and how many
+/// keys hold state in all of them.
+#[derive(Debug, Default)]
+pub(crate) struct KeyCount {
+    cap: AtomicUsize,
+    tracked: AtomicUsize,
+}
+
+impl KeyCount {
+    pub(crate) fn new(cap: usize) -> Arc<Self> {
+        Arc::new(KeyCount {
+            cap: AtomicUsize::new(cap),
+            tracked: AtomicUsize::new(0),
+        })
+    }
+
+    pub(crate) fn set_cap(&self, cap: usize) {
+        self.cap.store(cap, Ordering::Relaxed);
+    }
+
+    fn is_full(&self) -> bool {
+        self.tracked.load(Ordering::Relaxed) >= self.cap.load(Ordering::Relaxed)
+    }
+
+    fn is_over(&self) -> bool {
+        self.tracked.load(Ordering::Relaxed) > self.cap.load(Ordering::Relaxed)
+    }
+
+    fn added(&self) {
+        self.tracked.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn removed(&self, keys: usize) {
+        self.tracked.fetch_sub(keys, Ordering::Relaxed);
+    }
+}
+
 /// The tracked keys of a shard.
-#[derive(Debug)]
 pub(crate) struct TrackedKeys {
     entries: HashTable<Tracked>,
     /// Uses in time order, oldest first; see the module documentation.
     uses: VecDeque<Use>,
-    /// The most keys tracked at once.
-    capacity: usize,
+    /// The latest time recorded: the log's order.
+    latest: u64,
+    /// The gateway's key cap and count.
+    count: Arc<KeyCount>,
     /// Ticks without a request after which a key's state is dropped.
     idle_after: u64,
 }
 
+impl fmt::Debug for TrackedKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TrackedKeys")
+            .field("keys", &self.entries.len())
+            .field("log", &self.uses.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl TrackedKeys {
-    pub(crate) fn new(capacity: usize, idle_after: u64) -> Self {
+    pub(crate) fn new(count: Arc<KeyCount>, idle_after: u64) -> Self {
         TrackedKeys {
             entries: HashTable::new(),
             uses: VecDeque::new(),
-            capacity,
+            latest: 0,
+            count,
             idle_after,
         }
     }
 
-    /// Changes the key cap (dropping the least recently used keys beyond it)
-    /// and the idle eviction age.
-    pub(crate) fn set_limits(&mut self, capacity: usize, idle_after: u64) {
-        self.capacity = capacity;
+    /// Changes the idle eviction age, and drops this shard's least recently
+    /// used keys while the gateway is over its cap.
+    pub(crate) fn set_idle_after(&mut self, idle_after: u64) {
         self.idle_after = idle_after;
-        while self.entries.len() > capacity && self.drop_least_recent() {}
+        while self.count.is_over() && self.drop_least_recent() {}
     }
 
     /// Keys holding state.
@@ -98,16 +159,14 @@ impl TrackedKeys {
         version: u64,
     ) -> Option<&Tracked> {
         self.entries
-            .find(hash, |entry| {
-                entry.hash == hash && entry.space == space && entry.key == key
-            })
+            .find(hash, |entry| entry.is(space, hash, key))
             .filter(|entry| entry.version == version && !self.is_idle(entry, now))
     }
 
     /// `key`'s state for a request at `now` under rule `version` of
     /// `algorithm`: fresh when the key is new, idle or under another rule. The
-    /// key is marked used at `now`; when `capacity` keys are tracked, a new key
-    /// first pushes out the least recently used one.
+    /// key is marked used at `now`; when the gateway's cap is reached, a new key
+    /// first pushes out this shard's least recently used key.
     pub(crate) fn use_state(
         &mut self,
         space: KeySpace,
@@ -117,22 +176,20 @@ impl TrackedKeys {
         version: u64,
         algorithm: Algorithm,
     ) -> &mut State {
-        if self.entries.len() >= self.capacity
+        if self.count.is_full()
             && self
                 .entries
-                .find(hash, |entry| {
-                    entry.hash == hash && entry.space == space && entry.key == key
-                })
+                .find(hash, |entry| entry.is(space, hash, key))
                 .is_none()
         {
             self.drop_least_recent();
         }
         let idle_after = self.idle_after;
-        let entry = self.entries.entry(
-            hash,
-            |entry| entry.hash == hash && entry.space == space && entry.key == key,
-            |entry| entry.hash,
-        );
+        // Recorded no earlier than the latest record, so the log stays ordered.
+        let at = now.max(self.latest);
+        let entry =
+            self.entries
+                .entry(hash, |entry| entry.is(space, hash, key), |entry| entry.hash);
         let tracked = match entry {
             TableEntry::Occupied(entry) => {
                 let tracked = entry.into_mut();
@@ -142,34 +199,40 @@ impl TrackedKeys {
                     tracked.state = State::new(algorithm);
                     tracked.version = version;
                 }
-                if now <= tracked.last_request {
+                if at <= tracked.last_request {
                     return &mut tracked.state;
                 }
-                tracked.last_request = now;
+                tracked.last_request = at;
                 tracked
             }
-            TableEntry::Vacant(entry) => entry
-                .insert(Tracked {
-                    key: CompactString::from(key),
-                    space,
-                    hash,
-                    state: State::new(algorithm),
-                    last_request: now,
-                    version,
-                })
-                .into_mut(),
+            TableEntry::Vacant(entry) => {
+                self.count.added();
+                entry
+                    .insert(Tracked {
+                        key: CompactString::from(key),
+                        space,
+                        hash,
+                        state: State::new(algorithm),
+                        last_request: at,
+                        version,
+                    })
+                    .into_mut()
+            }
         };
-        self.uses.push_back(Use { at: now, hash });
+        self.latest = at;
+        self.uses.push_back(Use { at, hash });
         &mut tracked.state
     }
 
     /// Drops `key`'s state; whether it held state at `now`.
     pub(crate) fn remove(&mut self, space: KeySpace, hash: u64, key: &str, now: u64) -> bool {
-        match self.entries.find_entry(hash, |entry| {
-            entry.hash == hash && entry.space == space && entry.key == key
-        }) {
+        match self
+            .entries
+            .find_entry(hash, |entry| entry.is(space, hash, key))
+        {
             Ok(entry) => {
                 let (removed, _) = entry.remove();
+                self.count.removed(1);
                 !self.is_idle(&removed, now)
             }
             Err(_) => false,
@@ -179,6 +242,7 @@ impl TrackedKeys {
     /// Drops every key idle at `now`, oldest first; reads only the front of the
     /// log when nothing is idle.
     pub(crate) fn evict_idle(&mut self, now: u64) {
+        let before = self.entries.len();
         while let Some(oldest) = self.uses.front().copied() {
             if now.saturating_sub(oldest.at) < self.idle_after {
                 break;
@@ -186,12 +250,18 @@ impl TrackedKeys {
             self.uses.pop_front();
             self.remove_live(oldest);
         }
+        if self.entries.len() < before {
+            self.give_back_memory();
+        }
         self.compact_if_large();
     }
 
     /// Drops the entries that `keep` refuses.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Tracked) -> bool) {
+        let before = self.entries.len();
         self.entries.retain(|entry| keep(entry));
+        self.count.removed(before - self.entries.len());
+        self.give_back_memory();
         self.compact_if_large();
     }
 
@@ -199,7 +269,7 @@ impl TrackedKeys {
         now.saturating_sub(entry.last_request) >= self.idle_after
     }
 
-    /// Drops the least recently used key; whether there was one.
+    /// Drops the least recently used key of this shard; whether there was one.
     fn drop_least_recent(&mut self) -> bool {
         while let Some(oldest) = self.uses.pop_front() {
             if self.remove_live(oldest) {
@@ -211,33 +281,53 @@ impl TrackedKeys {
 
     /// Drops the entry `record` is the live record of; whether there was one.
     fn remove_live(&mut self, record: Use) -> bool {
-        let found = self.entries.find_entry(record.hash, |entry| {
-            entry.hash == record.hash && entry.last_request == record.at
-        });
-        match found {
+        match self
+            .entries
+            .find_entry(record.hash, |entry| entry.is_recorded(record))
+        {
             Ok(entry) => {
                 entry.remove();
+                self.count.removed(1);
                 true
             }
             Err(_) => false,
         }
     }
 
-    /// Rebuilds the log from the entries once stale records outnumber live ones.
+    /// Drops stale records once they outnumber the live ones, keeping the
+    /// order: one pass over the log, paid for by the appends that made it grow.
     fn compact_if_large(&mut self) {
         if self.uses.len() <= 2 * self.entries.len() + 64 {
             return;
         }
-        let mut live: Vec<Use> = self
-            .entries
-            .iter()
-            .map(|entry| Use {
-                at: entry.last_request,
-                hash: entry.hash,
-            })
-            .collect();
-        live.sort_unstable_by_key(|record| record.at);
-        self.uses = live.into();
+        let entries = &self.entries;
+        self.uses.retain(|record| {
+            entries
+                .find(record.hash, |entry| entry.is_recorded(*record))
+                .is_some()
+        });
+        if self.uses.capacity() > 4 * self.uses.len() + 64 {
+            self.uses.shrink_to(2 * self.uses.len());
+        }
+    }
+
+    /// Shrinks the table after a flood of keys has gone.
+    fn give_back_memory(&mut self) {
+        let length = self.entries.len();
+        if self.entries.capacity() > 64 && length < self.entries.capacity() / 4 {
+            self.entries.shrink_to(2 * length, |entry| entry.hash);
+        }
+    }
+}
+
+impl Tracked {
+    fn is(&self, space: KeySpace, hash: u64, key: &str) -> bool {
+        self.hash == hash && self.space == space && self.key == key
+    }
+
+    /// Whether `record` is this entry's live record.
+    fn is_recorded(&self, record: Use) -> bool {
+        self.hash == record.hash && self.last_request == record.at
     }
 }
 
@@ -246,7 +336,7 @@ mod tests {
     use super::*;
 
     fn keys(capacity: usize, idle_after: u64) -> TrackedKeys {
-        TrackedKeys::new(capacity, idle_after)
+        TrackedKeys::new(KeyCount::new(capacity), idle_after)
     }
 
     fn use_key(tracked: &mut TrackedKeys, key: &str, now: u64) {
@@ -289,6 +379,23 @@ mod tests {
         let cold = (9950..10_000).filter(|now| now % 7 == 0).count();
         assert_eq!(tracked.len(), 1 + cold);
         tracked.evict_idle(9999 + 50);
+        assert_eq!(tracked.len(), 0);
+        assert_eq!(tracked.count.tracked.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn out_of_order_times_never_evict_early_and_keep_the_log_ordered() {
+        let mut tracked = keys(1000, 3600);
+        use_key(&mut tracked, "a", 1000);
+        for i in 0..200 {
+            // Arrive late: recorded at 1000, the latest time seen.
+            use_key(&mut tracked, &format!("late-{i}"), 0);
+        }
+        // At 3600 nobody is idle yet: all were recorded at 1000.
+        tracked.evict_idle(3600);
+        assert_eq!(tracked.len(), 201);
+        // At 4600 all are idle, and all go: the log was in order.
+        tracked.evict_idle(4600);
         assert_eq!(tracked.len(), 0);
     }
 }

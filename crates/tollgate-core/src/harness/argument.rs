@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 /// One argument of an operation.
@@ -104,14 +104,75 @@ impl<'de> Visitor<'de> for ArgumentVisitor {
         Ok(Argument::Other(Cow::Owned(Value::Null)))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        let value = Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Argument::Other(Cow::Owned(value)))
+    /// No operation takes an array: its content is read past, not kept.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Argument::Other(Cow::Owned(Value::Array(Vec::new()))))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        let value = Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(Argument::Other(Cow::Owned(value)))
+    /// An object (a policy) is kept one level deep: a policy's fields are
+    /// numbers and strings, so nested content only needs to be told apart
+    /// from them, and a deep document never becomes a deep value.
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Shallow(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(Argument::Other(Cow::Owned(Value::Object(object))))
+    }
+}
+
+/// A JSON value with any array or object in it read past and left empty.
+struct Shallow(Value);
+
+impl<'de> Deserialize<'de> for Shallow {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ShallowVisitor)
+    }
+}
+
+struct ShallowVisitor;
+
+impl<'de> Visitor<'de> for ShallowVisitor {
+    type Value = Shallow;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Shallow, E> {
+        Ok(Shallow(Value::Bool(value)))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Shallow, E> {
+        Ok(Shallow(Value::from(value)))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Shallow, E> {
+        Ok(Shallow(Value::from(value)))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Shallow, E> {
+        Ok(Shallow(Value::from(value)))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Shallow, E> {
+        Ok(Shallow(Value::from(value)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Shallow, E> {
+        Ok(Shallow(Value::Null))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shallow, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Shallow(Value::Array(Vec::new())))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shallow, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Shallow(Value::Object(serde_json::Map::new())))
     }
 }
 

@@ -41,10 +41,16 @@ pub struct Harness {
     latest: Option<u64>,
 }
 
-/// The input is not a JSON array (or not JSON at all).
+/// The input is not a JSON array (or not JSON at all); the message says where.
 #[derive(Debug, thiserror::Error)]
 #[error("input is not a JSON array of operations: {0}")]
-pub struct InputError(#[from] serde_json::Error);
+pub struct InputError(serde_json::Error);
+
+impl From<serde_json::Error> for InputError {
+    fn from(error: serde_json::Error) -> Self {
+        InputError(error)
+    }
+}
 
 impl Harness {
     /// A fresh harness over a gateway built from `config`, counting seconds.
@@ -74,7 +80,9 @@ impl Harness {
 
     /// Runs a whole document, a JSON array of operations, writing the JSON array
     /// of outputs to `out`. The array is read one operation at a time, so memory
-    /// holds one operation and the outputs, never the whole parsed input.
+    /// holds one operation and the outputs, never the whole parsed input. Any
+    /// nesting depth is accepted (an argument nested too deep is just a wrong
+    /// argument).
     ///
     /// # Errors
     ///
@@ -82,7 +90,10 @@ impl Harness {
     /// incomplete and should be discarded.
     pub fn run(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), InputError> {
         let mut deserializer = serde_json::Deserializer::from_slice(input);
-        deserializer.deserialize_seq(Operations { harness: self, out })?;
+        // Any depth is a valid array; the stack grows on the heap as needed.
+        deserializer.disable_recursion_limit();
+        serde_stacker::Deserializer::new(&mut deserializer)
+            .deserialize_seq(Operations { harness: self, out })?;
         deserializer.end()?;
         Ok(())
     }

@@ -5,29 +5,44 @@
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
-use forwarded_header_value::ForwardedHeaderValue;
+use forwarded_header_value::ForwardedStanza;
 use http::header::FORWARDED;
 use ipnet::{IpNet, Ipv6Net};
 
 use super::{PeerAddr, RequestParts};
 
+/// The forwarding header that trusted proxies write, and the only one read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (the de facto standard; what
+    /// nginx, HAProxy and most load balancers append to).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    Forwarded,
+}
+
 /// Finds the client address of a request and turns it into a bucket key.
 ///
 /// - The peer address comes from the [`PeerAddr`] extension or, with the `axum`
 ///   feature, axum's `ConnectInfo<SocketAddr>`.
-/// - Forwarding headers are read only when the peer itself is a trusted proxy:
-///   `Forwarded` (RFC 7239) if present, else `X-Forwarded-For`. The chain is
-///   walked from the right; the first address that is not a trusted proxy is the
-///   client. An entry that is not an IP address (`unknown`, an obfuscated
-///   identifier, garbage) stops the walk: the last trusted hop is the client,
-///   since nothing beyond it can be believed. With no trusted proxies, the
-///   headers are ignored entirely, so a client cannot choose its own key.
+/// - A forwarding header is read only when the peer itself is a trusted proxy,
+///   and only the one header the proxies write ([`ForwardedHeader`], default
+///   `X-Forwarded-For`); the other is ignored, since a client could write it.
+///   The chain (all lines of the header, in order) is walked from the right: the
+///   first address that is not a trusted proxy is the client. An entry that is
+///   not an IP address (`unknown`, an obfuscated identifier, bad bytes) stops
+///   the walk and the last trusted hop is the client, since nothing beyond it
+///   can be believed. With no trusted proxies, the headers are never read, so a
+///   client cannot choose its own key.
 /// - An IPv4-mapped IPv6 address (`::ffff:192.0.2.7`) is its IPv4 address.
-/// - IPv6 clients are grouped by their network prefix (default /64), since one
-///   host usually holds a whole /64.
+/// - IPv6 clients are grouped by their network prefix (default /64, what one
+///   subscriber usually holds; providers that delegate /56 or /48 give one
+///   subscriber many /64s, so a shorter prefix is stricter).
 #[derive(Clone, Debug)]
 pub struct ClientIpResolver {
     trusted_proxies: Vec<IpNet>,
+    header: ForwardedHeader,
     ipv6_prefix: u8,
 }
 
@@ -35,34 +50,56 @@ impl Default for ClientIpResolver {
     fn default() -> Self {
         ClientIpResolver {
             trusted_proxies: Vec::new(),
+            header: ForwardedHeader::default(),
             ipv6_prefix: 64,
         }
     }
 }
 
 impl ClientIpResolver {
-    /// Trusts `proxies` (CIDR networks) to report the client in forwarding
-    /// headers, and groups IPv6 clients by `ipv6_prefix` bits (clamped to 128).
+    /// Trusts `proxies` (CIDR networks) to report the client in
+    /// `X-Forwarded-For`, and groups IPv6 clients by `ipv6_prefix` bits
+    /// (clamped to 128).
     pub fn new(proxies: impl IntoIterator<Item = IpNet>, ipv6_prefix: u8) -> Self {
         ClientIpResolver {
             trusted_proxies: proxies.into_iter().collect(),
+            header: ForwardedHeader::default(),
             ipv6_prefix: ipv6_prefix.min(128),
         }
     }
 
+    /// Reads `header` from trusted proxies instead of `X-Forwarded-For`.
+    pub fn forwarded_header(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
+    }
+
     /// The client's address, or `None` when the peer address is unknown.
     pub fn client_ip(&self, request: &RequestParts<'_>) -> Option<IpAddr> {
-        let peer = canonical(peer_ip(request)?);
-        if !self.is_trusted(peer) {
-            return Some(peer);
+        let mut client = peer_ip(request)?.to_canonical();
+        if !self.is_trusted(client) {
+            return Some(client);
         }
-        let chain = forwarded_chain(request).unwrap_or_default();
-        let mut client = peer;
-        for hop in chain.iter().rev() {
-            let Some(hop) = hop else {
+        let name = match self.header {
+            ForwardedHeader::XForwardedFor => "x-forwarded-for",
+            ForwardedHeader::Forwarded => FORWARDED.as_str(),
+        };
+        // Lines in order, entries in order: walked from the right.
+        let lines: Vec<&[u8]> = request
+            .headers
+            .get_all(name)
+            .iter()
+            .map(|value| value.as_bytes())
+            .collect();
+        let hops = lines
+            .iter()
+            .rev()
+            .flat_map(|line| line.rsplit(|byte| *byte == b','));
+        for hop in hops {
+            let Some(hop) = self.parse_hop(hop) else {
                 return Some(client);
             };
-            client = canonical(*hop);
+            client = hop.to_canonical();
             if !self.is_trusted(client) {
                 return Some(client);
             }
@@ -108,10 +145,19 @@ impl ClientIpResolver {
             .iter()
             .any(|network| network.contains(&ip))
     }
-}
 
-fn canonical(ip: IpAddr) -> IpAddr {
-    ip.to_canonical()
+    /// One entry of the forwarding header as an address; `None` when it is not
+    /// one.
+    fn parse_hop(&self, hop: &[u8]) -> Option<IpAddr> {
+        let hop = std::str::from_utf8(hop).ok()?.trim();
+        match self.header {
+            ForwardedHeader::XForwardedFor => parse_address(hop),
+            ForwardedHeader::Forwarded => hop
+                .parse::<ForwardedStanza>()
+                .ok()
+                .and_then(|stanza| stanza.forwarded_for_ip()),
+        }
+    }
 }
 
 fn peer_ip(request: &RequestParts<'_>) -> Option<IpAddr> {
@@ -128,38 +174,8 @@ fn peer_ip(request: &RequestParts<'_>) -> Option<IpAddr> {
     None
 }
 
-/// The forwarding chain, client first: `None` entries are hops that are not IP
-/// addresses. Several header lines are joined in order.
-fn forwarded_chain(request: &RequestParts<'_>) -> Option<Vec<Option<IpAddr>>> {
-    let joined = |name| {
-        let values: Vec<&str> = request
-            .headers
-            .get_all(name)
-            .iter()
-            .map(|value| value.to_str().ok())
-            .collect::<Option<_>>()?;
-        (!values.is_empty()).then(|| values.join(","))
-    };
-    if let Some(forwarded) = joined(FORWARDED.as_str()) {
-        let parsed = ForwardedHeaderValue::from_forwarded(&forwarded).ok()?;
-        return Some(
-            parsed
-                .iter()
-                .map(|stanza| stanza.forwarded_for_ip())
-                .collect(),
-        );
-    }
-    let forwarded_for = joined("x-forwarded-for")?;
-    Some(
-        forwarded_for
-            .split(',')
-            .map(|hop| parse_hop(hop.trim()))
-            .collect(),
-    )
-}
-
 /// An `X-Forwarded-For` hop: an address, possibly with a port or in brackets.
-fn parse_hop(hop: &str) -> Option<IpAddr> {
+fn parse_address(hop: &str) -> Option<IpAddr> {
     hop.parse::<IpAddr>()
         .ok()
         .or_else(|| hop.parse::<SocketAddr>().ok().map(|address| address.ip()))
@@ -223,14 +239,6 @@ mod tests {
             client(&resolver, "10.0.0.1:80", &split).as_deref(),
             Some("203.0.113.9")
         );
-        let forwarded = [(
-            "forwarded",
-            "for=198.51.100.1, for=\"[2001:db8:cafe::17]:4711\";proto=https",
-        )];
-        assert_eq!(
-            client(&resolver, "10.0.0.1:80", &forwarded).as_deref(),
-            Some("2001:db8:cafe::/64")
-        );
         let all_trusted = [("x-forwarded-for", "10.1.1.1, 10.0.0.2")];
         assert_eq!(
             client(&resolver, "10.0.0.1:80", &all_trusted).as_deref(),
@@ -244,6 +252,72 @@ mod tests {
         assert_eq!(
             client(&resolver, "10.0.0.1:80", &[]).as_deref(),
             Some("10.0.0.1")
+        );
+    }
+
+    #[test]
+    fn only_the_configured_header_is_read() {
+        let xff = trusting(&["10.0.0.0/8"]);
+        let both = [
+            ("forwarded", "for=6.6.6.6"),
+            ("x-forwarded-for", "203.0.113.9"),
+        ];
+        assert_eq!(
+            client(&xff, "10.0.0.1:80", &both).as_deref(),
+            Some("203.0.113.9")
+        );
+        let forwarded = trusting(&["10.0.0.0/8"]).forwarded_header(ForwardedHeader::Forwarded);
+        let both = [
+            ("forwarded", "for=203.0.113.9"),
+            ("x-forwarded-for", "6.6.6.6"),
+        ];
+        assert_eq!(
+            client(&forwarded, "10.0.0.1:80", &both).as_deref(),
+            Some("203.0.113.9")
+        );
+        let chain = [(
+            "forwarded",
+            "for=198.51.100.1, for=\"[2001:db8:cafe::17]:4711\";proto=https",
+        )];
+        assert_eq!(
+            client(&forwarded, "10.0.0.1:80", &chain).as_deref(),
+            Some("2001:db8:cafe::/64")
+        );
+    }
+
+    #[test]
+    fn a_bad_entry_stops_the_walk_at_the_last_trusted_hop_only() {
+        let resolver = trusting(&["10.0.0.0/8"]);
+        // The bad entry is left of the client: the client is still found.
+        let left = [("x-forwarded-for", "garbage, 203.0.113.9")];
+        assert_eq!(
+            client(&resolver, "10.0.0.1:80", &left).as_deref(),
+            Some("203.0.113.9")
+        );
+        let forwarded = trusting(&["10.0.0.0/8"]).forwarded_header(ForwardedHeader::Forwarded);
+        let left = [("forwarded", "garbage;;==, for=203.0.113.9")];
+        assert_eq!(
+            client(&forwarded, "10.0.0.1:80", &left).as_deref(),
+            Some("203.0.113.9")
+        );
+        // Bad bytes on an earlier line do not spoil a good later line.
+        let mut extensions = Extensions::new();
+        extensions.insert(PeerAddr("10.0.0.1:80".parse().unwrap()));
+        let mut map = HeaderMap::new();
+        map.append(
+            "x-forwarded-for",
+            HeaderValue::from_bytes(b"\xff\xfe").unwrap(),
+        );
+        map.append("x-forwarded-for", HeaderValue::from_static("203.0.113.9"));
+        let request = RequestParts {
+            method: &Method::GET,
+            uri: &Uri::from_static("/"),
+            headers: &map,
+            extensions: &extensions,
+        };
+        assert_eq!(
+            resolver.client_key(&request).as_deref(),
+            Some("203.0.113.9")
         );
     }
 

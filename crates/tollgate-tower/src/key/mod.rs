@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use http::{Extensions, HeaderMap, Method, Uri};
 
-pub use client_ip::ClientIpResolver;
+pub use client_ip::{ClientIpResolver, ForwardedHeader};
 
 /// The tenant a request belongs to, inserted into the request's extensions by an
 /// authentication layer in front of the rate limiter. An empty tenant counts as

@@ -4,7 +4,7 @@
 use tollgate_core::{Decision, Gateway, GatewayConfig, Resolution};
 
 use crate::budget::Budget;
-use crate::headers::HeaderTemplate;
+use crate::headers::{HeaderTemplate, advertised_quota};
 
 /// The buckets of every key limited by one budget on one route.
 #[derive(Debug)]
@@ -29,7 +29,10 @@ impl Buckets {
             .expect("a budget always makes a valid token-bucket gateway");
         Buckets {
             gateway,
-            headers: HeaderTemplate::new(route, budget.rpm(), 60),
+            headers: {
+                let (quota, window_s) = advertised_quota(&budget.policy());
+                HeaderTemplate::new(route, quota, window_s)
+            },
         }
     }
 
