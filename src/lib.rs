@@ -4,3 +4,8 @@
 #![forbid(unsafe_code)]
 
 pub mod serve;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

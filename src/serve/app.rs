@@ -22,7 +22,6 @@ use super::{demo, limit};
 pub(crate) struct App {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) runtime: ArcSwap<Runtime>,
-    pub(crate) proxy: Proxy,
     /// Set once shutdown has begun: `/readyz` answers 503.
     pub(crate) draining: AtomicBool,
     /// The admin API's bearer token; `None` refuses every admin call.
@@ -58,9 +57,17 @@ impl App {
     }
 }
 
+/// What one worker thread's handlers see: the shared state, and the worker's
+/// own upstream connections.
+#[derive(Clone)]
+pub(crate) struct Worker {
+    pub(crate) app: Arc<App>,
+    pub(crate) proxy: Proxy,
+}
+
 /// Every request to the gateway's listener.
 pub(crate) async fn handle(
-    State(app): State<Arc<App>>,
+    State(Worker { app, proxy }): State<Worker>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
 ) -> Response {
@@ -86,7 +93,7 @@ pub(crate) async fn handle(
     };
     let mut response = match route {
         Some(route) => {
-            app.proxy
+            proxy
                 .forward(route, request, peer.ip(), runtime.upstream.timeout)
                 .await
         }

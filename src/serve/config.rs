@@ -20,6 +20,11 @@ pub struct ServeConfig {
     /// Where clients connect. Default `127.0.0.1:8080`.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
+    /// Threads serving `listen`, each with its own event loop, listening
+    /// socket (`SO_REUSEPORT`) and upstream connections. Default: the number
+    /// of CPUs.
+    #[serde(default)]
+    pub workers: Option<usize>,
     /// The admin and operations listener.
     #[serde(default)]
     pub admin: AdminConfig,
@@ -197,6 +202,7 @@ impl ServeConfig {
     pub fn builtin() -> Self {
         ServeConfig {
             listen: default_listen(),
+            workers: None,
             admin: AdminConfig::default(),
             limits: GatewayConfig::default(),
             upstream: UpstreamConfig::default(),
@@ -240,6 +246,11 @@ impl ServeConfig {
     /// [`ServeConfigError`] naming the first problem.
     pub fn validate(&self) -> Result<(), ServeConfigError> {
         self.limits.validate()?;
+        if self.workers == Some(0) {
+            return Err(ServeConfigError::Invalid(
+                "workers must be at least 1".into(),
+            ));
+        }
         if self.client_ip.ipv6_prefix > 128 {
             return Err(ServeConfigError::Invalid(format!(
                 "client_ip.ipv6_prefix must be from 0 to 128, got {}",

@@ -2,7 +2,6 @@
 //! budget (or the host default), decided together, all or nothing.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
@@ -15,7 +14,6 @@ use super::api_key::api_key;
 use super::app::App;
 use super::config::RouteKey;
 use super::headers::rate_limit_headers;
-use super::metrics;
 use super::routes::{Route, RouteBudget};
 use super::runtime::Runtime;
 
@@ -57,14 +55,13 @@ pub(crate) async fn admit(
     peer: SocketAddr,
 ) -> Result<HeaderMap, Response> {
     let key = api_key(request.headers).map_err(|reason| respond(Problem::unauthorized(reason)))?;
-    let route_name: Arc<str> =
-        route.map_or_else(|| Arc::from(DEMO_ROUTE), |route| Arc::clone(&route.name));
+    let route_name = route.map_or(&runtime.demo_route, |route| &route.name);
     if app.store.is_exempt(key) {
-        metrics::record_decision(true, "exempt", &route_name);
+        runtime.decisions.record(true, "exempt", route_name);
         return Ok(HeaderMap::new());
     }
     let route_limit =
-        route_limit(runtime, route, &route_name, key, &request, peer).map_err(|()| {
+        route_limit(runtime, route, route_name, key, &request, peer).map_err(|()| {
             respond(Problem::unauthorized(format!(
                 "{route_name} is rate limited per tenant, and this API key has no tenant"
             )))
@@ -81,18 +78,18 @@ pub(crate) async fn admit(
         tracing::warn!(%error, "limit store unavailable");
         respond(Problem::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string()).into_response())
     })?;
-    metrics::record_decision_time(started.elapsed());
+    runtime.decisions.record_time(started.elapsed());
     let plan = &decisions[0];
     let tier = plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
     let fields = fields(
         tier,
         plan,
         route_limit.as_ref().zip(decisions.get(1)),
-        &route_name,
+        route_name,
     );
     let headers = rate_limit_headers(&fields);
     let allowed = decisions.iter().all(|limit| limit.decision.is_allowed());
-    metrics::record_decision(allowed, tier, &route_name);
+    runtime.decisions.record(allowed, tier, route_name);
     if allowed {
         return Ok(headers);
     }
@@ -108,10 +105,10 @@ pub(crate) async fn admit(
             (_, Some(route_limit)) => route_limit.kind.label(),
             (_, None) => "api_key",
         };
-        record_denial(&route_name, kind);
+        record_denial(route_name, kind);
         if limit.decision.retry_after_seconds() > retry_after {
             retry_after = limit.decision.retry_after_seconds();
-            refused_by = if index == 0 { tier } else { &route_name };
+            refused_by = if index == 0 { tier } else { route_name };
         }
     }
     tracing::debug!(key = %Redacted(key), route = %route_name, retry_after, "rate limited");

@@ -1,9 +1,11 @@
 //! The gateway's metrics, recorded through the `metrics` crate and rendered in
 //! the Prometheus text format on `/metrics`.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Decisions by `outcome` (`allowed`, `rejected`), `tier` and `route`.
@@ -46,19 +48,80 @@ pub(crate) fn handle() -> PrometheusHandle {
         .clone()
 }
 
-pub(crate) fn record_decision(allowed: bool, tier: &str, route: &Arc<str>) {
-    let outcome = if allowed { "allowed" } else { "rejected" };
-    metrics::counter!(
-        DECISIONS,
-        "outcome" => outcome,
-        "tier" => tier.to_owned(),
-        "route" => Arc::clone(route),
-    )
-    .increment(1);
+/// The decision counters of every known route and tier, registered once so
+/// that counting a decision is a map lookup and an atomic add.
+#[derive(Debug, Default)]
+pub(crate) struct DecisionCounters {
+    /// route → tier → (allowed, rejected)
+    counters: HashMap<Arc<str>, HashMap<Arc<str>, (Counter, Counter)>>,
+    latency: Option<Histogram>,
 }
 
-pub(crate) fn record_decision_time(elapsed: Duration) {
-    metrics::histogram!(DECISION_SECONDS).record(elapsed.as_secs_f64());
+impl DecisionCounters {
+    /// Counters for every pair of `routes` and `tiers`.
+    pub(crate) fn new<'a>(
+        routes: impl IntoIterator<Item = &'a Arc<str>>,
+        tiers: &[Arc<str>],
+    ) -> Self {
+        let _ = handle();
+        let counters = routes
+            .into_iter()
+            .map(|route| {
+                let per_tier = tiers
+                    .iter()
+                    .map(|tier| {
+                        let counter = |outcome: &'static str| {
+                            metrics::counter!(
+                                DECISIONS,
+                                "outcome" => outcome,
+                                "tier" => Arc::clone(tier),
+                                "route" => Arc::clone(route),
+                            )
+                        };
+                        (Arc::clone(tier), (counter("allowed"), counter("rejected")))
+                    })
+                    .collect();
+                (Arc::clone(route), per_tier)
+            })
+            .collect();
+        DecisionCounters {
+            counters,
+            latency: Some(metrics::histogram!(DECISION_SECONDS)),
+        }
+    }
+
+    pub(crate) fn record(&self, allowed: bool, tier: &str, route: &Arc<str>) {
+        match self
+            .counters
+            .get(&**route)
+            .and_then(|tiers| tiers.get(tier))
+        {
+            Some((allowed_counter, rejected_counter)) => {
+                if allowed {
+                    allowed_counter
+                } else {
+                    rejected_counter
+                }
+                .increment(1);
+            }
+            None => {
+                let outcome = if allowed { "allowed" } else { "rejected" };
+                metrics::counter!(
+                    DECISIONS,
+                    "outcome" => outcome,
+                    "tier" => tier.to_owned(),
+                    "route" => Arc::clone(route),
+                )
+                .increment(1);
+            }
+        }
+    }
+
+    pub(crate) fn record_time(&self, elapsed: Duration) {
+        if let Some(latency) = &self.latency {
+            latency.record(elapsed.as_secs_f64());
+        }
+    }
 }
 
 pub(crate) fn record_tracked_keys(keys: u64) {

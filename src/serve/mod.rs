@@ -69,7 +69,8 @@ pub struct Running {
     pub admin_address: SocketAddr,
     app: Arc<App>,
     shutdown: watch::Sender<bool>,
-    servers: Vec<JoinHandle<std::io::Result<()>>>,
+    admin: JoinHandle<std::io::Result<()>>,
+    workers: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
 }
 
 impl Running {
@@ -84,19 +85,26 @@ impl Running {
     }
 
     /// Stops accepting connections, lets in-flight requests finish, and
-    /// returns when both listeners are done.
+    /// returns when every listener is done.
     pub async fn shutdown(self) {
         self.app.draining.store(true, Ordering::Release);
         let _ = self.shutdown.send(true);
-        for server in self.servers {
-            if let Ok(Err(error)) = server.await {
-                tracing::warn!(%error, "listener stopped with an error");
-            }
+        let workers = tokio::task::spawn_blocking(move || {
+            self.workers
+                .into_iter()
+                .map(|worker| worker.join().unwrap_or(Ok(())))
+                .collect::<Vec<_>>()
+        });
+        let mut results = workers.await.unwrap_or_default();
+        results.push(self.admin.await.unwrap_or(Ok(())));
+        for error in results.into_iter().filter_map(Result::err) {
+            tracing::warn!(%error, "listener stopped with an error");
         }
     }
 }
 
-/// Binds both listeners and starts serving.
+/// Binds both listeners and starts serving: the gateway listener on `workers`
+/// threads of their own, the admin listener on the calling runtime.
 ///
 /// # Errors
 ///
@@ -121,35 +129,86 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
     let app = Arc::new(App {
         store,
         runtime: ArcSwap::from_pointee(runtime),
-        proxy: Proxy::new(config.upstream.connect_timeout),
         draining: AtomicBool::new(false),
         admin_token,
         config_path: options.config_path,
     });
-    let _ = metrics::handle();
-    let gateway = TcpListener::bind(config.listen)
-        .await
+    let workers = config
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+        .max(1);
+    // One listening socket per worker on one port (SO_REUSEPORT): the kernel
+    // spreads connections over them.
+    let first = reuse_port_listener(config.listen)
         .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let address = first.local_addr()?;
+    let mut listeners = vec![first];
+    for _ in 1..workers {
+        let listener =
+            reuse_port_listener(address).with_context(|| format!("cannot listen on {address}"))?;
+        listeners.push(listener);
+    }
     let admin = TcpListener::bind(config.admin.listen)
         .await
         .with_context(|| format!("cannot listen on {} (admin)", config.admin.listen))?;
-    let address = gateway.local_addr()?;
     let admin_address = admin.local_addr()?;
     let (shutdown, stopped) = watch::channel(false);
-    let gateway_router = Router::new()
-        .fallback(app::handle)
-        .with_state(Arc::clone(&app));
-    let servers = vec![
-        tokio::spawn(serve(gateway, gateway_router, stopped.clone())),
-        tokio::spawn(serve(admin, admin::router(Arc::clone(&app)), stopped)),
-    ];
-    tracing::info!(%address, %admin_address, "tollgate serving");
+    let connect_timeout = config.upstream.connect_timeout;
+    let workers = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(index, listener)| {
+            let app = Arc::clone(&app);
+            let stopped = stopped.clone();
+            std::thread::Builder::new()
+                .name(format!("tollgate-worker-{index}"))
+                .spawn(move || run_worker(listener, app, connect_timeout, stopped))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .context("cannot start the worker threads")?;
+    let admin = tokio::spawn(serve(admin, admin::router(Arc::clone(&app)), stopped));
+    tracing::info!(%address, %admin_address, workers = workers.len(), "tollgate serving");
     Ok(Running {
         address,
         admin_address,
         app,
         shutdown,
-        servers,
+        admin,
+        workers,
+    })
+}
+
+/// A nonblocking listening socket on `address` that other sockets may share.
+fn reuse_port_listener(address: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
+/// One worker: a single-threaded event loop serving its own listening socket
+/// with its own upstream connections, so a request never changes threads.
+fn run_worker(
+    listener: std::net::TcpListener,
+    app: Arc<App>,
+    connect_timeout: std::time::Duration,
+    stopped: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = TcpListener::from_std(listener)?;
+        let worker = app::Worker {
+            app,
+            proxy: Proxy::new(connect_timeout),
+        };
+        let router = Router::new().fallback(app::handle).with_state(worker);
+        serve(listener, router, stopped).await
     })
 }
 

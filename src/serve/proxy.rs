@@ -112,6 +112,13 @@ fn problem(status: StatusCode, detail: String) -> Response {
 
 /// Removes the hop-by-hop headers, including those `Connection` names.
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages have none: look before removing anything.
+    if !headers
+        .keys()
+        .any(|name| HOP_BY_HOP.contains(&name.as_str()))
+    {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()

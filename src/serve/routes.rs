@@ -118,6 +118,11 @@ impl RouteTable {
         Ok(RouteTable { routes })
     }
 
+    /// The routes' names.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.routes.iter().map(|route| &route.name)
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.routes.is_empty()
     }

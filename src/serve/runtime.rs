@@ -8,7 +8,10 @@ use tollgate_core::{ApiKey, Store};
 use tollgate_tower::ClientIpResolver;
 
 use super::config::{ServeConfig, ServeConfigError, UpstreamConfig};
+use super::limit::DEMO_ROUTE;
+use super::metrics::DecisionCounters;
 use super::routes::{RouteBudget, RouteTable};
+use tollgate_core::DEFAULT_TIER;
 
 /// The reloadable part of the gateway, built from a configuration.
 #[derive(Debug)]
@@ -22,6 +25,9 @@ pub(crate) struct Runtime {
     pub(crate) tenants: HashMap<String, Arc<str>>,
     pub(crate) client_ip: ClientIpResolver,
     pub(crate) upstream: UpstreamConfig,
+    /// The route name of requests without a route (the demo backend).
+    pub(crate) demo_route: Arc<str>,
+    pub(crate) decisions: DecisionCounters,
 }
 
 impl Runtime {
@@ -34,8 +40,18 @@ impl Runtime {
                 tenants.insert(key.as_str().to_owned(), Arc::clone(&tenant));
             }
         }
+        let routes = RouteTable::new(&config.routes, store)?;
+        let demo_route: Arc<str> = Arc::from(DEMO_ROUTE);
+        let tiers: Vec<Arc<str>> = config
+            .limits
+            .tiers
+            .keys()
+            .map(|tier| Arc::from(tier.as_str()))
+            .chain([DEFAULT_TIER, "exempt"].map(Arc::from))
+            .collect();
+        let decisions = DecisionCounters::new(routes.names().chain([&demo_route]), &tiers);
         Ok(Runtime {
-            routes: RouteTable::new(&config.routes, store)?,
+            routes,
             host_tenant: config.host.tenant.map(budget).transpose()?,
             host_ip: config.host.ip.map(budget).transpose()?,
             tenants,
@@ -45,6 +61,8 @@ impl Runtime {
             )
             .forwarded_header(config.client_ip.header.into()),
             upstream: config.upstream,
+            demo_route,
+            decisions,
         })
     }
 }

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The cost of rate limiting in a gateway, measured with wrk on one machine in one
+# run: the upstream directly, `tollgate serve` in front of it, and nginx in front
+# of it with `limit_req` at the same per-key rate, keyed by the same header.
+# The limits are high enough that every request passes, so the run measures the
+# cost of limiting, not refusals. Installs nginx and wrk from Debian's packages
+# if they are missing.
+#
+# Usage: bench/proxy.sh [seconds per run, default 10] [connections, default 64]
+#                       [workers of tollgate and of the nginx limiter, default: CPUs]
+# Results go to stdout and to bench/out/ (not committed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION="${1:-10}"
+CONNECTIONS="${2:-64}"
+# Worker threads of tollgate and worker processes of the nginx limiter: the same.
+WORKERS="${3:-$(nproc)}"
+THREADS=2
+KEYS=100
+OUT="bench/out"
+mkdir -p "$OUT"
+WORK="$(mktemp -d)"
+trap 'kill $(jobs -p) 2>/dev/null || true; nginx -s stop -c "$WORK/upstream.conf" 2>/dev/null || true; nginx -s stop -c "$WORK/limiter.conf" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
+    echo "--- installing nginx and wrk"
+    apt-get update -qq && apt-get install -y -qq nginx-light wrk >/dev/null
+fi
+
+UPSTREAM_PORT=18090
+TOLLGATE_PORT=18091
+TOLLGATE_ADMIN_PORT=18092
+NGINX_PORT=18093
+# Per key: 100,000 requests per second (6,000,000 per minute), bursts of 100,000.
+RATE=100000
+
+echo "--- building tollgate (release)"
+cargo build --release -q
+
+cat > "$WORK/upstream.conf" <<CONF
+worker_processes 1;
+pid $WORK/upstream.pid;
+error_log $WORK/upstream-error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$UPSTREAM_PORT;
+        location / { return 200 "ok\n"; }
+    }
+}
+CONF
+
+cat > "$WORK/limiter.conf" <<CONF
+worker_processes $WORKERS;
+pid $WORK/limiter.pid;
+error_log $WORK/limiter-error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    limit_req_zone \$http_authorization zone=per_key:10m rate=${RATE}r/s;
+    upstream backend { server 127.0.0.1:$UPSTREAM_PORT; keepalive 128; }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            limit_req zone=per_key burst=$RATE nodelay;
+            limit_req_status 429;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_pass http://backend;
+        }
+    }
+}
+CONF
+
+cat > "$WORK/tollgate.toml" <<CONF
+listen = "127.0.0.1:$TOLLGATE_PORT"
+workers = $WORKERS
+[admin]
+listen = "127.0.0.1:$TOLLGATE_ADMIN_PORT"
+[limits.default_policy]
+algorithm = "token_bucket"
+limit = $((RATE * 60))
+window_s = 60
+burst = $RATE
+[[routes]]
+prefix = "/"
+upstream = "http://127.0.0.1:$UPSTREAM_PORT"
+CONF
+
+# wrk: every request carries one of $KEYS API keys, in turn.
+cat > "$WORK/keys.lua" <<LUA
+local counter = 0
+request = function()
+    counter = counter + 1
+    return wrk.format("GET", "/", { ["Authorization"] = "Bearer sk_bench_" .. (counter % $KEYS) })
+end
+LUA
+
+nginx -c "$WORK/upstream.conf"
+nginx -c "$WORK/limiter.conf"
+RUST_LOG=warn ./target/release/tollgate serve --config "$WORK/tollgate.toml" 2>"$WORK/tollgate.log" &
+for port in $UPSTREAM_PORT $TOLLGATE_PORT $NGINX_PORT; do
+    for _ in $(seq 100); do
+        curl -s -o /dev/null -H 'Authorization: Bearer warmup' "http://127.0.0.1:$port/" && break
+        sleep 0.1
+    done
+done
+
+run() {
+    local name="$1" port="$2"
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/keys.lua" \
+        "http://127.0.0.1:$port/" > "$OUT/$name.txt"
+    local rps p99 non2xx
+    rps=$(awk '/Requests\/sec/ {print $2}' "$OUT/$name.txt")
+    p99=$(awk '$1 == "99%" {print $2}' "$OUT/$name.txt")
+    non2xx=$(awk '/Non-2xx/ {print $4}' "$OUT/$name.txt")
+    printf '%-22s %12s req/s   p99 %8s   non-2xx %s\n' "$name" "$rps" "$p99" "${non2xx:-0}"
+}
+
+echo "--- wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s, $KEYS keys; $WORKERS workers each"
+run upstream_direct $UPSTREAM_PORT
+run tollgate $TOLLGATE_PORT
+run nginx_limit_req $NGINX_PORT
+run tollgate_again $TOLLGATE_PORT
+run nginx_limit_req_again $NGINX_PORT
