@@ -48,12 +48,15 @@ pub(crate) fn handle() -> PrometheusHandle {
         .clone()
 }
 
+/// The allowed and rejected counters of one route and tier.
+type OutcomeCounters = (Counter, Counter);
+
 /// The decision counters of every known route and tier, registered once so
 /// that counting a decision is a map lookup and an atomic add.
 #[derive(Debug, Default)]
 pub(crate) struct DecisionCounters {
     /// route → tier → (allowed, rejected)
-    counters: HashMap<Arc<str>, HashMap<Arc<str>, (Counter, Counter)>>,
+    counters: HashMap<Arc<str>, HashMap<Arc<str>, OutcomeCounters>>,
     latency: Option<Histogram>,
 }
 
