@@ -28,6 +28,10 @@ pub(crate) struct ServeArguments {
     /// defaults when absent.
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
+    /// Keep the limits in Redis, shared by every gateway using it
+    /// (`redis://host:port`); overrides `[store] url` of the config.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Log format on stderr; the level comes from RUST_LOG (default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,

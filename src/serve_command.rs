@@ -11,12 +11,15 @@ use crate::cli::{LogFormat, ServeArguments};
 /// Runs the gateway until SIGTERM or Ctrl-C.
 pub(crate) fn serve(arguments: &ServeArguments) -> anyhow::Result<()> {
     init_logs(arguments.log_format);
-    let config = match &arguments.config {
+    let mut config = match &arguments.config {
         Some(path) => {
             ServeConfig::from_file(path).with_context(|| format!("in {}", path.display()))?
         }
         None => ServeConfig::builtin(),
     };
+    if let Some(url) = &arguments.store {
+        config.store.url = Some(url.clone());
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -12,8 +12,9 @@ use tollgate_tower::{Problem, RateLimitField, RequestParts, advertised_quota, re
 
 use super::api_key::api_key;
 use super::app::App;
-use super::config::RouteKey;
+use super::config::{FailurePolicy, RouteKey};
 use super::headers::rate_limit_headers;
+use super::metrics;
 use super::routes::{Route, RouteBudget};
 use super::runtime::Runtime;
 
@@ -74,10 +75,22 @@ pub(crate) async fn admit(
         });
     }
     let started = Instant::now();
-    let decisions = app.store.acquire(&limits).await.map_err(|error| {
-        tracing::warn!(%error, "limit store unavailable");
-        respond(Problem::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string()).into_response())
-    })?;
+    let decisions = match app.store.acquire(&limits).await {
+        Ok(decisions) => decisions,
+        Err(error) => {
+            metrics::record_store_failure(runtime.failure, &error);
+            return match runtime.failure {
+                FailurePolicy::FailOpen => Ok(HeaderMap::new()),
+                FailurePolicy::FailClosed => Err(respond(
+                    Problem::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the rate limiter cannot decide right now; retry shortly",
+                    )
+                    .into_response(),
+                )),
+            };
+        }
+    };
     runtime.decisions.record_time(started.elapsed());
     let plan = &decisions[0];
     let tier = plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);

@@ -6,6 +6,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use metrics::{Counter, Histogram};
+
+use super::config::FailurePolicy;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Decisions by `outcome` (`allowed`, `rejected`), `tier` and `route`.
@@ -14,6 +16,25 @@ pub(crate) const DECISIONS: &str = "tollgate_decisions_total";
 pub(crate) const DECISION_SECONDS: &str = "tollgate_decision_seconds";
 /// Keys holding limiter state, at the last scrape.
 pub(crate) const TRACKED_KEYS: &str = "tollgate_tracked_keys";
+/// Requests the store could not decide, by the failure `policy` applied.
+pub(crate) const STORE_FAILURES: &str = "tollgate_store_failures_total";
+
+/// Counts a store failure, and logs it (at most once a second, so a Redis
+/// outage does not flood the logs).
+pub(crate) fn record_store_failure(policy: FailurePolicy, error: &tollgate_core::StoreError) {
+    let policy = match policy {
+        FailurePolicy::FailOpen => "fail_open",
+        FailurePolicy::FailClosed => "fail_closed",
+    };
+    metrics::counter!(STORE_FAILURES, "policy" => policy).increment(1);
+    static LAST_LOG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    if LAST_LOG.swap(second, std::sync::atomic::Ordering::Relaxed) != second {
+        tracing::warn!(%error, policy, "the limit store cannot decide; applying the failure policy");
+    }
+}
 
 /// The process's Prometheus recorder, installed on first use (a process has
 /// one global recorder; every gateway in it reports there).

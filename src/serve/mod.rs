@@ -111,9 +111,19 @@ impl Running {
 /// When a listener cannot be bound or the configuration cannot be used.
 pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
     let config = options.config;
-    let store: Arc<dyn Store> = match options.store {
-        Some(store) => store,
-        None => Arc::new(MemoryStore::new(&config.limits, options.clock)?),
+    let store: Arc<dyn Store> = match (options.store, &config.store.url) {
+        (Some(store), _) => store,
+        (None, None) => Arc::new(MemoryStore::new(&config.limits, options.clock)?),
+        (None, Some(url)) => {
+            let mut redis = tollgate_redis::RedisConfig::new(url.as_str());
+            redis.prefix.clone_from(&config.store.prefix);
+            redis.timeout = config.store.timeout;
+            if config.store.time == config::StoreTime::Local {
+                redis.time = tollgate_redis::TimeSource::Clock(options.clock);
+            }
+            tracing::info!(prefix = %redis.prefix, "limits in Redis");
+            Arc::new(tollgate_redis::RedisStore::connect(redis, &config.limits)?)
+        }
     };
     let runtime = Runtime::build(&config, store.as_ref())?;
     let admin_token = std::env::var(&config.admin.token_env)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tollgate_core::{ApiKey, Store};
 use tollgate_tower::ClientIpResolver;
 
-use super::config::{ServeConfig, ServeConfigError, UpstreamConfig};
+use super::config::{FailurePolicy, ServeConfig, ServeConfigError, UpstreamConfig};
 use super::limit::DEMO_ROUTE;
 use super::metrics::DecisionCounters;
 use super::routes::{RouteBudget, RouteTable};
@@ -25,6 +25,8 @@ pub(crate) struct Runtime {
     pub(crate) tenants: HashMap<String, Arc<str>>,
     pub(crate) client_ip: ClientIpResolver,
     pub(crate) upstream: UpstreamConfig,
+    /// What a request gets when the store cannot decide.
+    pub(crate) failure: FailurePolicy,
     /// The route name of requests without a route (the demo backend).
     pub(crate) demo_route: Arc<str>,
     pub(crate) decisions: DecisionCounters,
@@ -61,6 +63,7 @@ impl Runtime {
             )
             .forwarded_header(config.client_ip.header.into()),
             upstream: config.upstream,
+            failure: config.store.failure,
             demo_route,
             decisions,
         })

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod process;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

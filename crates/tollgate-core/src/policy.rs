@@ -98,6 +98,10 @@ pub enum PolicyError {
     /// the wrong type, an unknown algorithm. The text names the field.
     #[error("{0}")]
     Malformed(String),
+    /// A store cannot hold the policy exactly (the Redis store computes in Lua
+    /// numbers, exact up to 2^53); the text says which bound.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// A rate-limit policy: an algorithm with its quota, validated.

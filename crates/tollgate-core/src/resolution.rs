@@ -14,6 +14,9 @@ pub enum Resolution {
     /// One tick is one second.
     #[default]
     Seconds,
+    /// One tick is one microsecond (the Redis store: Redis's `TIME` counts
+    /// microseconds, and they fit the exact range of a Lua number).
+    Microseconds,
     /// One tick is one nanosecond.
     Nanoseconds,
 }
@@ -23,6 +26,7 @@ impl Resolution {
     pub fn ticks_per_second(self) -> u64 {
         match self {
             Resolution::Seconds => 1,
+            Resolution::Microseconds => 1_000_000,
             Resolution::Nanoseconds => 1_000_000_000,
         }
     }
@@ -41,6 +45,7 @@ impl Resolution {
     pub fn duration(self, ticks: u64) -> Duration {
         match self {
             Resolution::Seconds => Duration::from_secs(ticks),
+            Resolution::Microseconds => Duration::from_micros(ticks),
             Resolution::Nanoseconds => Duration::from_nanos(ticks),
         }
     }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::policy_set::VersionedRule;
 use crate::decision::Decision;
-use crate::policy::Policy;
+use crate::policy::{Policy, PolicyError};
+use crate::resolution::Resolution;
 
 /// A policy compiled for one gateway's clock, to pass with requests in
 /// [`Limit::Policy`]. Made by [`Gateway::prepare`](crate::Gateway::prepare).
@@ -19,6 +20,15 @@ pub struct PreparedPolicy {
 }
 
 impl PreparedPolicy {
+    /// `policy` compiled for a clock of `resolution`.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::WindowTooLong`] when the window does not fit the resolution.
+    pub fn compile(policy: Policy, resolution: Resolution) -> Result<Self, PolicyError> {
+        crate::algorithm::Rule::compile(policy, resolution).map(PreparedPolicy::new)
+    }
+
     pub(crate) fn new(rule: crate::algorithm::Rule) -> Self {
         PreparedPolicy {
             rule: VersionedRule {
@@ -31,6 +41,16 @@ impl PreparedPolicy {
     /// The policy.
     pub fn policy(&self) -> Policy {
         self.rule.rule.policy
+    }
+
+    /// A fingerprint of the policy: equal policies, equal versions.
+    pub fn version(&self) -> u64 {
+        self.rule.version
+    }
+
+    /// The window in ticks of the resolution it was compiled for.
+    pub fn window_ticks(&self) -> u64 {
+        self.rule.rule.window
     }
 }
 

@@ -1,0 +1,49 @@
+-- The token bucket: `burst` tokens, full at the first request, refilled at
+-- limit / W per microsecond. Time is counted in microseconds x limit, one token
+-- is worth W of those units; the state is the scaled time at which the bucket
+-- is full again, kept as full_at = T * limit + r (0 <= r < limit) so that only
+-- differences from now (at most burst x W) are ever multiplied.
+-- State (a hash): v = rule version, t = T, r = r.
+
+local function token_bucket(key, version, limit, window, burst, now, units, write)
+  local state = redis.call('HMGET', key, 'v', 't', 'r')
+  local capacity = burst * window
+  local full_t = now
+  local full_r = 0
+  local deficit = 0
+  if state[1] == version then
+    local t = tonumber(state[2])
+    local r = tonumber(state[3])
+    if t > now or (t == now and r > 0) then
+      full_t = t
+      full_r = r
+      -- An old `now` can only make the deficit larger; past the capacity it
+      -- only matters that no token is there.
+      if t - now > ceil_div(capacity, limit) + 1 then
+        deficit = capacity + window
+      else
+        deficit = (t - now) * limit + r
+      end
+    end
+  end
+  local available = 0
+  if capacity > deficit then
+    available = floor_div(capacity - deficit, window)
+  end
+  local allowed = math.min(units, available)
+  local added = full_r + allowed * window
+  local carry = floor_div(added, limit)
+  full_t = full_t + carry
+  full_r = added - carry * limit
+  deficit = deficit + allowed * window
+  local retry_after = 0
+  if allowed < units then
+    retry_after = ceil_div(deficit - (capacity - window), limit)
+  end
+  local reset_after = ceil_div(deficit, limit)
+  if write then
+    redis.call('HSET', key, 'v', version, 't', int(full_t), 'r', int(full_r))
+    keep_for(reset_after, key)
+  end
+  return allowed, available - allowed, retry_after, reset_after
+end

@@ -1,0 +1,68 @@
+//! Where a key's state lives in Redis: `PREFIX:{DIGEST}:s` (the state hash),
+//! `PREFIX:{DIGEST}:l` (a sliding log's runs) and `PREFIX:{DIGEST}:tier` (a
+//! plan's tier). The digest (SHA-256 of the key space and the key, 32 hex
+//! digits) is the hash tag, so every key a script touches for one limited key
+//! sits in one Redis Cluster slot, and no API key ever appears in Redis.
+
+use sha2::{Digest, Sha256};
+
+/// The Redis keys of one limited key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KeyNames {
+    pub(crate) state: String,
+    pub(crate) log: String,
+    pub(crate) tier: String,
+}
+
+/// Which key space a limited key belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Space {
+    /// An API key limited by its plan.
+    Plan,
+    /// A key limited by a policy given with the request.
+    Policy,
+}
+
+impl KeyNames {
+    pub(crate) fn new(prefix: &str, space: Space, key: &str) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(match space {
+            Space::Plan => b"plan\0".as_slice(),
+            Space::Policy => b"policy\0".as_slice(),
+        });
+        hasher.update(key.as_bytes());
+        let digest = hasher.finalize();
+        let mut tag = String::with_capacity(32);
+        for byte in &digest[..16] {
+            tag.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
+            tag.push(char::from_digit(u32::from(byte & 15), 16).unwrap_or('0'));
+        }
+        KeyNames {
+            state: format!("{prefix}:{{{tag}}}:s"),
+            log: format!("{prefix}:{{{tag}}}:l"),
+            tier: format!("{prefix}:{{{tag}}}:tier"),
+        }
+    }
+}
+
+/// The key holding the shared default policy and its generation.
+pub(crate) fn config_key(prefix: &str) -> String {
+    format!("{prefix}:config")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_share_one_hash_tag_and_hide_the_key() {
+        let names = KeyNames::new("tg", Space::Plan, "sk_live_secret");
+        let tag = |name: &str| name[name.find('{').unwrap()..=name.find('}').unwrap()].to_owned();
+        assert_eq!(tag(&names.state), tag(&names.log));
+        assert_eq!(tag(&names.state), tag(&names.tier));
+        assert!(!names.state.contains("secret"));
+        assert!(names.state.starts_with("tg:{") && names.state.ends_with("}:s"));
+        // The same text in the two spaces is two keys.
+        assert_ne!(names, KeyNames::new("tg", Space::Policy, "sk_live_secret"));
+    }
+}

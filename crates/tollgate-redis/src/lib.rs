@@ -1,0 +1,34 @@
+//! The Redis store of tollgate: limits shared by every gateway process pointed
+//! at one Redis, decided inside Redis by Lua scripts that perform the engine's
+//! exact transitions (fixed window, sliding log, token bucket; one Lua file
+//! each), atomically and in one round trip.
+//!
+//! ```no_run
+//! use tollgate_core::{GatewayConfig, Limit, Store};
+//! use tollgate_redis::{RedisConfig, RedisStore};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = RedisStore::connect(RedisConfig::new("redis://127.0.0.1:6379"), &GatewayConfig::default())?;
+//! let decisions = store.acquire(&[Limit::Plan("sk_a")]).await?;
+//! assert!(decisions[0].decision.is_allowed());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Numbers in Redis's Lua are doubles, exact up to 2^53: the store computes in
+//! microseconds and refuses policies whose quantities could go beyond 2^52
+//! (windows over 142 years, limits over 4.5 × 10^15, token buckets whose
+//! burst × window in microseconds is that large) with
+//! [`PolicyError::Unsupported`](tollgate_core::PolicyError). Within that range
+//! it decides exactly what the in-memory gateway decides.
+
+#![forbid(unsafe_code)]
+
+mod config;
+mod keys;
+mod plans;
+mod script;
+mod store;
+
+pub use config::{RedisConfig, TimeSource};
+pub use store::{RedisStore, RedisStoreError};

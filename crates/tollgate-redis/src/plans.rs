@@ -1,0 +1,177 @@
+//! The plans as the Redis store sees them: the tiers and exempt keys from the
+//! configuration, and the default policy shared through Redis (with a
+//! generation, bumped by every `configure`, so that keys on the default policy
+//! start afresh even when the new policy equals the old).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use tollgate_core::{
+    Algorithm, ApiKey, DEFAULT_TIER, GatewayConfig, Policy, PolicyError, PreparedPolicy, Resolution,
+};
+
+/// Largest quantity the Lua scripts handle exactly (with room for one sum).
+const LUA_EXACT: u128 = 1 << 52;
+
+/// A policy as the scripts take it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ScriptRule {
+    pub(crate) policy: Policy,
+    /// `f`, `s` or `t`.
+    pub(crate) algorithm: &'static str,
+    pub(crate) limit: u64,
+    /// The window in microseconds.
+    pub(crate) window: u64,
+    pub(crate) burst: u64,
+    /// The state's version: states built under another are discarded.
+    pub(crate) version: String,
+}
+
+impl ScriptRule {
+    /// `policy` with the state version `version`.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Unsupported`] when a quantity could leave the range Lua
+    /// computes exactly.
+    pub(crate) fn new(policy: Policy, version: String) -> Result<Self, PolicyError> {
+        check_exact(&policy)?;
+        let prepared = PreparedPolicy::compile(policy, Resolution::Microseconds)?;
+        Ok(ScriptRule {
+            policy,
+            algorithm: match policy.algorithm() {
+                Algorithm::FixedWindow => "f",
+                Algorithm::SlidingLog => "s",
+                Algorithm::TokenBucket => "t",
+            },
+            limit: policy.limit(),
+            window: prepared.window_ticks(),
+            burst: policy.capacity(),
+            version,
+        })
+    }
+
+    /// The rule of a policy given with a request (a route budget).
+    pub(crate) fn for_prepared(prepared: &PreparedPolicy) -> Result<Self, PolicyError> {
+        ScriptRule::new(prepared.policy(), format!("p{}", prepared.version()))
+    }
+}
+
+/// Whether the scripts compute `policy` exactly: the limit, the burst, the
+/// window in microseconds and (token bucket) burst x window below 2^52.
+pub(crate) fn check_exact(policy: &Policy) -> Result<(), PolicyError> {
+    let window = u128::from(policy.window_s()) * 1_000_000;
+    let checks = [
+        ("limit", u128::from(policy.limit())),
+        ("burst", u128::from(policy.capacity())),
+        ("window_s in microseconds", window),
+        (
+            "burst x window_s in microseconds",
+            u128::from(policy.capacity()) * window,
+        ),
+    ];
+    let limit = if policy.algorithm() == Algorithm::TokenBucket {
+        4
+    } else {
+        3
+    };
+    match checks[..limit]
+        .iter()
+        .find(|(_, value)| *value >= LUA_EXACT)
+    {
+        Some((what, _)) => Err(PolicyError::Unsupported(format!(
+            "the Redis store computes exactly up to 2^52: {what} is larger"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The plans in force.
+#[derive(Clone, Debug)]
+pub(crate) struct Plans {
+    pub(crate) default: ScriptRule,
+    pub(crate) generation: u64,
+    pub(crate) tiers: HashMap<Arc<str>, ScriptRule>,
+    pub(crate) exempt: HashSet<String>,
+}
+
+impl Plans {
+    pub(crate) fn new(
+        config: &GatewayConfig,
+        default: Policy,
+        generation: u64,
+    ) -> Result<Self, PolicyError> {
+        let tiers = config
+            .tiers
+            .iter()
+            .map(|(name, policy)| {
+                let version = format!(
+                    "t{}",
+                    PreparedPolicy::compile(*policy, Resolution::Microseconds)?.version()
+                );
+                Ok((Arc::from(name.as_str()), ScriptRule::new(*policy, version)?))
+            })
+            .collect::<Result<_, PolicyError>>()?;
+        Ok(Plans {
+            default: default_rule(default, generation)?,
+            generation,
+            tiers,
+            exempt: config
+                .exempt_keys
+                .iter()
+                .filter_map(|key| ApiKey::parse(key).map(|key| key.as_str().to_owned()))
+                .collect(),
+        })
+    }
+
+    /// The rule of a key on `tier` (`default` or an unknown tier: the default).
+    pub(crate) fn rule_for(&self, tier: &str) -> &ScriptRule {
+        if tier == DEFAULT_TIER {
+            return &self.default;
+        }
+        self.tiers.get(tier).unwrap_or(&self.default)
+    }
+
+    pub(crate) fn with_default(
+        &self,
+        default: Policy,
+        generation: u64,
+    ) -> Result<Self, PolicyError> {
+        Ok(Plans {
+            default: default_rule(default, generation)?,
+            generation,
+            ..self.clone()
+        })
+    }
+}
+
+fn default_rule(policy: Policy, generation: u64) -> Result<ScriptRule, PolicyError> {
+    let fingerprint = PreparedPolicy::compile(policy, Resolution::Microseconds)?.version();
+    ScriptRule::new(policy, format!("d{generation}.{fingerprint}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_beyond_exact_lua_numbers_are_refused() {
+        assert!(check_exact(&Policy::fixed_window(1_000_000, 86_400 * 365).unwrap()).is_ok());
+        assert!(check_exact(&Policy::token_bucket(1000, 60, 1_000_000).unwrap()).is_ok());
+        let huge_window = Policy::fixed_window(5, 1 << 33).unwrap();
+        assert!(
+            check_exact(&huge_window)
+                .unwrap_err()
+                .to_string()
+                .contains("window_s")
+        );
+        let deep_bucket = Policy::token_bucket(1, 3600, 2_000_000_000).unwrap();
+        assert!(
+            check_exact(&deep_bucket)
+                .unwrap_err()
+                .to_string()
+                .contains("burst x window_s")
+        );
+        assert!(check_exact(&Policy::sliding_log(1 << 53, 1).unwrap()).is_err());
+    }
+}

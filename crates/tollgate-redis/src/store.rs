@@ -1,0 +1,548 @@
+//! [`RedisStore`]: the [`Store`] whose limits live in Redis.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, Script};
+use tollgate_core::{
+    DEFAULT_TIER, Decision, GatewayConfig, KeyReport, Limit, LimitDecision, Policy, PolicyError,
+    PreparedPolicy, Resolution, Stats, Store, StoreError, StoreFuture, UnknownTier,
+};
+
+use crate::config::{RedisConfig, TimeSource};
+use crate::keys::{KeyNames, Space, config_key};
+use crate::plans::{Plans, ScriptRule, check_exact};
+use crate::script::{self, Reply};
+
+/// The most units one script call takes (the scripts' exact range); larger
+/// batches are sent as this many: no limit is larger, so nothing changes.
+const MAX_SCRIPT_UNITS: u64 = 1 << 52;
+
+/// Tier assignments remembered per process before the cache starts afresh.
+const TIER_CACHE: usize = 100_000;
+
+/// Limits kept in Redis and shared by every gateway process pointed at it.
+///
+/// Each decision is one round trip: one `EVALSHA` of a script that performs the
+/// engine's transition inside Redis, atomically, for every limit of the request
+/// (all or nothing), reloaded on `NOSCRIPT`. Calls from concurrent requests are
+/// pipelined on one multiplexed connection that reconnects by itself; each call
+/// gives up after the configured timeout with [`StoreError::Unavailable`].
+///
+/// Tier assignments live in Redis beside each key's state; the default policy
+/// lives in `PREFIX:config` and changes reach every process through a Redis
+/// channel (and a refresh every few seconds). Tier definitions and exempt keys
+/// come from each process's configuration. `stats` counts this process's
+/// decisions; its `tracked_keys` scans Redis.
+pub struct RedisStore {
+    connection: ConnectionManager,
+    acquire: Script,
+    admin: Script,
+    configure: Script,
+    prefix: String,
+    timeout: Duration,
+    time: TimeSource,
+    minimum_ttl_us: u64,
+    plans: Arc<ArcSwap<Plans>>,
+    tiers: Mutex<HashMap<String, Arc<str>>>,
+    allowed: AtomicU64,
+    rejected: AtomicU64,
+    sync: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for RedisStore {
+    fn drop(&mut self) {
+        self.sync.abort();
+    }
+}
+
+/// Why the Redis store could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisStoreError {
+    /// The URL is not a Redis URL.
+    #[error("invalid Redis URL: {0}")]
+    Url(String),
+    /// A policy cannot be computed exactly in Redis.
+    #[error("{0}")]
+    Policy(PolicyError),
+}
+
+/// One limit of a call, as sent.
+struct Target {
+    names: KeyNames,
+    /// The tier the plan is expected on; `None` for a policy limit.
+    tier: Option<Arc<str>>,
+    rule: ScriptRule,
+}
+
+impl RedisStore {
+    /// Connects to Redis (lazily: the store works as soon as Redis answers) and
+    /// shares `limits`' default policy there unless one is set already. Must be
+    /// called inside a Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisStoreError`] for a bad URL or a policy the scripts cannot compute
+    /// exactly.
+    pub fn connect(config: RedisConfig, limits: &GatewayConfig) -> Result<Self, RedisStoreError> {
+        let client = redis::Client::open(config.url.as_str())
+            .map_err(|error| RedisStoreError::Url(error.to_string()))?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(config.timeout))
+            .set_connection_timeout(Some(config.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let connection = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
+            .map_err(|error| RedisStoreError::Url(error.to_string()))?;
+        let plans =
+            Plans::new(limits, limits.default_policy, 0).map_err(RedisStoreError::Policy)?;
+        let plans = Arc::new(ArcSwap::from_pointee(plans));
+        let sync = tokio::spawn(sync_default_policy(
+            client,
+            connection.clone(),
+            config.prefix.clone(),
+            limits.default_policy,
+            Arc::clone(&plans),
+        ));
+        Ok(RedisStore {
+            connection,
+            acquire: script::acquire(),
+            admin: script::admin(),
+            configure: script::configure(),
+            prefix: config.prefix,
+            timeout: config.timeout,
+            time: config.time,
+            minimum_ttl_us: u64::try_from(config.minimum_ttl.as_micros()).unwrap_or(u64::MAX),
+            plans,
+            tiers: Mutex::new(HashMap::new()),
+            allowed: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            sync,
+        })
+    }
+
+    /// `units` requests held to every limit, all or nothing (for several
+    /// limits `units` must be 1), at `now` microseconds (`None`: the store's
+    /// time source). The same decisions as [`Gateway::acquire`] and
+    /// [`Gateway::request_batch`] on a microsecond gateway, in one round trip
+    /// whatever `units` is.
+    ///
+    /// [`Gateway::acquire`]: tollgate_core::Gateway::acquire
+    /// [`Gateway::request_batch`]: tollgate_core::Gateway::request_batch
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] when Redis does not answer in time, or a
+    /// policy cannot be computed exactly in Redis.
+    pub async fn acquire_units(
+        &self,
+        limits: &[Limit<'_>],
+        units: u64,
+        now: Option<u64>,
+    ) -> Result<Vec<LimitDecision>, StoreError> {
+        let plans = self.plans.load_full();
+        // Exempt plans are decided here; the rest go to Redis.
+        let mut decisions: Vec<Option<LimitDecision>> = limits
+            .iter()
+            .map(|limit| match limit {
+                Limit::Plan(key) if plans.exempt.contains(*key) => Some(LimitDecision {
+                    decision: Decision::exempt(units),
+                    policy: None,
+                    tier: None,
+                }),
+                _ => None,
+            })
+            .collect();
+        let mut targets = Vec::with_capacity(limits.len());
+        for (limit, decided) in limits.iter().zip(&decisions) {
+            if decided.is_some() {
+                continue;
+            }
+            targets.push(match limit {
+                Limit::Plan(key) => {
+                    let names = KeyNames::new(&self.prefix, Space::Plan, key);
+                    let tier = self.tiers.lock().get(&names.tier).cloned();
+                    let tier = tier.unwrap_or_else(|| Arc::from(DEFAULT_TIER));
+                    let rule = plans.rule_for(&tier).clone();
+                    Target {
+                        names,
+                        tier: Some(tier),
+                        rule,
+                    }
+                }
+                Limit::Policy { key, policy } => Target {
+                    names: KeyNames::new(&self.prefix, Space::Policy, key),
+                    tier: None,
+                    rule: ScriptRule::for_prepared(policy)?,
+                },
+            });
+        }
+        if !targets.is_empty() {
+            let outcomes = self.run(&mut targets, &plans, units, now).await?;
+            let mut outcomes = targets.iter().zip(outcomes);
+            for slot in decisions.iter_mut().filter(|slot| slot.is_none()) {
+                let Some((target, outcome)) = outcomes.next() else {
+                    break;
+                };
+                *slot = Some(LimitDecision {
+                    decision: Decision {
+                        allowed: outcome.allowed,
+                        rejected: units.saturating_sub(outcome.allowed),
+                        remaining: Some(outcome.remaining),
+                        retry_after: Duration::from_micros(outcome.retry_after),
+                        reset_after: Duration::from_micros(outcome.reset_after),
+                    },
+                    policy: Some(target.rule.policy),
+                    tier: target.tier.clone().filter(|tier| &**tier != DEFAULT_TIER),
+                });
+            }
+        }
+        let decisions: Vec<LimitDecision> = decisions.into_iter().flatten().collect();
+        for decision in &decisions {
+            self.allowed
+                .fetch_add(decision.decision.allowed, Ordering::Relaxed);
+            self.rejected
+                .fetch_add(decision.decision.rejected, Ordering::Relaxed);
+        }
+        Ok(decisions)
+    }
+
+    /// Runs the acquire script, following tier changes made elsewhere.
+    async fn run(
+        &self,
+        targets: &mut [Target],
+        plans: &Plans,
+        units: u64,
+        now: Option<u64>,
+    ) -> Result<Vec<script::Outcome>, StoreError> {
+        let now = match (now, &self.time) {
+            (Some(now), _) => now.to_string(),
+            (None, TimeSource::Redis) => String::new(),
+            (None, TimeSource::Clock(clock)) => (clock.now_nanos() / 1000).to_string(),
+        };
+        for _ in 0..3 {
+            let mut invocation = self.acquire.prepare_invoke();
+            invocation
+                .arg(&now)
+                .arg(targets.len())
+                .arg(units.min(MAX_SCRIPT_UNITS))
+                .arg("1")
+                .arg(self.minimum_ttl_us);
+            for target in targets.iter() {
+                invocation
+                    .key(&target.names.state)
+                    .key(&target.names.log)
+                    .key(&target.names.tier)
+                    .arg(target.tier.as_deref().unwrap_or("*"))
+                    .arg(target.rule.algorithm)
+                    .arg(target.rule.limit)
+                    .arg(target.rule.window)
+                    .arg(target.rule.burst)
+                    .arg(&target.rule.version);
+            }
+            let mut connection = self.connection.clone();
+            let reply: redis::Value = self.timed(invocation.invoke_async(&mut connection)).await?;
+            match script::read_reply(&reply) {
+                Some(Reply::Decided(outcomes)) if outcomes.len() == targets.len() => {
+                    return Ok(outcomes);
+                }
+                Some(Reply::Tier { index, tier }) if index < targets.len() => {
+                    let tier: Arc<str> = Arc::from(tier.as_str());
+                    self.remember_tier(&targets[index].names.tier, Arc::clone(&tier));
+                    targets[index].rule = plans.rule_for(&tier).clone();
+                    targets[index].tier = Some(tier);
+                }
+                _ => {
+                    return Err(StoreError::Unavailable(
+                        "unexpected reply from the script".into(),
+                    ));
+                }
+            }
+        }
+        Err(StoreError::Unavailable(
+            "the tier of a key kept changing".into(),
+        ))
+    }
+
+    fn remember_tier(&self, key: &str, tier: Arc<str>) {
+        let mut tiers = self.tiers.lock();
+        if tiers.len() >= TIER_CACHE {
+            tiers.clear();
+        }
+        tiers.insert(key.to_owned(), tier);
+    }
+
+    async fn timed<T>(
+        &self,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(StoreError::Unavailable(error.to_string())),
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "Redis did not answer within {} ms",
+                self.timeout.as_millis()
+            ))),
+        }
+    }
+
+    async fn admin_call(&self, key: &str, command: &[&str]) -> Result<bool, StoreError> {
+        let names = KeyNames::new(&self.prefix, Space::Plan, key);
+        let mut invocation = self.admin.prepare_invoke();
+        invocation
+            .key(&names.state)
+            .key(&names.log)
+            .key(&names.tier);
+        for argument in command {
+            invocation.arg(*argument);
+        }
+        let mut connection = self.connection.clone();
+        let done: i64 = self.timed(invocation.invoke_async(&mut connection)).await?;
+        if command.first() == Some(&"tier") {
+            let tier = command.get(1).copied().unwrap_or(DEFAULT_TIER);
+            self.remember_tier(&names.tier, Arc::from(tier));
+        }
+        Ok(done == 1)
+    }
+
+    async fn inspect_key(&self, key: &str) -> Result<KeyReport, StoreError> {
+        let plans = self.plans.load_full();
+        if plans.exempt.contains(key) {
+            return Ok(KeyReport {
+                tier: self.tier_of(key).await?,
+                policy: None,
+                state: Some(Decision::exempt(0)),
+            });
+        }
+        let names = KeyNames::new(&self.prefix, Space::Plan, key);
+        let mut connection = self.connection.clone();
+        let (tier, exists): (Option<String>, bool) = self
+            .timed(
+                redis::pipe()
+                    .get(&names.tier)
+                    .exists(&names.state)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        let tier = tier.unwrap_or_else(|| DEFAULT_TIER.to_owned());
+        let rule = plans.rule_for(&tier).clone();
+        let state = if exists {
+            let mut invocation = self.acquire.prepare_invoke();
+            invocation
+                .arg("")
+                .arg(1)
+                .arg(0)
+                .arg("0")
+                .arg(0)
+                .key(&names.state)
+                .key(&names.log)
+                .key(&names.tier)
+                .arg(&tier)
+                .arg(rule.algorithm)
+                .arg(rule.limit)
+                .arg(rule.window)
+                .arg(rule.burst)
+                .arg(&rule.version);
+            let reply: redis::Value = self.timed(invocation.invoke_async(&mut connection)).await?;
+            match script::read_reply(&reply) {
+                Some(Reply::Decided(outcomes)) => outcomes.first().map(|outcome| Decision {
+                    allowed: 0,
+                    rejected: 0,
+                    remaining: Some(outcome.remaining),
+                    retry_after: Duration::ZERO,
+                    reset_after: Duration::from_micros(outcome.reset_after),
+                }),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        Ok(KeyReport {
+            tier,
+            policy: Some(rule.policy),
+            state,
+        })
+    }
+
+    async fn tier_of(&self, key: &str) -> Result<String, StoreError> {
+        let names = KeyNames::new(&self.prefix, Space::Plan, key);
+        let mut connection = self.connection.clone();
+        let tier: Option<String> = self.timed(connection.get(&names.tier)).await?;
+        Ok(tier.unwrap_or_else(|| DEFAULT_TIER.to_owned()))
+    }
+
+    async fn tracked_keys(&self) -> Result<u64, StoreError> {
+        let mut connection = self.connection.clone();
+        let pattern = format!("{}:*:s", self.prefix);
+        let scan = async {
+            let mut keys = connection.scan_match::<_, String>(&pattern).await?;
+            let mut count = 0u64;
+            while keys.next().await.is_some() {
+                count += 1;
+            }
+            Ok::<u64, redis::RedisError>(count)
+        };
+        // A scan visits every key: allow it more time than one decision.
+        match tokio::time::timeout(self.timeout * 100, scan).await {
+            Ok(Ok(count)) => Ok(count),
+            Ok(Err(error)) => Err(StoreError::Unavailable(error.to_string())),
+            Err(_) => Err(StoreError::Unavailable(
+                "counting keys took too long".into(),
+            )),
+        }
+    }
+}
+
+impl Store for RedisStore {
+    fn prepare(&self, policy: Policy) -> Result<PreparedPolicy, PolicyError> {
+        check_exact(&policy)?;
+        PreparedPolicy::compile(policy, Resolution::Microseconds)
+    }
+
+    fn acquire<'a>(&'a self, limits: &'a [Limit<'a>]) -> StoreFuture<'a, Vec<LimitDecision>> {
+        Box::pin(self.acquire_units(limits, 1, None))
+    }
+
+    fn is_exempt(&self, key: &str) -> bool {
+        self.plans.load().exempt.contains(key)
+    }
+
+    fn default_policy(&self) -> StoreFuture<'_, Policy> {
+        Box::pin(async move { Ok(self.plans.load().default.policy) })
+    }
+
+    fn configure(&self, policy: Policy) -> StoreFuture<'_, Policy> {
+        Box::pin(async move {
+            check_exact(&policy)?;
+            let json = serde_json::to_string(&policy)
+                .map_err(|error| StoreError::Unavailable(error.to_string()))?;
+            let key = config_key(&self.prefix);
+            let mut connection = self.connection.clone();
+            let generation: u64 = self
+                .timed(
+                    self.configure
+                        .key(&key)
+                        .arg(&json)
+                        .invoke_async(&mut connection),
+                )
+                .await?;
+            let plans = self.plans.load().with_default(policy, generation)?;
+            self.plans.store(Arc::new(plans));
+            let _: Result<i64, _> = self.timed(connection.publish(&key, generation)).await;
+            Ok(policy)
+        })
+    }
+
+    fn assign_tier<'a>(&'a self, key: &'a str, tier: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            if tier != DEFAULT_TIER && !self.plans.load().tiers.contains_key(tier) {
+                return Err(StoreError::UnknownTier(UnknownTier(tier.to_owned())));
+            }
+            self.admin_call(key, &["tier", tier]).await.map(|_| ())
+        })
+    }
+
+    fn reset<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(self.admin_call(key, &["reset"]))
+    }
+
+    fn inspect<'a>(&'a self, key: &'a str) -> StoreFuture<'a, KeyReport> {
+        Box::pin(self.inspect_key(key))
+    }
+
+    fn stats(&self) -> StoreFuture<'_, Stats> {
+        Box::pin(async move {
+            Ok(Stats {
+                tracked_keys: self.tracked_keys().await?,
+                allowed: u128::from(self.allowed.load(Ordering::Relaxed)),
+                rejected: u128::from(self.rejected.load(Ordering::Relaxed)),
+            })
+        })
+    }
+
+    fn reconfigure(&self, config: &GatewayConfig) -> Result<(), tollgate_core::ConfigError> {
+        config.validate()?;
+        let current = self.plans.load();
+        let plans =
+            Plans::new(config, current.default.policy, current.generation).map_err(|reason| {
+                tollgate_core::ConfigError::Policy {
+                    name: "limits".into(),
+                    reason,
+                }
+            })?;
+        self.plans.store(Arc::new(plans));
+        self.tiers.lock().clear();
+        Ok(())
+    }
+}
+
+/// Keeps the shared default policy in step: sets it from the configuration if
+/// Redis has none, then follows the channel `PREFIX:config` (and re-reads every
+/// five seconds, in case a message was missed while disconnected).
+async fn sync_default_policy(
+    client: redis::Client,
+    mut connection: ConnectionManager,
+    prefix: String,
+    configured: Policy,
+    plans: Arc<ArcSwap<Plans>>,
+) {
+    let key = config_key(&prefix);
+    let json = serde_json::to_string(&configured).unwrap_or_default();
+    let refresh = async |connection: &mut ConnectionManager| {
+        let _: redis::RedisResult<bool> = connection.hset_nx(&key, "policy", &json).await;
+        let read: redis::RedisResult<(Option<String>, Option<u64>)> = redis::cmd("HMGET")
+            .arg(&key)
+            .arg("policy")
+            .arg("generation")
+            .query_async(connection)
+            .await;
+        if let Ok((Some(policy), generation)) = read
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(&policy)
+            && let Ok(policy) = Policy::from_json(&value)
+        {
+            let generation = generation.unwrap_or(0);
+            let current = plans.load();
+            if current.generation != generation || current.default.policy != policy {
+                match current.with_default(policy, generation) {
+                    Ok(next) => plans.store(Arc::new(next)),
+                    Err(error) => {
+                        tracing::warn!(%error, "the shared default policy cannot be used")
+                    }
+                }
+            }
+        }
+    };
+    loop {
+        refresh(&mut connection).await;
+        let subscribed = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&key).await?;
+            let mut messages = pubsub.on_message();
+            loop {
+                match tokio::time::timeout(Duration::from_secs(5), messages.next()).await {
+                    Ok(Some(_)) | Err(_) => refresh(&mut connection).await,
+                    Ok(None) => return Ok::<(), redis::RedisError>(()),
+                }
+            }
+        };
+        if let Err(error) = subscribed.await {
+            tracing::debug!(%error, "config channel lost; retrying");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -1,0 +1,53 @@
+//! Redis going away and coming back: calls fail within the timeout with
+//! `StoreError::Unavailable` (never a panic, never a hang), and decisions resume
+//! once Redis is back.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use tollgate_core::{GatewayConfig, Limit, Store, StoreError};
+use tollgate_redis::{RedisConfig, RedisStore};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_fail_within_the_timeout_while_redis_is_down_and_resume_after() {
+    let Some(mut redis) = support::OwnRedis::start() else {
+        return;
+    };
+    let mut config = RedisConfig::new(redis.url());
+    config.prefix = support::prefix("faults");
+    config.timeout = Duration::from_millis(50);
+    let store = RedisStore::connect(config, &GatewayConfig::default()).unwrap();
+    assert!(
+        store.acquire(&[Limit::Plan("sk_a")]).await.unwrap()[0]
+            .decision
+            .is_allowed()
+    );
+
+    redis.stop();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let outcome = store.acquire(&[Limit::Plan("sk_a")]).await;
+        let elapsed = started.elapsed();
+        assert!(
+            matches!(outcome, Err(StoreError::Unavailable(_))),
+            "{outcome:?}"
+        );
+        // Bounded by the timeout (with room for a loaded machine), never a hang.
+        assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    }
+    assert!(store.reset("sk_a").await.is_err());
+
+    redis.run().unwrap();
+    let mut resumed = false;
+    for _ in 0..200 {
+        if let Ok(decisions) = store.acquire(&[Limit::Plan("sk_a")]).await {
+            // Redis kept nothing: a fresh budget of 5.
+            assert_eq!(decisions[0].decision.remaining, Some(4));
+            resumed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(resumed, "decisions did not resume after Redis came back");
+}

@@ -1,0 +1,127 @@
+//! Two stores on one Redis behave as one: tiers, the default policy and the
+//! budget are shared; every state key has a TTL no longer than needed.
+
+mod support;
+
+use std::time::Duration;
+
+use tollgate_core::{GatewayConfig, Limit, Policy, Store};
+use tollgate_redis::{RedisConfig, RedisStore};
+
+fn two_stores(url: &str, prefix: &str) -> (RedisStore, RedisStore) {
+    let config = GatewayConfig::default(); // default 5 per 60 s; pro, enterprise
+    let store = || {
+        let mut redis = RedisConfig::new(url);
+        redis.prefix = prefix.to_owned();
+        redis.timeout = Duration::from_secs(2);
+        RedisStore::connect(redis, &config).unwrap()
+    };
+    (store(), store())
+}
+
+async fn allowed(store: &RedisStore, key: &str) -> bool {
+    store.acquire(&[Limit::Plan(key)]).await.unwrap()[0]
+        .decision
+        .is_allowed()
+}
+
+#[tokio::test]
+async fn two_gateways_share_one_budget_tiers_and_policy() {
+    let Some(url) = support::redis_url() else {
+        return;
+    };
+    let prefix = support::prefix("shared");
+    let (first, second) = two_stores(&url, &prefix);
+    // One budget: 5 per minute across both.
+    let mut passed = 0;
+    for index in 0..10 {
+        let store = if index % 2 == 0 { &first } else { &second };
+        passed += usize::from(allowed(store, "sk_shared").await);
+    }
+    assert_eq!(passed, 5);
+    // A tier assigned through one holds through the other (which learns it
+    // from the script's answer).
+    first.assign_tier("sk_pro", "pro").await.unwrap();
+    let decisions = second.acquire(&[Limit::Plan("sk_pro")]).await.unwrap();
+    assert_eq!(decisions[0].tier.as_deref(), Some("pro"));
+    assert_eq!(decisions[0].decision.remaining, Some(19));
+    assert_eq!(second.inspect("sk_pro").await.unwrap().tier, "pro");
+    // The default policy replaced through one reaches the other.
+    let policy = Policy::fixed_window(2, 60).unwrap();
+    first.configure(policy).await.unwrap();
+    let mut seen = None;
+    for _ in 0..200 {
+        seen = Some(second.default_policy().await.unwrap());
+        if seen == Some(policy) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(seen, Some(policy));
+    // ...and keys on the default policy start afresh under it.
+    assert!(allowed(&second, "sk_shared").await);
+    assert!(allowed(&first, "sk_shared").await);
+    assert!(!allowed(&second, "sk_shared").await);
+    // Reset through one clears the state the other sees.
+    assert!(second.reset("sk_shared").await.unwrap());
+    assert!(allowed(&first, "sk_shared").await);
+}
+
+#[tokio::test]
+async fn every_state_key_has_a_ttl_and_an_hourly_window_outlives_its_hour() {
+    let Some(url) = support::redis_url() else {
+        return;
+    };
+    let prefix = support::prefix("ttl");
+    let config = GatewayConfig {
+        default_policy: Policy::fixed_window(10, 3600).unwrap(),
+        tiers: [
+            ("log".to_owned(), Policy::sliding_log(10, 60).unwrap()),
+            (
+                "bucket".to_owned(),
+                Policy::token_bucket(1, 60, 10).unwrap(),
+            ),
+        ]
+        .into(),
+        ..GatewayConfig::default()
+    };
+    let mut redis = RedisConfig::new(url.as_str());
+    redis.prefix = prefix.clone();
+    let store = RedisStore::connect(redis, &config).unwrap();
+    store.assign_tier("sk_log", "log").await.unwrap();
+    store.assign_tier("sk_bucket", "bucket").await.unwrap();
+    for key in ["sk_hour", "sk_log", "sk_bucket"] {
+        for _ in 0..3 {
+            store.acquire(&[Limit::Plan(key)]).await.unwrap();
+        }
+    }
+    let hour = store
+        .acquire(&[Limit::Plan("sk_hour")])
+        .await
+        .unwrap()
+        .remove(0)
+        .decision;
+    let keys = support::keys_and_ttls(&url, &prefix);
+    assert!(!keys.is_empty());
+    for (key, ttl) in &keys {
+        if key.ends_with(":config") || key.ends_with(":tier") {
+            // Configuration, not state: the shared default policy and tier
+            // assignments are kept until changed.
+            continue;
+        }
+        assert!(*ttl > 0, "{key} has no TTL ({ttl})");
+        // No longer than needed: an hour at most (the longest window here).
+        assert!(*ttl <= 3_600_000, "{key}: {ttl} ms");
+    }
+    // The hourly window's state lives until its window ends, not less.
+    let (_, hour_ttl) = keys
+        .iter()
+        .filter(|(key, _)| key.ends_with(":s"))
+        .max_by_key(|(_, ttl)| *ttl)
+        .unwrap();
+    let window_left_ms = i64::try_from(hour.reset_after.as_millis()).unwrap();
+    assert!(
+        (window_left_ms - 1000..=window_left_ms + 1).contains(hour_ttl),
+        "{hour_ttl} vs {window_left_ms}"
+    );
+}

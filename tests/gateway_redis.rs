@@ -1,0 +1,152 @@
+//! `tollgate serve` with its limits in Redis: three gateway processes share one
+//! budget; when Redis is gone, requests follow the failure policy.
+
+mod serve;
+
+#[path = "../crates/tollgate-redis/tests/support/mod.rs"]
+mod redis_support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serve::process::Process;
+use serve::{Gateway, Upstream, config, header};
+
+/// Three gateways on one Redis, each with the limit `policy` (20 per hour),
+/// and a hundred and twenty requests for one key spread over them at once.
+async fn passes_through_three_gateways(
+    url: &str,
+    upstream: &Upstream,
+    policy: &str,
+    name: &str,
+) -> usize {
+    let prefix = redis_support::prefix(name);
+    let mut gateways = Vec::new();
+    for index in 0..3 {
+        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{index}.toml"));
+        let text = config(&format!(
+            "[store]\nurl = \"{url}\"\nprefix = \"{prefix}\"\ntimeout = \"2s\"\nfailure = \"fail_closed\"\n\
+             [limits.default_policy]\n{policy}\n\
+             [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+            upstream.address
+        ));
+        std::fs::write(&path, text).unwrap();
+        gateways.push(Arc::new(Process::start(&path).await));
+    }
+    let barrier = Arc::new(tokio::sync::Barrier::new(120));
+    let clients: Vec<_> = (0..120)
+        .map(|index| {
+            let gateway = Arc::clone(&gateways[index % 3]);
+            let barrier = Arc::clone(&barrier);
+            tokio::spawn(async move {
+                barrier.wait().await;
+                gateway.get("/").await.status().as_u16()
+            })
+        })
+        .collect();
+    let mut passed = 0;
+    for client in clients {
+        let status = client.await.unwrap();
+        assert!(status == 200 || status == 429, "{status}");
+        passed += usize::from(status == 200);
+    }
+    passed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_gateways_on_one_redis_share_one_budget_on_every_algorithm() {
+    let Some(url) = redis_support::redis_url() else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let policies = [
+        (
+            "fixed_window",
+            "algorithm = \"fixed_window\"\nlimit = 20\nwindow_s = 3600",
+        ),
+        (
+            "sliding_log",
+            "algorithm = \"sliding_log\"\nlimit = 20\nwindow_s = 3600",
+        ),
+        // 20 tokens, one more every 180 s: none comes back during the test.
+        (
+            "token_bucket",
+            "algorithm = \"token_bucket\"\nlimit = 20\nwindow_s = 3600",
+        ),
+    ];
+    for (name, policy) in policies {
+        let passed = passes_through_three_gateways(&url, &upstream, policy, name).await;
+        assert_eq!(passed, 20, "{name}");
+    }
+    assert_eq!(upstream.requests(), 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_requests_follow_the_failure_policy_and_resume_after() {
+    let Some(mut redis) = redis_support::OwnRedis::start() else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let toml = |failure: &str| {
+        config(&format!(
+            "[store]\nurl = \"{}\"\nprefix = \"{}\"\ntimeout = \"50ms\"\nfailure = \"{failure}\"\n\
+             [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+            redis.url(),
+            redis_support::prefix("failure"),
+            upstream.address
+        ))
+    };
+    let open = Gateway::start(&toml("fail_open"), 0).await;
+    let closed = Gateway::start(&toml("fail_closed"), 0).await;
+    let limited = open.get("/", "sk_a").await;
+    assert_eq!(limited.status(), 200);
+    assert_eq!(
+        header(&limited, "x-ratelimit-remaining").as_deref(),
+        Some("4")
+    );
+    assert_eq!(closed.status("/", "sk_b").await, 200);
+
+    redis.stop();
+    // fail_open: through, unlimited (no limit headers); fail_closed: 503.
+    let through = open.get("/", "sk_a").await;
+    assert_eq!(through.status(), 200);
+    assert!(header(&through, "ratelimit").is_none());
+    let refused = closed.get("/", "sk_b").await;
+    assert_eq!(refused.status(), 503);
+    assert_eq!(
+        header(&refused, "content-type").as_deref(),
+        Some("application/problem+json")
+    );
+    let metrics = open
+        .client
+        .get(open.admin_url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("tollgate_store_failures_total{policy=\"fail_open\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("tollgate_store_failures_total{policy=\"fail_closed\"}"));
+
+    redis.run().unwrap();
+    let mut resumed = false;
+    for _ in 0..200 {
+        let response = closed.get("/", "sk_b").await;
+        if response.status() == 200 {
+            // Redis kept nothing: a fresh budget.
+            assert_eq!(
+                header(&response, "x-ratelimit-remaining").as_deref(),
+                Some("4")
+            );
+            resumed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(resumed, "decisions did not resume");
+}
