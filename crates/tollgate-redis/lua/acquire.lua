@@ -1,12 +1,15 @@
--- One request (or a batch, for a single limit) held to every limit in KEYS,
--- all or nothing. KEYS, three per limit: its state hash, its log list (sliding
--- log), its tier key (plans). ARGV: now in microseconds ('' for Redis's own
--- TIME), the number of limits, the units, a write flag ('1', or '0' to only
--- read), the shortest TTL to set in microseconds (0: exactly the state's
--- useful life), then per limit: the tier the caller expects ('*' for none to check),
--- the algorithm ('f', 's', 't'), limit, window (us), burst, rule version.
--- Returns per limit {allowed, remaining, retry_after, reset_after}, or
--- {'tier', index, actual} when a plan's tier is not the one expected.
+-- Requests held to their limits, one after another, each all or nothing:
+-- concurrent requests share one call. ARGV: now in microseconds ('' for
+-- Redis's own TIME), the shortest TTL to set in microseconds (0: exactly the
+-- state's useful life), the number of requests; then per request: its number
+-- of limits, its units (several limits take 1), a write flag ('1', or '0' to
+-- only read), and per limit: the tier the caller expects ('*' for none to
+-- check), the algorithm ('f', 's', 't'), limit, window (us), burst, rule
+-- version. KEYS, three per limit in the same order: its state, its log list
+-- (sliding log), its tier key (plans).
+-- Returns per request either {{allowed, remaining, retry_after, reset_after},
+-- ...} (one per limit) or {'tier', index, actual} when a plan's tier is not
+-- the one expected (nothing of that request is decided).
 
 local now
 if ARGV[1] == '' then
@@ -15,65 +18,90 @@ if ARGV[1] == '' then
 else
   now = tonumber(ARGV[1])
 end
-local limits = tonumber(ARGV[2])
-local units = tonumber(ARGV[3])
-local write = ARGV[4] == '1'
-minimum_ttl = tonumber(ARGV[5])
+minimum_ttl = tonumber(ARGV[2])
 
-local function field(index, offset)
-  return ARGV[5 + (index - 1) * 6 + offset]
+-- Limit, window and burst of each rule version, read once per call.
+local rules = {}
+local function rule(at)
+  local version = ARGV[at + 6]
+  local known = rules[version]
+  if known == nil then
+    known = {tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])}
+    rules[version] = known
+  end
+  return known[1], known[2], known[3], version
 end
 
-for index = 1, limits do
-  local expected = field(index, 1)
-  if expected ~= '*' then
-    local actual = redis.call('GET', KEYS[(index - 1) * 3 + 3]) or 'default'
-    if actual ~= expected then
-      return {'tier', index, actual}
+-- One request whose limit fields start at ARGV[base + 1] and keys at
+-- KEYS[first + 1].
+local function handle(limits, units, write, base, first)
+  local function field(index, offset)
+    return ARGV[base + (index - 1) * 6 + offset]
+  end
+  local function key(index, offset)
+    return KEYS[first + (index - 1) * 3 + offset]
+  end
+  -- Each limit's state and tier, in one call each.
+  local states = {}
+  for index = 1, limits do
+    local found = redis.call('MGET', key(index, 1), key(index, 3))
+    local expected = field(index, 1)
+    if expected ~= '*' then
+      local actual = found[2] or 'default'
+      if actual ~= expected then
+        return {'tier', index, actual}
+      end
+    end
+    states[index] = found[1]
+  end
+  local function decide(index, units, write)
+    local algorithm = field(index, 2)
+    local limit, window, burst, version = rule(base + (index - 1) * 6)
+    local state = states[index]
+    if algorithm == 'f' then
+      return fixed_window(key(index, 1), state, version, limit, window, now, units, write)
+    elseif algorithm == 's' then
+      return sliding_log(key(index, 1), key(index, 2), state, version, limit, window, now, units, write)
+    else
+      return token_bucket(key(index, 1), state, version, limit, window, burst, now, units, write)
     end
   end
-end
-
-local function decide(index, units, write)
-  local algorithm = field(index, 2)
-  local limit = tonumber(field(index, 3))
-  local window = tonumber(field(index, 4))
-  local burst = tonumber(field(index, 5))
-  local version = field(index, 6)
-  local key = KEYS[(index - 1) * 3 + 1]
-  if algorithm == 'f' then
-    return fixed_window(key, version, limit, window, now, units, write)
-  elseif algorithm == 's' then
-    return sliding_log(key, KEYS[(index - 1) * 3 + 2], version, limit, window, now, units, write)
-  else
-    return token_bucket(key, version, limit, window, burst, now, units, write)
+  if limits == 1 then
+    local allowed, remaining, retry_after, reset_after = decide(1, units, write)
+    return {{allowed, remaining, retry_after, reset_after}}
   end
-end
-
-local results = {}
-if limits == 1 then
-  local allowed, remaining, retry_after, reset_after = decide(1, units, write)
-  results[1] = {allowed, remaining, retry_after, reset_after}
+  -- Several limits: check every one with nothing taken, then take one unit
+  -- from each only if all allow it.
+  local results = {}
+  local checks = {}
+  local everyone = true
+  for index = 1, limits do
+    local _, remaining, _, reset_after = decide(index, 0, false)
+    checks[index] = {remaining, reset_after}
+    if remaining < 1 then
+      everyone = false
+    end
+  end
+  for index = 1, limits do
+    if everyone or checks[index][1] < 1 then
+      local allowed, remaining, retry_after, reset_after = decide(index, 1, write)
+      results[index] = {allowed, remaining, retry_after, reset_after}
+    else
+      results[index] = {0, checks[index][1], 0, checks[index][2]}
+    end
+  end
   return results
 end
 
--- Several limits: check every one with nothing taken, then take one unit from
--- each only if all allow it.
-local checks = {}
-local everyone = true
-for index = 1, limits do
-  local _, remaining, _, reset_after = decide(index, 0, false)
-  checks[index] = {remaining, reset_after}
-  if remaining < 1 then
-    everyone = false
-  end
+local replies = {}
+local base = 4
+local first = 0
+for request = 1, tonumber(ARGV[3]) do
+  local limits = tonumber(ARGV[base])
+  local units = tonumber(ARGV[base + 1])
+  local write = ARGV[base + 2] == '1'
+  replies[request] = handle(limits, units, write, base + 2, first)
+  base = base + 3 + limits * 6
+  first = first + limits * 3
 end
-for index = 1, limits do
-  if everyone or checks[index][1] < 1 then
-    local allowed, remaining, retry_after, reset_after = decide(index, 1, write)
-    results[index] = {allowed, remaining, retry_after, reset_after}
-  else
-    results[index] = {0, checks[index][1], 0, checks[index][2]}
-  end
-end
-return results
+return replies

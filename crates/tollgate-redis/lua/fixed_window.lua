@@ -1,19 +1,18 @@
 -- The fixed window: `limit` units per window [k*W, (k+1)*W) aligned to the
--- epoch. State (a hash): v = rule version, k = window index, c = units counted.
--- Returns allowed, remaining, retry_after, reset_after (microseconds).
+-- epoch. State "version:k:count". Returns allowed, remaining, retry_after,
+-- reset_after (microseconds).
 
-local function fixed_window(key, version, limit, window, now, units, write)
-  local state = redis.call('HMGET', key, 'v', 'k', 'c')
+local function fixed_window(key, state, version, limit, window, now, units, write)
   local index = floor_div(now, window)
   local count = 0
-  if state[1] == version then
-    local stored = tonumber(state[2])
+  local stored, stored_count = read_state(state, version)
+  if stored then
     -- A time older than the stored window counts against the stored window.
     if stored > index then
       index = stored
     end
     if stored == index then
-      count = tonumber(state[3])
+      count = stored_count
     end
   end
   local allowed = math.min(units, limit - count)
@@ -28,8 +27,7 @@ local function fixed_window(key, version, limit, window, now, units, write)
     reset_after = until_end
   end
   if write then
-    redis.call('HSET', key, 'v', version, 'k', int(index), 'c', int(count))
-    keep_for(reset_after, key)
+    store(key, string.format('%s:%d:%d', version, index, count), reset_after)
   end
   return allowed, limit - count, retry_after, reset_after
 end

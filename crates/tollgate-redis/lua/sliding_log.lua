@@ -1,28 +1,27 @@
--- The sliding log: a unit allowed at t counts while now - W < t. State: a hash
--- (v = rule version, n = units counted, z = newest run's time) and a list of
--- runs "time:count", oldest first, so a batch is one run and the list holds at
--- most min(limit, W) runs. Expired runs are popped from the front.
+-- The sliding log: a unit allowed at t counts while now - W < t. State
+-- "version:counted:newest" and a list of runs "time:count", oldest first, so
+-- a batch is one run and the list holds at most min(limit, W) runs. Expired
+-- runs are popped from the front.
 
 local function parse_run(run)
-  local separator = string.find(run, ':', 1, true)
-  return tonumber(string.sub(run, 1, separator - 1)), tonumber(string.sub(run, separator + 1))
+  local at, count = string.match(run, '^([^:]*):([^:]*)$')
+  return tonumber(at), tonumber(count)
 end
 
-local function sliding_log(key, log, version, limit, window, now, units, write)
-  local state = redis.call('HMGET', key, 'v', 'n', 'z')
-  local counted = 0
-  local newest = nil
-  if state[1] == version then
-    counted = tonumber(state[2])
-    newest = tonumber(state[3])
-  elseif write then
-    redis.call('DEL', log)
+local function sliding_log(key, log, state, version, limit, window, now, units, write)
+  local counted, newest = read_state(state, version)
+  if not counted then
+    counted = 0
+    newest = nil
+    if write then
+      redis.call('DEL', log)
+    end
   end
   -- A time older than the newest run is treated as the newest run's time.
   if newest ~= nil and newest > now then
     now = newest
   end
-  -- Expire from the front (reading only, when not writing).
+  -- Expire from the front (only reading, when not writing).
   local oldest = nil
   local index = 0
   while counted > 0 do
@@ -40,13 +39,13 @@ local function sliding_log(key, log, version, limit, window, now, units, write)
   end
   local allowed = math.min(units, limit - counted)
   if allowed > 0 then
-    if newest == now and counted > 0 then
-      local at, count = parse_run(redis.call('LINDEX', log, -1))
-      if write then
-        redis.call('LSET', log, -1, int(at) .. ':' .. int(count + allowed))
+    if write then
+      if newest == now and counted > 0 then
+        local at, count = parse_run(redis.call('LINDEX', log, -1))
+        redis.call('LSET', log, -1, string.format('%d:%d', at, count + allowed))
+      else
+        redis.call('RPUSH', log, string.format('%d:%d', now, allowed))
       end
-    elseif write then
-      redis.call('RPUSH', log, int(now) .. ':' .. int(allowed))
     end
     if oldest == nil then
       oldest = now
@@ -63,10 +62,13 @@ local function sliding_log(key, log, version, limit, window, now, units, write)
     reset_after = newest + window - now
   end
   if write then
-    if counted > 0 then
-      redis.call('HSET', key, 'v', version, 'n', int(counted), 'z', int(newest))
+    store(key, string.format('%s:%d:%d', version, counted, newest or 0), reset_after)
+    local ms = ttl_ms(reset_after)
+    if ms == 0 then
+      redis.call('DEL', log)
+    else
+      redis.call('PEXPIRE', log, ms)
     end
-    keep_for(reset_after, key, log)
   end
   return allowed, limit - counted, retry_after, reset_after
 end

@@ -3,27 +3,23 @@
 -- is worth W of those units; the state is the scaled time at which the bucket
 -- is full again, kept as full_at = T * limit + r (0 <= r < limit) so that only
 -- differences from now (at most burst x W) are ever multiplied.
--- State (a hash): v = rule version, t = T, r = r.
+-- State "version:T:r".
 
-local function token_bucket(key, version, limit, window, burst, now, units, write)
-  local state = redis.call('HMGET', key, 'v', 't', 'r')
+local function token_bucket(key, state, version, limit, window, burst, now, units, write)
   local capacity = burst * window
   local full_t = now
   local full_r = 0
   local deficit = 0
-  if state[1] == version then
-    local t = tonumber(state[2])
-    local r = tonumber(state[3])
-    if t > now or (t == now and r > 0) then
-      full_t = t
-      full_r = r
-      -- An old `now` can only make the deficit larger; past the capacity it
-      -- only matters that no token is there.
-      if t - now > ceil_div(capacity, limit) + 1 then
-        deficit = capacity + window
-      else
-        deficit = (t - now) * limit + r
-      end
+  local t, r = read_state(state, version)
+  if t and (t > now or (t == now and r > 0)) then
+    full_t = t
+    full_r = r
+    -- An old `now` can only make the deficit larger; past the capacity it
+    -- only matters that no token is there.
+    if t - now > ceil_div(capacity, limit) + 1 then
+      deficit = capacity + window
+    else
+      deficit = (t - now) * limit + r
     end
   end
   local available = 0
@@ -42,8 +38,7 @@ local function token_bucket(key, version, limit, window, burst, now, units, writ
   end
   local reset_after = ceil_div(deficit, limit)
   if write then
-    redis.call('HSET', key, 'v', version, 't', int(full_t), 'r', int(full_r))
-    keep_for(reset_after, key)
+    store(key, string.format('%s:%d:%d', version, full_t, full_r), reset_after)
   end
   return allowed, available - allowed, retry_after, reset_after
 end

@@ -24,6 +24,7 @@
 
 #![forbid(unsafe_code)]
 
+mod batch;
 mod config;
 mod keys;
 mod plans;

@@ -15,6 +15,7 @@ use tollgate_core::{
     PreparedPolicy, Resolution, Stats, Store, StoreError, StoreFuture, UnknownTier,
 };
 
+use crate::batch::{self, Batcher};
 use crate::config::{RedisConfig, TimeSource};
 use crate::keys::{KeyNames, Space, config_key};
 use crate::plans::{Plans, ScriptRule, check_exact};
@@ -47,8 +48,8 @@ pub struct RedisStore {
     configure: Script,
     prefix: String,
     timeout: Duration,
-    time: TimeSource,
     minimum_ttl_us: u64,
+    batcher: Batcher,
     plans: Arc<ArcSwap<Plans>>,
     tiers: Mutex<HashMap<String, Arc<str>>>,
     allowed: AtomicU64,
@@ -90,6 +91,24 @@ struct Target {
     rule: ScriptRule,
 }
 
+impl Target {
+    fn call(&self) -> batch::LimitCall {
+        batch::LimitCall {
+            keys: [
+                self.names.state.clone(),
+                self.names.log.clone(),
+                self.names.tier.clone(),
+            ],
+            tier: self.tier.as_deref().unwrap_or("*").to_owned(),
+            algorithm: self.rule.algorithm,
+            limit: self.rule.limit,
+            window: self.rule.window,
+            burst: self.rule.burst,
+            version: self.rule.version.clone(),
+        }
+    }
+}
+
 impl RedisStore {
     /// Connects to Redis (lazily: the store works as soon as Redis answers) and
     /// shares `limits`' default policy there unless one is set already. Must be
@@ -119,6 +138,21 @@ impl RedisStore {
             limits.default_policy,
             Arc::clone(&plans),
         ));
+        let minimum_ttl_us = u64::try_from(config.minimum_ttl.as_micros()).unwrap_or(u64::MAX);
+        let now: Arc<dyn Fn() -> String + Send + Sync> = match &config.time {
+            TimeSource::Redis => Arc::new(String::new),
+            TimeSource::Clock(clock) => {
+                let clock = Arc::clone(clock);
+                Arc::new(move || (clock.now_nanos() / 1000).to_string())
+            }
+        };
+        let batcher = Batcher::start(
+            connection.clone(),
+            script::acquire(),
+            now,
+            minimum_ttl_us,
+            config.timeout,
+        );
         Ok(RedisStore {
             connection,
             acquire: script::acquire(),
@@ -126,8 +160,8 @@ impl RedisStore {
             configure: script::configure(),
             prefix: config.prefix,
             timeout: config.timeout,
-            time: config.time,
-            minimum_ttl_us: u64::try_from(config.minimum_ttl.as_micros()).unwrap_or(u64::MAX),
+            minimum_ttl_us,
+            batcher,
             plans,
             tiers: Mutex::new(HashMap::new()),
             allowed: AtomicU64::new(0),
@@ -230,37 +264,31 @@ impl RedisStore {
         units: u64,
         now: Option<u64>,
     ) -> Result<Vec<script::Outcome>, StoreError> {
-        let now = match (now, &self.time) {
-            (Some(now), _) => now.to_string(),
-            (None, TimeSource::Redis) => String::new(),
-            (None, TimeSource::Clock(clock)) => (clock.now_nanos() / 1000).to_string(),
-        };
         for _ in 0..3 {
-            let mut invocation = self.acquire.prepare_invoke();
-            invocation
-                .arg(&now)
-                .arg(targets.len())
-                .arg(units.min(MAX_SCRIPT_UNITS))
-                .arg("1")
-                .arg(self.minimum_ttl_us);
-            for target in targets.iter() {
-                invocation
-                    .key(&target.names.state)
-                    .key(&target.names.log)
-                    .key(&target.names.tier)
-                    .arg(target.tier.as_deref().unwrap_or("*"))
-                    .arg(target.rule.algorithm)
-                    .arg(target.rule.limit)
-                    .arg(target.rule.window)
-                    .arg(target.rule.burst)
-                    .arg(&target.rule.version);
-            }
-            let mut connection = self.connection.clone();
-            let reply: redis::Value = self.timed(invocation.invoke_async(&mut connection)).await?;
-            match script::read_reply(&reply) {
-                Some(Reply::Decided(outcomes)) if outcomes.len() == targets.len() => {
-                    return Ok(outcomes);
+            let request = batch::Request {
+                limits: targets.iter().map(Target::call).collect(),
+                units: units.min(MAX_SCRIPT_UNITS),
+                write: true,
+            };
+            let reply = match now {
+                // Replayed times go alone: a call has one `now`.
+                Some(now) => {
+                    let mut connection = self.connection.clone();
+                    let now = now.to_string();
+                    let requests = [&request];
+                    let call = batch::call(
+                        &mut connection,
+                        &self.acquire,
+                        &now,
+                        self.minimum_ttl_us,
+                        &requests,
+                    );
+                    self.within(call).await?.pop()
                 }
+                None => Some(self.within(self.batcher.submit(request)).await?),
+            };
+            match reply {
+                Some(Reply::Decided(outcomes)) => return Ok(outcomes),
                 Some(Reply::Tier { index, tier }) if index < targets.len() => {
                     let tier: Arc<str> = Arc::from(tier.as_str());
                     self.remember_tier(&targets[index].names.tier, Arc::clone(&tier));
@@ -277,6 +305,21 @@ impl RedisStore {
         Err(StoreError::Unavailable(
             "the tier of a key kept changing".into(),
         ))
+    }
+
+    /// `call`, or [`StoreError::Unavailable`] after the timeout.
+    async fn within<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(self.timeout, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(StoreError::Unavailable(format!(
+                    "Redis did not answer within {} ms",
+                    self.timeout.as_millis()
+                )))
+            })
     }
 
     fn remember_tier(&self, key: &str, tier: Arc<str>) {
@@ -342,24 +385,19 @@ impl RedisStore {
         let tier = tier.unwrap_or_else(|| DEFAULT_TIER.to_owned());
         let rule = plans.rule_for(&tier).clone();
         let state = if exists {
-            let mut invocation = self.acquire.prepare_invoke();
-            invocation
-                .arg("")
-                .arg(1)
-                .arg(0)
-                .arg("0")
-                .arg(0)
-                .key(&names.state)
-                .key(&names.log)
-                .key(&names.tier)
-                .arg(&tier)
-                .arg(rule.algorithm)
-                .arg(rule.limit)
-                .arg(rule.window)
-                .arg(rule.burst)
-                .arg(&rule.version);
-            let reply: redis::Value = self.timed(invocation.invoke_async(&mut connection)).await?;
-            match script::read_reply(&reply) {
+            let target = Target {
+                names: names.clone(),
+                tier: Some(Arc::from(tier.as_str())),
+                rule: rule.clone(),
+            };
+            let request = batch::Request {
+                limits: vec![target.call()],
+                units: 0,
+                write: false,
+            };
+            let requests = [&request];
+            let call = batch::call(&mut connection, &self.acquire, "", 0, &requests);
+            match self.within(call).await?.pop() {
                 Some(Reply::Decided(outcomes)) => outcomes.first().map(|outcome| Decision {
                     allowed: 0,
                     rejected: 0,
