@@ -8,8 +8,8 @@
 -- version. KEYS, three per limit in the same order: its state, its log list
 -- (sliding log), its tier key (plans).
 -- Returns per request either {{allowed, remaining, retry_after, reset_after},
--- ...} (one per limit) or {'tier', index, actual} when a plan's tier is not
--- the one expected (nothing of that request is decided).
+-- ...} (one per limit), {'tier', index, actual} when a plan's tier is not the
+-- one expected (nothing of that request is decided), or {'error', message}.
 
 local now
 if ARGV[1] == '' then
@@ -70,13 +70,15 @@ local function handle(limits, units, write, base, first)
     local allowed, remaining, retry_after, reset_after = decide(1, units, write)
     return {{allowed, remaining, retry_after, reset_after}}
   end
-  -- Several limits: check every one with nothing taken, then take one unit
-  -- from each only if all allow it.
+  -- Several limits: check every one with nothing taken (writing the state
+  -- back tidied, expired runs dropped, which changes no decision), then take
+  -- one unit from each only if all allow it.
   local results = {}
   local checks = {}
   local everyone = true
   for index = 1, limits do
-    local _, remaining, _, reset_after = decide(index, 0, false)
+    local _, remaining, _, reset_after, tidied = decide(index, 0, write)
+    states[index] = tidied
     checks[index] = {remaining, reset_after}
     if remaining < 1 then
       everyone = false
@@ -100,7 +102,16 @@ for request = 1, tonumber(ARGV[3]) do
   local limits = tonumber(ARGV[base])
   local units = tonumber(ARGV[base + 1])
   local write = ARGV[base + 2] == '1'
-  replies[request] = handle(limits, units, write, base + 2, first)
+  -- A failing request fails alone, not the call it shares.
+  local ok, reply = pcall(handle, limits, units, write, base + 2, first)
+  if ok then
+    replies[request] = reply
+  else
+    if type(reply) == 'table' and reply.err then
+      reply = reply.err
+    end
+    replies[request] = {'error', tostring(reply)}
+  end
   base = base + 3 + limits * 6
   first = first + limits * 3
 end

@@ -43,14 +43,16 @@ local function ttl_ms(ttl)
   return ceil_div(ttl, 1000)
 end
 
--- Stores `value` at `key` for `ttl` microseconds, or drops it.
+-- Stores `value` at `key` for `ttl` microseconds, or drops it; returns what
+-- the key now holds (false: nothing).
 local function store(key, value, ttl)
   local ms = ttl_ms(ttl)
   if ms == 0 then
     redis.call('DEL', key)
-  else
-    redis.call('SET', key, value, 'PX', ms)
+    return false
   end
+  redis.call('SET', key, value, 'PX', ms)
+  return value
 end
 
 -- The two numbers of a state written under `version`; nil when the state is

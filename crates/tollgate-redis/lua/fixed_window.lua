@@ -1,6 +1,6 @@
 -- The fixed window: `limit` units per window [k*W, (k+1)*W) aligned to the
 -- epoch. State "version:k:count". Returns allowed, remaining, retry_after,
--- reset_after (microseconds).
+-- reset_after (microseconds) and the state the key holds afterwards.
 
 local function fixed_window(key, state, version, limit, window, now, units, write)
   local index = floor_div(now, window)
@@ -27,7 +27,7 @@ local function fixed_window(key, state, version, limit, window, now, units, writ
     reset_after = until_end
   end
   if write then
-    store(key, string.format('%s:%d:%d', version, index, count), reset_after)
+    state = store(key, string.format('%s:%d:%d', version, index, count), reset_after)
   end
-  return allowed, limit - count, retry_after, reset_after
+  return allowed, limit - count, retry_after, reset_after, state
 end

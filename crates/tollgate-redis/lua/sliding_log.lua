@@ -3,7 +3,11 @@
 -- a batch is one run and the list holds at most min(limit, W) runs. Expired
 -- runs are popped from the front.
 
+-- A run's time and count; nil for a missing or malformed run.
 local function parse_run(run)
+  if not run then
+    return nil
+  end
   local at, count = string.match(run, '^([^:]*):([^:]*)$')
   return tonumber(at), tonumber(count)
 end
@@ -26,6 +30,17 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
   local index = 0
   while counted > 0 do
     local at, count = parse_run(redis.call('LINDEX', log, index))
+    if at == nil or count == nil then
+      -- The runs and the count disagree (the list was evicted or damaged):
+      -- start the key afresh rather than fail every request in the call.
+      counted = 0
+      oldest = nil
+      newest = nil
+      if write then
+        redis.call('DEL', log)
+      end
+      break
+    end
     if at + window > now then
       oldest = at
       break
@@ -40,8 +55,11 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
   local allowed = math.min(units, limit - counted)
   if allowed > 0 then
     if write then
+      local at, count = nil, nil
       if newest == now and counted > 0 then
-        local at, count = parse_run(redis.call('LINDEX', log, -1))
+        at, count = parse_run(redis.call('LINDEX', log, -1))
+      end
+      if at ~= nil and count ~= nil then
         redis.call('LSET', log, -1, string.format('%d:%d', at, count + allowed))
       else
         redis.call('RPUSH', log, string.format('%d:%d', now, allowed))
@@ -62,7 +80,7 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
     reset_after = newest + window - now
   end
   if write then
-    store(key, string.format('%s:%d:%d', version, counted, newest or 0), reset_after)
+    state = store(key, string.format('%s:%d:%d', version, counted, newest or 0), reset_after)
     local ms = ttl_ms(reset_after)
     if ms == 0 then
       redis.call('DEL', log)
@@ -70,5 +88,5 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
       redis.call('PEXPIRE', log, ms)
     end
   end
-  return allowed, limit - counted, retry_after, reset_after
+  return allowed, limit - counted, retry_after, reset_after, state
 end

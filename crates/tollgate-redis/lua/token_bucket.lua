@@ -14,13 +14,17 @@ local function token_bucket(key, state, version, limit, window, burst, now, unit
   if t and (t > now or (t == now and r > 0)) then
     full_t = t
     full_r = r
-    -- An old `now` can only make the deficit larger; past the capacity it
-    -- only matters that no token is there.
     if t - now > ceil_div(capacity, limit) + 1 then
-      deficit = capacity + window
-    else
-      deficit = (t - now) * limit + r
+      -- An old `now` (a lagging clock): no token is there, and the waits are
+      -- computed without the large product (t - now) * limit.
+      local lag = t - now
+      local retry_after = 0
+      if units > 0 then
+        retry_after = lag + ceil_div(r - (capacity - window), limit)
+      end
+      return 0, 0, retry_after, lag + ceil_div(r, limit), state
     end
+    deficit = (t - now) * limit + r
   end
   local available = 0
   if capacity > deficit then
@@ -38,7 +42,7 @@ local function token_bucket(key, state, version, limit, window, burst, now, unit
   end
   local reset_after = ceil_div(deficit, limit)
   if write then
-    store(key, string.format('%s:%d:%d', version, full_t, full_r), reset_after)
+    state = store(key, string.format('%s:%d:%d', version, full_t, full_r), reset_after)
   end
-  return allowed, available - allowed, retry_after, reset_after
+  return allowed, available - allowed, retry_after, reset_after, state
 end

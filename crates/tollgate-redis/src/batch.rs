@@ -5,7 +5,7 @@
 //! decisions it makes per second; a lone request still goes at once.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use redis::aio::ConnectionManager;
 use redis::{Script, Value};
@@ -87,7 +87,7 @@ pub(crate) async fn call(
             Some(Reply::Decided(outcomes)) if outcomes.len() == request.limits.len() => {
                 Ok(Reply::Decided(outcomes))
             }
-            Some(tier @ Reply::Tier { .. }) => Ok(tier),
+            Some(other @ (Reply::Tier { .. } | Reply::Failed(_))) => Ok(other),
             _ => Err(unexpected()),
         })
         .collect()
@@ -100,6 +100,14 @@ fn unexpected() -> StoreError {
 struct Job {
     request: Request,
     reply: oneshot::Sender<Result<Reply, StoreError>>,
+    /// When its caller stops waiting.
+    deadline: Instant,
+}
+
+impl Job {
+    fn is_wanted(&self, now: Instant) -> bool {
+        !self.reply.is_closed() && self.deadline > now
+    }
 }
 
 /// The queue in front of the script calls of requests on Redis's time.
@@ -115,7 +123,6 @@ impl Batcher {
         script: Script,
         now: Arc<dyn Fn() -> String + Send + Sync>,
         minimum_ttl: u64,
-        timeout: Duration,
     ) -> Self {
         let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
         tokio::spawn(async move {
@@ -127,29 +134,30 @@ impl Batcher {
                 };
                 // Requests whose caller gave up (timed out) are not sent: the
                 // caller has answered without them.
+                let now_instant = Instant::now();
                 let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
-                if !first.reply.is_closed() {
+                if first.is_wanted(now_instant) {
                     batch.push(first);
                 }
                 while batch.len() < MAX_BATCH {
                     match queue.try_recv() {
-                        Ok(job) if job.reply.is_closed() => {}
-                        Ok(job) => batch.push(job),
+                        Ok(job) if job.is_wanted(now_instant) => batch.push(job),
+                        Ok(_) => {}
                         Err(_) => break,
                     }
                 }
-                if batch.is_empty() {
+                let Some(deadline) = batch.iter().map(|job| job.deadline).min() else {
                     continue;
-                }
+                };
                 let mut connection = connection.clone();
                 let script = Arc::clone(&script);
                 let now = now();
                 tokio::spawn(async move {
                     let requests: Vec<&Request> = batch.iter().map(|job| &job.request).collect();
-                    // Given up with the callers: a call still waiting for a
-                    // connection when they time out must never run later.
-                    let replies = tokio::time::timeout(
-                        timeout,
+                    // Given up when the first caller gives up: a call still
+                    // waiting for a connection then must never run later.
+                    let replies = tokio::time::timeout_at(
+                        deadline.into(),
                         call(&mut connection, &script, &now, minimum_ttl, &requests),
                     )
                     .await
@@ -180,11 +188,20 @@ impl Batcher {
         Batcher { jobs }
     }
 
-    /// Queues `request` and waits for its reply.
-    pub(crate) async fn submit(&self, request: Request) -> Result<Reply, StoreError> {
+    /// Queues `request`, whose caller waits until `deadline`, and waits for its
+    /// reply.
+    pub(crate) async fn submit(
+        &self,
+        request: Request,
+        deadline: Instant,
+    ) -> Result<Reply, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .send(Job { request, reply })
+            .send(Job {
+                request,
+                reply,
+                deadline,
+            })
             .map_err(|_| StoreError::Unavailable("the store is shutting down".into()))?;
         answer
             .await

@@ -53,7 +53,8 @@ impl ScriptRule {
 
     /// The rule of a policy given with a request (a route budget).
     pub(crate) fn for_prepared(prepared: &PreparedPolicy) -> Result<Self, PolicyError> {
-        ScriptRule::new(prepared.policy(), format!("p{}", prepared.version()))
+        let policy = prepared.policy();
+        ScriptRule::new(policy, format!("p{}", canonical(&policy)))
     }
 }
 
@@ -105,10 +106,7 @@ impl Plans {
             .tiers
             .iter()
             .map(|(name, policy)| {
-                let version = format!(
-                    "t{}",
-                    PreparedPolicy::compile(*policy, Resolution::Microseconds)?.version()
-                );
+                let version = format!("t{}", canonical(policy));
                 Ok((Arc::from(name.as_str()), ScriptRule::new(*policy, version)?))
             })
             .collect::<Result<_, PolicyError>>()?;
@@ -146,8 +144,25 @@ impl Plans {
 }
 
 fn default_rule(policy: Policy, generation: u64) -> Result<ScriptRule, PolicyError> {
-    let fingerprint = PreparedPolicy::compile(policy, Resolution::Microseconds)?.version();
-    ScriptRule::new(policy, format!("d{generation}.{fingerprint}"))
+    ScriptRule::new(policy, format!("d{generation}.{}", canonical(&policy)))
+}
+
+/// A policy as text that every build and platform writes the same way, for
+/// state versions that gateways of different builds sharing one Redis agree on:
+/// `f5.60`, `s20.60`, `t60.60.5` (algorithm, limit, window, burst).
+fn canonical(policy: &Policy) -> String {
+    match policy.algorithm() {
+        Algorithm::FixedWindow => format!("f{}.{}", policy.limit(), policy.window_s()),
+        Algorithm::SlidingLog => format!("s{}.{}", policy.limit(), policy.window_s()),
+        Algorithm::TokenBucket => {
+            format!(
+                "t{}.{}.{}",
+                policy.limit(),
+                policy.window_s(),
+                policy.capacity()
+            )
+        }
+    }
 }
 
 #[cfg(test)]

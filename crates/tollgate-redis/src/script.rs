@@ -46,6 +46,8 @@ pub(crate) enum Reply {
         index: usize,
         tier: String,
     },
+    /// The request failed inside the script (the others of the call did not).
+    Failed(String),
 }
 
 /// Reads a reply; `None` when it is not of the script's shape.
@@ -53,6 +55,11 @@ pub(crate) fn read_reply(value: &Value) -> Option<Reply> {
     let Value::Array(items) = value else {
         return None;
     };
+    if let [Value::BulkString(tag), message] = items.as_slice()
+        && tag.as_slice() == b"error"
+    {
+        return Some(Reply::Failed(text(message)?));
+    }
     if let [Value::BulkString(tag), index, tier] = items.as_slice()
         && tag.as_slice() == b"tier"
     {

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use futures_util::StreamExt;
@@ -54,7 +54,24 @@ pub struct RedisStore {
     tiers: Mutex<HashMap<String, Arc<str>>>,
     allowed: AtomicU64,
     rejected: AtomicU64,
+    /// The last count of state keys, and when it was made.
+    counted: Mutex<Option<(Instant, u64)>>,
     sync: tokio::task::JoinHandle<()>,
+}
+
+/// How long a count of the state keys in Redis is reused.
+const COUNT_EVERY: Duration = Duration::from_secs(10);
+
+/// `text` with the glob characters of Redis's `SCAN MATCH` escaped.
+fn glob_escaped(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for character in text.chars() {
+        if matches!(character, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(character);
+    }
+    escaped
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -146,13 +163,7 @@ impl RedisStore {
                 Arc::new(move || (clock.now_nanos() / 1000).to_string())
             }
         };
-        let batcher = Batcher::start(
-            connection.clone(),
-            script::acquire(),
-            now,
-            minimum_ttl_us,
-            config.timeout,
-        );
+        let batcher = Batcher::start(connection.clone(), script::acquire(), now, minimum_ttl_us);
         Ok(RedisStore {
             connection,
             acquire: script::acquire(),
@@ -166,6 +177,7 @@ impl RedisStore {
             tiers: Mutex::new(HashMap::new()),
             allowed: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            counted: Mutex::new(None),
             sync,
         })
     }
@@ -256,7 +268,8 @@ impl RedisStore {
         Ok(decisions)
     }
 
-    /// Runs the acquire script, following tier changes made elsewhere.
+    /// Runs the acquire script, following tier changes made elsewhere, all
+    /// within one timeout.
     async fn run(
         &self,
         targets: &mut [Target],
@@ -264,6 +277,7 @@ impl RedisStore {
         units: u64,
         now: Option<u64>,
     ) -> Result<Vec<script::Outcome>, StoreError> {
+        let deadline = Instant::now() + self.timeout;
         for _ in 0..3 {
             let request = batch::Request {
                 limits: targets.iter().map(Target::call).collect(),
@@ -283,12 +297,16 @@ impl RedisStore {
                         self.minimum_ttl_us,
                         &requests,
                     );
-                    self.within(call).await?.pop()
+                    self.before(deadline, call).await?.pop()
                 }
-                None => Some(self.within(self.batcher.submit(request)).await?),
+                None => Some(
+                    self.before(deadline, self.batcher.submit(request, deadline))
+                        .await?,
+                ),
             };
             match reply {
                 Some(Reply::Decided(outcomes)) => return Ok(outcomes),
+                Some(Reply::Failed(message)) => return Err(StoreError::Unavailable(message)),
                 Some(Reply::Tier { index, tier }) if index < targets.len() => {
                     let tier: Arc<str> = Arc::from(tier.as_str());
                     self.remember_tier(&targets[index].names.tier, Arc::clone(&tier));
@@ -307,12 +325,13 @@ impl RedisStore {
         ))
     }
 
-    /// `call`, or [`StoreError::Unavailable`] after the timeout.
-    async fn within<T>(
+    /// `call`, or [`StoreError::Unavailable`] at `deadline`.
+    async fn before<T>(
         &self,
+        deadline: Instant,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.timeout, call)
+        tokio::time::timeout_at(deadline.into(), call)
             .await
             .unwrap_or_else(|_| {
                 Err(StoreError::Unavailable(format!(
@@ -320,6 +339,14 @@ impl RedisStore {
                     self.timeout.as_millis()
                 )))
             })
+    }
+
+    /// `call`, or [`StoreError::Unavailable`] after the timeout.
+    async fn within<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.before(Instant::now() + self.timeout, call).await
     }
 
     fn remember_tier(&self, key: &str, tier: Arc<str>) {
@@ -424,9 +451,16 @@ impl RedisStore {
         Ok(tier.unwrap_or_else(|| DEFAULT_TIER.to_owned()))
     }
 
+    /// The state keys in Redis under the prefix, counted by a scan at most
+    /// every [`COUNT_EVERY`] (a scan visits every key in Redis).
     async fn tracked_keys(&self) -> Result<u64, StoreError> {
+        if let Some((counted_at, count)) = *self.counted.lock()
+            && counted_at.elapsed() < COUNT_EVERY
+        {
+            return Ok(count);
+        }
         let mut connection = self.connection.clone();
-        let pattern = format!("{}:*:s", self.prefix);
+        let pattern = format!("{}:{{*}}:s", glob_escaped(&self.prefix));
         let scan = async {
             let mut keys = connection.scan_match::<_, String>(&pattern).await?;
             let mut count = 0u64;
@@ -437,7 +471,10 @@ impl RedisStore {
         };
         // A scan visits every key: allow it more time than one decision.
         match tokio::time::timeout(self.timeout * 100, scan).await {
-            Ok(Ok(count)) => Ok(count),
+            Ok(Ok(count)) => {
+                *self.counted.lock() = Some((Instant::now(), count));
+                Ok(count)
+            }
             Ok(Err(error)) => Err(StoreError::Unavailable(error.to_string())),
             Err(_) => Err(StoreError::Unavailable(
                 "counting keys took too long".into(),
@@ -582,5 +619,16 @@ async fn sync_default_policy(
             tracing::debug!(%error, "config channel lost; retrying");
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_escaped;
+
+    #[test]
+    fn prefixes_are_matched_literally() {
+        assert_eq!(glob_escaped("tollgate"), "tollgate");
+        assert_eq!(glob_escaped("a*b?[c]\\d"), "a\\*b\\?\\[c\\]\\\\d");
     }
 }

@@ -134,3 +134,16 @@ impl Drop for OwnRedis {
         self.stop();
     }
 }
+
+/// Deletes every key under `prefix` (tests call it when done).
+pub fn cleanup(url: &str, prefix: &str) {
+    let client = redis::Client::open(url).unwrap();
+    let mut connection = client.get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut connection)
+        .unwrap();
+    if !keys.is_empty() {
+        let _: i64 = redis::cmd("DEL").arg(keys).query(&mut connection).unwrap();
+    }
+}
