@@ -220,3 +220,37 @@ fn reconfigure_keeps_state_under_unchanged_rules_only() {
     assert_eq!(gateway.request("pro", 3).remaining, Some(4));
     assert_eq!(gateway.tier_of("pro"), "pro");
 }
+
+#[test]
+fn checking_the_limits_disturbs_none_of_them_even_at_the_key_cap() {
+    // One key may hold state at a time; the plan allows 1 per 60 s.
+    let config = GatewayConfig {
+        default_policy: Policy::fixed_window(1, 60).unwrap(),
+        max_tracked_keys: 1,
+        ..GatewayConfig::default()
+    };
+    let gateway = Gateway::new(&config, Resolution::Seconds).unwrap();
+    let route = gateway
+        .prepare(Policy::fixed_window(100, 60).unwrap())
+        .unwrap();
+    assert_eq!(gateway.request("sk_a", 0).remaining, Some(0));
+    // Checking the route key must not push the exhausted plan out and let the
+    // request through on a fresh plan.
+    let limits = [
+        Limit::Plan("sk_a"),
+        Limit::Policy {
+            key: "route",
+            policy: &route,
+        },
+    ];
+    let decisions = acquire(&gateway, &limits, 1);
+    assert_eq!(
+        (decisions[0].rejected, decisions[0].retry_after_seconds()),
+        (1, 59)
+    );
+    assert_eq!(
+        (decisions[1].rejected, decisions[1].remaining),
+        (1, Some(100))
+    );
+    assert_eq!(gateway.inspect("sk_a", 1).unwrap().remaining, Some(0));
+}

@@ -118,6 +118,25 @@ impl State {
         }
     }
 
+    /// What a request of zero units would see at `now`, changing nothing: the
+    /// check before charging several limits at once.
+    pub(crate) fn peek(&self, rule: &Rule, now: u64) -> Verdict {
+        match self {
+            _ if self.algorithm() != rule.policy.algorithm() => {
+                State::new(rule.policy.algorithm()).peek(rule, now)
+            }
+            State::FixedWindow(state) => {
+                let mut copy = *state;
+                copy.decide(rule, now, 0)
+            }
+            State::TokenBucket(state) => {
+                let mut copy = *state;
+                copy.decide(rule, now, 0)
+            }
+            State::SlidingLog(log) => log.peek(rule, now),
+        }
+    }
+
     fn algorithm(&self) -> Algorithm {
         match self {
             State::FixedWindow(_) => Algorithm::FixedWindow,

@@ -55,6 +55,28 @@ impl SlidingLog {
         )
     }
 
+    /// What a request of zero units would see at `now`, without dropping
+    /// anything: O(runs expired at `now`).
+    pub(crate) fn peek(&self, rule: &Rule, now: u64) -> Verdict {
+        let newest = self.runs.back();
+        let now = newest.map_or(now, |newest| newest.at.max(now));
+        let window = u128::from(rule.window);
+        let expired: u64 = self
+            .runs
+            .iter()
+            .take_while(|run| u128::from(run.at) + window <= u128::from(now))
+            .map(|run| run.count)
+            .sum();
+        let counted = self.counted - expired;
+        let reset_after = match newest {
+            Some(newest) if counted > 0 => {
+                saturate(u128::from(newest.at) + window - u128::from(now))
+            }
+            _ => 0,
+        };
+        Verdict::new(0, 0, rule.limit - counted, 0, reset_after)
+    }
+
     /// Drops the runs that no longer count at `now`: those with `at + W <= now`.
     fn expire(&mut self, window: u64, now: u64) {
         while let Some(oldest) = self.runs.front() {

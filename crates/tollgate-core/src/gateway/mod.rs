@@ -208,12 +208,12 @@ impl Gateway {
                 .binary_search(&self.shard_index(hash))
                 .unwrap_or_default()
         };
-        // Check: what each limit would say to one more unit, charging nothing.
+        // Check: what each limit would say to one more unit, touching nothing.
         let checks: Vec<Option<Verdict>> = limits
             .iter()
             .zip(&hashes)
             .map(|(limit, hash)| {
-                guards[position(*hash)].apply(*hash, limit.key(), limit.policy(), now, 0)
+                guards[position(*hash)].peek(*hash, limit.key(), limit.policy(), now)
             })
             .collect();
         let everyone_allows = checks
@@ -376,6 +376,14 @@ impl Gateway {
             let mut shard = shard.lock();
             shard.replace_policies(Arc::clone(&next));
             shard.set_idle_after(idle_after);
+        }
+        // A lower cap: drop least recently used keys evenly across the shards.
+        let mut shed = true;
+        while shed {
+            shed = false;
+            for shard in self.shards.iter() {
+                shed |= shard.lock().shed_one();
+            }
         }
         *policies = next;
         Ok(())

@@ -11,7 +11,7 @@ use hashbrown::hash_table::Entry;
 
 use super::policy_set::{PolicySet, VersionedRule};
 use super::tracked::{KeyCount, KeySpace, TrackedKeys};
-use crate::algorithm::Verdict;
+use crate::algorithm::{State, Verdict};
 use crate::policy::Policy;
 
 /// A tier assignment: the key and its tier's name.
@@ -89,6 +89,29 @@ impl Shard {
         Some(verdict)
     }
 
+    /// What `key` would see at `now` for zero units, under `policy` when given,
+    /// else its plan (`None` for an exempt key): reads only, creates and evicts
+    /// nothing, so checking several limits never disturbs any of them.
+    pub(crate) fn peek(
+        &self,
+        hash: u64,
+        key: &str,
+        policy: Option<&VersionedRule>,
+        now: u64,
+    ) -> Option<Verdict> {
+        let (space, rule) = match policy {
+            Some(rule) => (KeySpace::Policy, rule),
+            None if self.policies.is_exempt(hash, key) => return None,
+            None => (KeySpace::Plan, self.policies.rule_for(self.tier(hash, key))),
+        };
+        Some(
+            match self.tracked.get(space, hash, key, now, rule.version) {
+                Some(tracked) => tracked.state.peek(&rule.rule, now),
+                None => State::new(rule.rule.policy.algorithm()).peek(&rule.rule, now),
+            },
+        )
+    }
+
     /// Counts `units` rejected without touching any state: a request refused by
     /// another limit.
     pub(crate) fn count_rejected(&mut self, units: u64) {
@@ -102,7 +125,7 @@ impl Shard {
         let tracked = self
             .tracked
             .get(KeySpace::Plan, hash, key, now, rule.version)?;
-        Some(tracked.state.clone().decide(&rule.rule, now, 0))
+        Some(tracked.state.peek(&rule.rule, now))
     }
 
     /// Drops the state of keys idle at `now`.
@@ -129,9 +152,14 @@ impl Shard {
         self.policies = policies;
     }
 
-    /// Changes the idle eviction age, and drops keys while over the cap.
+    /// Changes the idle eviction age.
     pub(crate) fn set_idle_after(&mut self, idle_after: u64) {
         self.tracked.set_idle_after(idle_after);
+    }
+
+    /// Drops one least recently used key while the gateway is over its cap.
+    pub(crate) fn shed_one(&mut self) -> bool {
+        self.tracked.shed_one()
     }
 
     /// The policy limiting `key` by its plan (`None` when exempt) and its tier

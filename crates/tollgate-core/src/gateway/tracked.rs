@@ -137,11 +137,15 @@ impl TrackedKeys {
         }
     }
 
-    /// Changes the idle eviction age, and drops this shard's least recently
-    /// used keys while the gateway is over its cap.
+    /// Changes the idle eviction age.
     pub(crate) fn set_idle_after(&mut self, idle_after: u64) {
         self.idle_after = idle_after;
-        while self.count.is_over() && self.drop_least_recent() {}
+    }
+
+    /// Drops this shard's least recently used key when the gateway is over its
+    /// cap; whether it did.
+    pub(crate) fn shed_one(&mut self) -> bool {
+        self.count.is_over() && self.drop_least_recent()
     }
 
     /// Keys holding state.
