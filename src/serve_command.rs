@@ -12,9 +12,7 @@ use crate::cli::{LogFormat, ServeArguments};
 pub(crate) fn serve(arguments: &ServeArguments) -> anyhow::Result<()> {
     init_logs(arguments.log_format);
     let mut config = match &arguments.config {
-        Some(path) => {
-            ServeConfig::from_file(path).with_context(|| format!("in {}", path.display()))?
-        }
+        Some(path) => ServeConfig::from_file(path)?,
         None => ServeConfig::builtin(),
     };
     if let Some(url) = &arguments.store {

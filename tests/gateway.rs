@@ -545,3 +545,67 @@ async fn metrics_count_decisions_by_outcome_tier_and_route() {
         .unwrap();
     assert_eq!(ready.status(), 200);
 }
+
+#[tokio::test]
+async fn other_spellings_of_a_path_land_on_the_same_route() {
+    let upstream = Upstream::start().await;
+    let routes = format!(
+        "[[routes]]\nname = \"search\"\nprefix = \"/api/search\"\nupstream = \"http://{0}\"\nrpm = 2\nburst = 2\n\
+         [[routes]]\nname = \"api\"\nprefix = \"/api\"\nupstream = \"http://{0}\"\n",
+        upstream.address
+    );
+    let gateway = Gateway::start(&plans(&upstream, &routes), 0).await;
+    assert_eq!(gateway.status("/api/search", "sk_a").await, 200);
+    assert_eq!(gateway.status("/api/search", "sk_a").await, 200);
+    // Each is /api/search once normalised: the route's budget is spent. (An
+    // HTTP client would resolve dot segments itself: these go raw.)
+    for spelling in [
+        "/api/x/../search",
+        "/api/./search",
+        "/api/%73earch",
+        "/api//search",
+    ] {
+        let (status, head) = raw_get(gateway.running.address, spelling, "sk_a").await;
+        assert_eq!(status, 429, "{spelling}");
+        assert!(head.contains("\"search\";q=2"), "{head}");
+    }
+    // Paths that cannot be made unambiguous are refused.
+    for refused in ["/api/a%2Fb", "/api/..%2f..", "/../etc", "/api\\search"] {
+        assert_eq!(
+            raw_get(gateway.running.address, refused, "sk_a").await.0,
+            400,
+            "{refused}"
+        );
+    }
+    // The upstream gets the normal form.
+    let seen: serde_json::Value = gateway
+        .get("/%68eaders?q=1", "sk_b")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(seen["path"], "/headers?q=1");
+}
+
+/// The status and head of a GET of `path` sent byte for byte (no client-side
+/// cleaning of the path).
+async fn raw_get(address: std::net::SocketAddr, path: &str, key: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    (response[9..12].parse().unwrap(), response)
+}
+
+#[tokio::test]
+async fn an_api_key_over_256_bytes_is_refused() {
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&plans(&upstream, ""), 0).await;
+    assert_eq!(gateway.status("/", &"k".repeat(256)).await, 200);
+    assert_eq!(gateway.status("/", &"k".repeat(257)).await, 401);
+    assert_eq!(upstream.requests(), 1);
+}

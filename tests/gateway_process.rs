@@ -77,8 +77,15 @@ async fn sigterm_drains_in_flight_requests_before_exiting() {
     tokio::time::timeout(Duration::from_secs(30), arrived)
         .await
         .unwrap();
+    let admin = process.admin_address.clone();
     process.signal("-TERM");
     Process::wait_for(&mut process.logs, "draining").await;
+    // While the request is in flight, readiness says no (load balancers stop
+    // sending) and the admin listener still answers.
+    let ready = reqwest::get(format!("http://{admin}/readyz"))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
     upstream.release.notify_one();
     let response = in_flight.await.unwrap();
     assert_eq!(response.status(), 200);

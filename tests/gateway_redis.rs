@@ -51,6 +51,7 @@ async fn passes_through_three_gateways(
         assert!(status == 200 || status == 429, "{status}");
         passed += usize::from(status == 200);
     }
+    redis_support::cleanup(url, &prefix);
     passed
 }
 

@@ -8,8 +8,20 @@ use tollgate_core::ApiKey;
 /// The `X-API-Key` header.
 pub(crate) const X_API_KEY: &str = "x-api-key";
 
+/// The longest API key accepted, in bytes: keys are kept in memory (and in
+/// Redis names, hashed), so their length is bounded.
+pub(crate) const MAX_KEY_LENGTH: usize = 256;
+
 /// The request's API key, or why it has none (for the 401's detail).
 pub(crate) fn api_key(headers: &HeaderMap) -> Result<&str, &'static str> {
+    let key = read_key(headers)?;
+    if key.len() > MAX_KEY_LENGTH {
+        return Err("the API key is longer than 256 bytes");
+    }
+    Ok(key)
+}
+
+fn read_key(headers: &HeaderMap) -> Result<&str, &'static str> {
     if let Some(value) = headers.get(AUTHORIZATION) {
         let text = value
             .to_str()
@@ -58,5 +70,7 @@ mod tests {
         assert!(key("authorization", "").is_err());
         assert!(key("x-api-key", "  ").is_err());
         assert!(api_key(&HeaderMap::new()).is_err());
+        assert!(key("x-api-key", &"k".repeat(256)).is_ok());
+        assert!(key("x-api-key", &"k".repeat(257)).is_err());
     }
 }

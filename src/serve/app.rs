@@ -16,7 +16,8 @@ use tollgate_tower::Problem;
 use super::config::{ServeConfig, ServeConfigError};
 use super::proxy::Proxy;
 use super::runtime::Runtime;
-use super::{demo, limit};
+use super::{demo, limit, path};
+use std::borrow::Cow;
 
 /// Everything the listeners share.
 pub(crate) struct App {
@@ -72,6 +73,16 @@ pub(crate) async fn handle(
     request: Request,
 ) -> Response {
     let runtime = app.runtime.load_full();
+    let mut request = request;
+    // Routes see, and upstreams get, the path in one normal form.
+    match path::normalize(request.uri().path()) {
+        Ok(Cow::Borrowed(_)) => {}
+        Ok(Cow::Owned(normal)) => match with_path(request.uri(), &normal) {
+            Some(uri) => *request.uri_mut() = uri,
+            None => return bad_request("the path cannot be read"),
+        },
+        Err(reason) => return bad_request(reason),
+    }
     let route = runtime.routes.find(request.uri().path());
     if route.is_none() && !runtime.routes.is_empty() {
         let detail = format!("no route matches {}", request.uri().path());
@@ -101,4 +112,21 @@ pub(crate) async fn handle(
     };
     response.headers_mut().extend(headers);
     response
+}
+
+/// `uri` with its path replaced by `path` (the query kept).
+fn with_path(uri: &http::Uri, path: &str) -> Option<http::Uri> {
+    let path_and_query = match uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(path_and_query.parse().ok()?);
+    http::Uri::from_parts(parts).ok()
+}
+
+fn bad_request(detail: &str) -> Response {
+    Problem::new(StatusCode::BAD_REQUEST, detail)
+        .into_response()
+        .map(Body::new)
 }

@@ -228,12 +228,15 @@ pub struct RouteConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeConfigError {
     /// The file could not be read.
-    #[error("cannot read {path}: {reason}")]
-    Read {
+    #[error("cannot read it: {0}")]
+    Read(std::io::Error),
+    /// A problem in a file, named.
+    #[error("{path}: {reason}")]
+    File {
         /// The file.
         path: String,
-        /// Why.
-        reason: std::io::Error,
+        /// The problem.
+        reason: Box<ServeConfigError>,
     },
     /// TOML syntax or shape, on one line naming the line and column.
     #[error("invalid configuration: {0}")]
@@ -302,11 +305,13 @@ impl ServeConfig {
     ///
     /// [`ServeConfigError`] naming the first problem.
     pub fn from_file(path: &Path) -> Result<Self, ServeConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|reason| ServeConfigError::Read {
+        let in_file = |reason| ServeConfigError::File {
             path: path.display().to_string(),
-            reason,
-        })?;
-        ServeConfig::from_toml_str(&text)
+            reason: Box::new(reason),
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| in_file(ServeConfigError::Read(error)))?;
+        ServeConfig::from_toml_str(&text).map_err(in_file)
     }
 
     /// Checks what the types alone cannot.
@@ -327,8 +332,15 @@ impl ServeConfig {
                 self.client_ip.ipv6_prefix
             )));
         }
+        let mut prefixes = std::collections::HashSet::new();
         for route in &self.routes {
             route.validate()?;
+            if !prefixes.insert(route.prefix.trim_end_matches('/')) {
+                return Err(ServeConfigError::Route {
+                    route: route.prefix.clone(),
+                    reason: "another route has the same prefix".into(),
+                });
+            }
         }
         let mut seen = std::collections::HashSet::new();
         for (tenant, keys) in &self.tenants {

@@ -12,6 +12,7 @@ mod demo;
 mod headers;
 mod limit;
 mod metrics;
+mod path;
 mod proxy;
 mod routes;
 mod runtime;
@@ -68,7 +69,10 @@ pub struct Running {
     /// Where the admin API and operations endpoints listen.
     pub admin_address: SocketAddr,
     app: Arc<App>,
+    /// Stops the gateway listener's workers.
     shutdown: watch::Sender<bool>,
+    /// Stops the admin listener, once the workers are done.
+    shutdown_admin: watch::Sender<bool>,
     admin: JoinHandle<std::io::Result<()>>,
     workers: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
 }
@@ -85,17 +89,20 @@ impl Running {
     }
 
     /// Stops accepting connections, lets in-flight requests finish, and
-    /// returns when every listener is done.
+    /// returns when every listener is done. The admin listener stays up (with
+    /// `/readyz` answering 503) until the gateway's requests are done.
     pub async fn shutdown(self) {
         self.app.draining.store(true, Ordering::Release);
         let _ = self.shutdown.send(true);
+        let workers = self.workers;
         let workers = tokio::task::spawn_blocking(move || {
-            self.workers
+            workers
                 .into_iter()
                 .map(|worker| worker.join().unwrap_or(Ok(())))
                 .collect::<Vec<_>>()
         });
         let mut results = workers.await.unwrap_or_default();
+        let _ = self.shutdown_admin.send(true);
         results.push(self.admin.await.unwrap_or(Ok(())));
         for error in results.into_iter().filter_map(Result::err) {
             tracing::warn!(%error, "listener stopped with an error");
@@ -121,7 +128,11 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
             if config.store.time == config::StoreTime::Local {
                 redis.time = tollgate_redis::TimeSource::Clock(options.clock);
             }
-            tracing::info!(prefix = %redis.prefix, "limits in Redis");
+            // Never the password: the URL's part after any `@`.
+            let server = url
+                .rsplit_once('@')
+                .map_or(url.as_str(), |(_, server)| server);
+            tracing::info!(server, prefix = %redis.prefix, "limits in Redis");
             Arc::new(tollgate_redis::RedisStore::connect(redis, &config.limits)?)
         }
     };
@@ -149,6 +160,8 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
         .max(1);
     // One listening socket per worker on one port (SO_REUSEPORT): the kernel
     // spreads connections over them.
+    ensure_port_free(config.listen)
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
     let first = reuse_port_listener(config.listen)
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let address = first.local_addr()?;
@@ -176,16 +189,28 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
         })
         .collect::<Result<Vec<_>, _>>()
         .context("cannot start the worker threads")?;
-    let admin = tokio::spawn(serve(admin, admin::router(Arc::clone(&app)), stopped));
+    let (shutdown_admin, admin_stopped) = watch::channel(false);
+    let admin = tokio::spawn(serve(admin, admin::router(Arc::clone(&app)), admin_stopped));
     tracing::info!(%address, %admin_address, workers = workers.len(), "tollgate serving");
     Ok(Running {
         address,
         admin_address,
         app,
         shutdown,
+        shutdown_admin,
         admin,
         workers,
     })
+}
+
+/// Fails when another process listens on `address` already: with
+/// `SO_REUSEPORT`, a second gateway would otherwise share the port silently
+/// and split its clients between two budgets.
+fn ensure_port_free(address: SocketAddr) -> std::io::Result<()> {
+    if address.port() == 0 {
+        return Ok(());
+    }
+    std::net::TcpListener::bind(address).map(drop)
 }
 
 /// A nonblocking listening socket on `address` that other sockets may share.

@@ -64,7 +64,12 @@ impl Proxy {
                 );
             }
         };
-        let original_host = request.headers().get(HOST).cloned();
+        let client_version = request.version();
+        let original_host = request.headers().get(HOST).cloned().or_else(|| {
+            // HTTP/2 clients name the host in the URI, not in `Host`.
+            let authority = request.uri().authority()?;
+            HeaderValue::from_str(authority.as_str()).ok()
+        });
         let headers = request.headers_mut();
         remove_hop_by_hop(headers);
         headers.remove(HOST);
@@ -82,6 +87,9 @@ impl Proxy {
             Ok(Ok(response)) => {
                 let (mut parts, body) = response.into_parts();
                 remove_hop_by_hop(&mut parts.headers);
+                // The client's protocol, not the upstream's: an HTTP/1.0
+                // upstream must not end the client's keep-alive.
+                parts.version = client_version;
                 Response::from_parts(parts, Body::new(body))
             }
             Ok(Err(error)) => {
@@ -134,12 +142,20 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Appends the client to `X-Forwarded-For`.
+/// Appends the client to `X-Forwarded-For` (every line of it, in order).
 fn append_forwarded_for(headers: &mut HeaderMap, client_ip: IpAddr) {
     let name = HeaderName::from_static("x-forwarded-for");
-    let chain = match headers.get(&name).and_then(|value| value.to_str().ok()) {
-        Some(existing) if !existing.trim().is_empty() => format!("{existing}, {client_ip}"),
-        _ => client_ip.to_string(),
+    let existing: Vec<&str> = headers
+        .get_all(&name)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .map(str::trim)
+        .filter(|value| !value.is_empty())
+        .collect();
+    let chain = if existing.is_empty() {
+        client_ip.to_string()
+    } else {
+        format!("{}, {client_ip}", existing.join(", "))
     };
     if let Ok(value) = HeaderValue::from_str(&chain) {
         headers.insert(name, value);
@@ -170,5 +186,12 @@ mod tests {
         assert_eq!(headers["x-forwarded-for"], "192.0.2.7");
         append_forwarded_for(&mut headers, "10.0.0.1".parse().unwrap());
         assert_eq!(headers["x-forwarded-for"], "192.0.2.7, 10.0.0.1");
+        headers.append("x-forwarded-for", HeaderValue::from_static("198.51.100.7"));
+        append_forwarded_for(&mut headers, "10.0.0.2".parse().unwrap());
+        assert_eq!(
+            headers["x-forwarded-for"],
+            "192.0.2.7, 10.0.0.1, 198.51.100.7, 10.0.0.2"
+        );
+        assert_eq!(headers.get_all("x-forwarded-for").iter().count(), 1);
     }
 }

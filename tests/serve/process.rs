@@ -11,6 +11,7 @@ pub struct Process {
     pub child: Child,
     pub logs: Lines<BufReader<ChildStderr>>,
     pub address: String,
+    pub admin_address: String,
 }
 
 impl Process {
@@ -28,10 +29,15 @@ impl Process {
         let mut logs = BufReader::new(child.stderr.take().unwrap()).lines();
         let serving = Process::wait_for(&mut logs, "tollgate serving").await;
         let address = serving["fields"]["address"].as_str().unwrap().to_owned();
+        let admin_address = serving["fields"]["admin_address"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         Process {
             child,
             logs,
             address,
+            admin_address,
         }
     }
 

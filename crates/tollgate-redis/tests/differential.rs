@@ -67,8 +67,9 @@ proptest! {
         let runtime = runtime();
         let gateway = Gateway::new(&config(plan), Resolution::Microseconds).unwrap();
         let route_policy = gateway.prepare(route).unwrap();
-        let mut redis_config = RedisConfig::new(url);
-        redis_config.prefix = support::prefix("differential");
+        let prefix = support::prefix("differential");
+        let mut redis_config = RedisConfig::new(url.clone());
+        redis_config.prefix = prefix.clone();
         redis_config.time = TimeSource::Redis;
         redis_config.minimum_ttl = Duration::from_secs(600);
         redis_config.timeout = Duration::from_secs(5);
@@ -99,6 +100,7 @@ proptest! {
                 prop_assert_eq!(got, expected, "{} units of {} at {}", units, key, now);
             }
         }
+        support::cleanup(&url, &prefix);
     }
 }
 
@@ -113,8 +115,9 @@ fn a_batch_of_10_to_the_15_costs_one_call_and_is_exact() {
         Policy::sliding_log(20, 60).unwrap(),
         Policy::token_bucket(60, 60, 5).unwrap(),
     ] {
+        let prefix = support::prefix("batch");
         let mut redis_config = RedisConfig::new(url.clone());
-        redis_config.prefix = support::prefix("batch");
+        redis_config.prefix = prefix.clone();
         let store = runtime
             .block_on(async { RedisStore::connect(redis_config, &config(policy)) })
             .unwrap();
@@ -133,5 +136,6 @@ fn a_batch_of_10_to_the_15_costs_one_call_and_is_exact() {
             (capacity, 1_000_000_000_000_000 - capacity)
         );
         assert_eq!(decision.remaining, Some(0));
+        support::cleanup(&url, &prefix);
     }
 }
