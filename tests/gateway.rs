@@ -509,15 +509,7 @@ async fn metrics_count_decisions_by_outcome_tier_and_route() {
     assert_eq!(gateway.status("/", "sk_m").await, 200);
     assert_eq!(gateway.status("/", "sk_m").await, 429);
     assert_eq!(gateway.status("/", "sk_m").await, 429);
-    let metrics = gateway
-        .client
-        .get(gateway.admin_url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = gateway.metrics().await;
     for line in [
         "tollgate_decisions_total{outcome=\"allowed\",tier=\"default\",route=\"metered\"} 1",
         "tollgate_decisions_total{outcome=\"rejected\",tier=\"default\",route=\"metered\"} 2",

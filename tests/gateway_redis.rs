@@ -119,15 +119,7 @@ async fn without_redis_requests_follow_the_failure_policy_and_resume_after() {
         header(&refused, "content-type").as_deref(),
         Some("application/problem+json")
     );
-    let metrics = open
-        .client
-        .get(open.admin_url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = open.metrics().await;
     assert!(
         metrics.contains("tollgate_store_failures_total{policy=\"fail_open\"}"),
         "{metrics}"

@@ -90,15 +90,7 @@ pub(crate) async fn handle(
             .into_response()
             .map(Body::new);
     }
-    let headers = match limit::admit(
-        &app,
-        &runtime,
-        route,
-        limit::RequestHead::of(&request),
-        peer,
-    )
-    .await
-    {
+    let headers = match limit::admit(&app, &runtime, route, request.headers(), peer).await {
         Ok(headers) => headers,
         Err(response) => return response,
     };

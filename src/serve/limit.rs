@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::response::Response;
-use http::{HeaderMap, Method, Request, StatusCode, Uri};
+use http::{HeaderMap, StatusCode};
 use tollgate_core::{Limit, LimitDecision, Redacted};
-use tollgate_tower::{Problem, RateLimitField, RequestParts, advertised_quota, record_denial};
+use tollgate_tower::{Problem, RateLimitField, advertised_quota, record_denial};
 
 use super::api_key::api_key;
 use super::app::App;
@@ -28,41 +28,23 @@ struct RouteLimit<'a> {
     key: String,
 }
 
-/// What the limits look at in a request (the body stays out of it: it is not
-/// `Sync`, and the limits never read it).
-pub(crate) struct RequestHead<'a> {
-    pub(crate) method: &'a Method,
-    pub(crate) uri: &'a Uri,
-    pub(crate) headers: &'a HeaderMap,
-}
-
-impl<'a> RequestHead<'a> {
-    pub(crate) fn of(request: &'a Request<Body>) -> Self {
-        RequestHead {
-            method: request.method(),
-            uri: request.uri(),
-            headers: request.headers(),
-        }
-    }
-}
-
 /// Checks a request against its limits. `Ok` holds the headers to add to the
 /// forwarded response; `Err` the response to send instead (401, 429, 503).
 pub(crate) async fn admit(
     app: &App,
     runtime: &Runtime,
     route: Option<&Route>,
-    request: RequestHead<'_>,
+    headers: &HeaderMap,
     peer: SocketAddr,
 ) -> Result<HeaderMap, Response> {
-    let key = api_key(request.headers).map_err(|reason| respond(Problem::unauthorized(reason)))?;
+    let key = api_key(headers).map_err(|reason| respond(Problem::unauthorized(reason)))?;
     let route_name = route.map_or(&runtime.demo_route, |route| &route.name);
     if app.store.is_exempt(key) {
         runtime.decisions.record(true, "exempt", route_name);
         return Ok(HeaderMap::new());
     }
     let route_limit =
-        route_limit(runtime, route, route_name, key, &request, peer).map_err(|()| {
+        route_limit(runtime, route, route_name, key, headers, peer).map_err(|()| {
             respond(Problem::unauthorized(format!(
                 "{route_name} is rate limited per tenant, and this API key has no tenant"
             )))
@@ -167,7 +149,7 @@ fn route_limit<'a>(
     route: Option<&'a Route>,
     route_name: &str,
     key: &str,
-    request: &RequestHead<'_>,
+    headers: &HeaderMap,
     peer: SocketAddr,
 ) -> Result<Option<RouteLimit<'a>>, ()> {
     let tenant = runtime.tenants.get(key);
@@ -184,20 +166,7 @@ fn route_limit<'a>(
     let value = match kind {
         RouteKey::Principal => key.to_owned(),
         RouteKey::Tenant => tenant.ok_or(())?.to_string(),
-        RouteKey::Ip => {
-            let mut extensions = http::Extensions::new();
-            extensions.insert(tollgate_tower::PeerAddr(peer));
-            let parts = RequestParts {
-                method: request.method,
-                uri: request.uri,
-                headers: request.headers,
-                extensions: &extensions,
-            };
-            runtime
-                .client_ip
-                .client_key(&parts)
-                .unwrap_or_else(|| peer.ip().to_string())
-        }
+        RouteKey::Ip => runtime.client_ip.client_key_of(peer.ip(), headers),
     };
     Ok(Some(RouteLimit {
         budget,

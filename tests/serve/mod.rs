@@ -134,6 +134,12 @@ impl Gateway {
         self.get(path, key).await.status().as_u16()
     }
 
+    /// The Prometheus text of the admin listener's `/metrics`.
+    pub async fn metrics(&self) -> String {
+        let response = self.client.get(self.admin_url("/metrics")).send();
+        response.await.unwrap().text().await.unwrap()
+    }
+
     /// An admin call with the right token.
     pub async fn admin(
         &self,

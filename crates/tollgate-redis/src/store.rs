@@ -361,14 +361,11 @@ impl RedisStore {
         &self,
         call: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(StoreError::Unavailable(error.to_string())),
-            Err(_) => Err(StoreError::Unavailable(format!(
-                "Redis did not answer within {} ms",
-                self.timeout.as_millis()
-            ))),
-        }
+        self.within(async {
+            call.await
+                .map_err(|error| StoreError::Unavailable(error.to_string()))
+        })
+        .await
     }
 
     async fn admin_call(&self, key: &str, command: &[&str]) -> Result<bool, StoreError> {

@@ -67,16 +67,9 @@ impl Shard {
         now: u64,
         units: u64,
     ) -> Option<Verdict> {
-        let (space, rule) = match policy {
-            Some(rule) => (KeySpace::Policy, *rule),
-            None if self.policies.is_exempt(hash, key) => {
-                self.allowed += u128::from(units);
-                return None;
-            }
-            None => (
-                KeySpace::Plan,
-                *self.policies.rule_for(self.tier(hash, key)),
-            ),
+        let Some((space, rule)) = self.rule_of(hash, key, policy) else {
+            self.allowed += u128::from(units);
+            return None;
         };
         self.tracked.evict_idle(now);
         let algorithm = rule.rule.policy.algorithm();
@@ -99,17 +92,31 @@ impl Shard {
         policy: Option<&VersionedRule>,
         now: u64,
     ) -> Option<Verdict> {
-        let (space, rule) = match policy {
-            Some(rule) => (KeySpace::Policy, rule),
-            None if self.policies.is_exempt(hash, key) => return None,
-            None => (KeySpace::Plan, self.policies.rule_for(self.tier(hash, key))),
-        };
+        let (space, rule) = self.rule_of(hash, key, policy)?;
         Some(
             match self.tracked.get(space, hash, key, now, rule.version) {
                 Some(tracked) => tracked.state.peek(&rule.rule, now),
                 None => State::new(rule.rule.policy.algorithm()).peek(&rule.rule, now),
             },
         )
+    }
+
+    /// The key space and rule limiting `key`: `policy` when given, else the
+    /// key's plan; `None` when the key is exempt from its plan.
+    fn rule_of(
+        &self,
+        hash: u64,
+        key: &str,
+        policy: Option<&VersionedRule>,
+    ) -> Option<(KeySpace, VersionedRule)> {
+        match policy {
+            Some(rule) => Some((KeySpace::Policy, *rule)),
+            None if self.policies.is_exempt(hash, key) => None,
+            None => Some((
+                KeySpace::Plan,
+                *self.policies.rule_for(self.tier(hash, key)),
+            )),
+        }
     }
 
     /// Counts `units` rejected without touching any state: a request refused by

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
 use forwarded_header_value::ForwardedStanza;
+use http::HeaderMap;
 use http::header::FORWARDED;
 use ipnet::{IpNet, Ipv6Net};
 
@@ -76,17 +77,21 @@ impl ClientIpResolver {
 
     /// The client's address, or `None` when the peer address is unknown.
     pub fn client_ip(&self, request: &RequestParts<'_>) -> Option<IpAddr> {
-        let mut client = peer_ip(request)?.to_canonical();
+        Some(self.client_ip_of(peer_ip(request)?, request.headers))
+    }
+
+    /// The client's address for a connection from `peer` carrying `headers`.
+    pub fn client_ip_of(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        let mut client = peer.to_canonical();
         if !self.is_trusted(client) {
-            return Some(client);
+            return client;
         }
         let name = match self.header {
             ForwardedHeader::XForwardedFor => "x-forwarded-for",
             ForwardedHeader::Forwarded => FORWARDED.as_str(),
         };
         // Lines in order, entries in order: walked from the right.
-        let lines: Vec<&[u8]> = request
-            .headers
+        let lines: Vec<&[u8]> = headers
             .get_all(name)
             .iter()
             .map(|value| value.as_bytes())
@@ -97,14 +102,22 @@ impl ClientIpResolver {
             .flat_map(|line| line.rsplit(|byte| *byte == b','));
         for hop in hops {
             let Some(hop) = self.parse_hop(hop) else {
-                return Some(client);
+                return client;
             };
             client = hop.to_canonical();
             if !self.is_trusted(client) {
-                return Some(client);
+                return client;
             }
         }
-        Some(client)
+        client
+    }
+
+    /// The bucket key of a connection from `peer` carrying `headers` (see
+    /// [`ClientIpResolver::client_key`]).
+    pub fn client_key_of(&self, peer: IpAddr, headers: &HeaderMap) -> String {
+        let mut key = String::new();
+        self.write_key(self.client_ip_of(peer, headers), &mut key);
+        key
     }
 
     /// The client's bucket key: the IPv4 address, or the IPv6 network of the
@@ -117,7 +130,18 @@ impl ClientIpResolver {
     /// Appends the client's bucket key to `out`; `false` when the peer is unknown.
     pub(crate) fn write_client_key(&self, request: &RequestParts<'_>, out: &mut String) -> bool {
         match self.client_ip(request) {
-            Some(IpAddr::V4(v4)) => {
+            Some(ip) => {
+                self.write_key(ip, out);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Appends `ip`'s bucket key to `out`.
+    fn write_key(&self, ip: IpAddr, out: &mut String) {
+        match ip {
+            IpAddr::V4(v4) => {
                 // Dotted quad without the formatting machinery: this is per request.
                 let mut digits = itoa::Buffer::new();
                 for (index, octet) in v4.octets().into_iter().enumerate() {
@@ -126,17 +150,15 @@ impl ClientIpResolver {
                     }
                     out.push_str(digits.format(octet));
                 }
-                true
             }
-            Some(IpAddr::V6(v6)) => {
+            IpAddr::V6(v6) => {
                 let network = Ipv6Net::new(v6, self.ipv6_prefix).map(|network| network.trunc());
-                match network {
+                // Writing to a String cannot fail.
+                let _ = match network {
                     Ok(network) => write!(out, "{network}"),
                     Err(_) => write!(out, "{v6}"),
-                }
-                .is_ok()
+                };
             }
-            None => false,
         }
     }
 

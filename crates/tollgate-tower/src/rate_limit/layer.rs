@@ -28,6 +28,9 @@ impl RouteLimit {
         let max_tracked_keys = self.route.shared.max_tracked_keys;
         let buckets = Buckets::new(&self.route.name, budget, max_tracked_keys);
         self.route.own = Some(Arc::new(buckets));
+        // The route's own budget overrides the host's: their buckets go unused.
+        self.route.host_tenant = None;
+        self.route.host_ip = None;
         self
     }
 
