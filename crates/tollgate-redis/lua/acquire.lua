@@ -1,15 +1,20 @@
 -- Requests held to their limits, one after another, each all or nothing:
--- concurrent requests share one call. ARGV: now in microseconds ('' for
--- Redis's own TIME), the shortest TTL to set in microseconds (0: exactly the
--- state's useful life), the number of requests; then per request: its number
--- of limits, its units (several limits take 1), a write flag ('1', or '0' to
--- only read), and per limit: the tier the caller expects ('*' for none to
--- check), the algorithm ('f', 's', 't'), limit, window (us), burst, rule
--- version. KEYS, three per limit in the same order: its state, its log list
--- (sliding log), its tier key (plans).
--- Returns per request either {{allowed, remaining, retry_after, reset_after},
--- ...} (one per limit), {'tier', index, actual} when a plan's tier is not the
--- one expected (nothing of that request is decided), or {'error', message}.
+-- concurrent requests share one call.
+--
+-- ARGV: now in microseconds ('' for Redis's own TIME); the shortest TTL to
+-- set in microseconds (0: exactly the state's useful life); the number of
+-- rules, then five fields per rule: algorithm ('f', 's', 't'), limit, window
+-- (us), burst, state version; then per request: its number of limits, its
+-- units (several limits take 1), a write flag ('1', or '0' to only read), and
+-- per limit: its rule (1-based) and the tier the caller expects ('*' for none
+-- to check).
+-- KEYS, per limit in the same order: its state; its log list when its rule is
+-- a sliding log; its tier key when a tier is expected.
+--
+-- Returns one flat array: per request, 0 followed by allowed, remaining,
+-- retry_after, reset_after of each limit; or 1, index, actual tier when a
+-- plan's tier is not the one expected (nothing of that request is decided);
+-- or 2, message.
 
 local now
 if ARGV[1] == '' then
@@ -20,60 +25,71 @@ else
 end
 minimum_ttl = tonumber(ARGV[2])
 
--- Limit, window and burst of each rule version, read once per call.
 local rules = {}
-local function rule(at)
-  local version = ARGV[at + 6]
-  local known = rules[version]
-  if known == nil then
-    known = {tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])}
-    rules[version] = known
-  end
-  return known[1], known[2], known[3], version
+local at = 4
+for index = 1, tonumber(ARGV[3]) do
+  rules[index] = {
+    ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), ARGV[at + 4],
+  }
+  at = at + 5
 end
 
--- One request whose limit fields start at ARGV[base + 1] and keys at
--- KEYS[first + 1].
-local function handle(limits, units, write, base, first)
-  local function field(index, offset)
-    return ARGV[base + (index - 1) * 6 + offset]
+-- Per limit of the request being decided: rule, state key, log key, state.
+local limit_rules, state_keys, log_keys, states = {}, {}, {}, {}
+
+local function decide(index, units, write)
+  local rule = limit_rules[index]
+  local algorithm = rule[1]
+  if algorithm == 'f' then
+    return fixed_window(state_keys[index], states[index], rule[5], rule[2], rule[3], now, units, write)
+  elseif algorithm == 's' then
+    return sliding_log(state_keys[index], log_keys[index], states[index], rule[5], rule[2], rule[3], now, units, write)
   end
-  local function key(index, offset)
-    return KEYS[first + (index - 1) * 3 + offset]
-  end
-  -- Each limit's state and tier, in one call each.
-  local states = {}
+  return token_bucket(state_keys[index], states[index], rule[5], rule[2], rule[3], rule[4], now, units, write)
+end
+
+-- One request of `limits` limits whose fields start at ARGV[at] and keys at
+-- KEYS[key]; appends its reply to `replies`.
+local function handle(replies, limits, units, write, at, key)
   for index = 1, limits do
-    local found = redis.call('MGET', key(index, 1), key(index, 3))
-    local expected = field(index, 1)
-    if expected ~= '*' then
+    local rule = rules[tonumber(ARGV[at])]
+    local expected = ARGV[at + 1]
+    at = at + 2
+    limit_rules[index] = rule
+    state_keys[index] = KEYS[key]
+    key = key + 1
+    if rule[1] == 's' then
+      log_keys[index] = KEYS[key]
+      key = key + 1
+    end
+    if expected == '*' then
+      states[index] = redis.call('GET', state_keys[index])
+    else
+      local found = redis.call('MGET', state_keys[index], KEYS[key])
+      key = key + 1
       local actual = found[2] or 'default'
       if actual ~= expected then
-        return {'tier', index, actual}
+        replies[#replies + 1] = 1
+        replies[#replies + 1] = index
+        replies[#replies + 1] = actual
+        return
       end
-    end
-    states[index] = found[1]
-  end
-  local function decide(index, units, write)
-    local algorithm = field(index, 2)
-    local limit, window, burst, version = rule(base + (index - 1) * 6)
-    local state = states[index]
-    if algorithm == 'f' then
-      return fixed_window(key(index, 1), state, version, limit, window, now, units, write)
-    elseif algorithm == 's' then
-      return sliding_log(key(index, 1), key(index, 2), state, version, limit, window, now, units, write)
-    else
-      return token_bucket(key(index, 1), state, version, limit, window, burst, now, units, write)
+      states[index] = found[1]
     end
   end
+  local n = #replies
   if limits == 1 then
     local allowed, remaining, retry_after, reset_after = decide(1, units, write)
-    return {{allowed, remaining, retry_after, reset_after}}
+    replies[n + 1] = 0
+    replies[n + 2] = allowed
+    replies[n + 3] = remaining
+    replies[n + 4] = retry_after
+    replies[n + 5] = reset_after
+    return
   end
   -- Several limits: check every one with nothing taken (writing the state
   -- back tidied, expired runs dropped, which changes no decision), then take
   -- one unit from each only if all allow it.
-  local results = {}
   local checks = {}
   local everyone = true
   for index = 1, limits do
@@ -84,35 +100,57 @@ local function handle(limits, units, write, base, first)
       everyone = false
     end
   end
+  local outcome = {0}
   for index = 1, limits do
-    if everyone or checks[index][1] < 1 then
-      local allowed, remaining, retry_after, reset_after = decide(index, 1, write)
-      results[index] = {allowed, remaining, retry_after, reset_after}
-    else
-      results[index] = {0, checks[index][1], 0, checks[index][2]}
+    local allowed, remaining, retry_after, reset_after = 0, checks[index][1], 0, checks[index][2]
+    if everyone or remaining < 1 then
+      allowed, remaining, retry_after, reset_after = decide(index, 1, write)
     end
+    outcome[#outcome + 1] = allowed
+    outcome[#outcome + 1] = remaining
+    outcome[#outcome + 1] = retry_after
+    outcome[#outcome + 1] = reset_after
   end
-  return results
+  for _, value in ipairs(outcome) do
+    n = n + 1
+    replies[n] = value
+  end
 end
 
 local replies = {}
-local base = 4
-local first = 0
-for request = 1, tonumber(ARGV[3]) do
-  local limits = tonumber(ARGV[base])
-  local units = tonumber(ARGV[base + 1])
-  local write = ARGV[base + 2] == '1'
+local key = 1
+local requests = tonumber(ARGV[at])
+at = at + 1
+for _ = 1, requests do
+  local limits = tonumber(ARGV[at])
+  local units = tonumber(ARGV[at + 1])
+  local write = ARGV[at + 2] == '1'
+  local fields = at + 3
   -- A failing request fails alone, not the call it shares.
-  local ok, reply = pcall(handle, limits, units, write, base + 2, first)
-  if ok then
-    replies[request] = reply
-  else
-    if type(reply) == 'table' and reply.err then
-      reply = reply.err
+  local before = #replies
+  local ok, failure = pcall(handle, replies, limits, units, write, fields, key)
+  if not ok then
+    for index = #replies, before + 1, -1 do
+      replies[index] = nil
     end
-    replies[request] = {'error', tostring(reply)}
+    if type(failure) == 'table' and failure.err then
+      failure = failure.err
+    end
+    replies[before + 1] = 2
+    replies[before + 2] = tostring(failure)
   end
-  base = base + 3 + limits * 6
-  first = first + limits * 3
+  -- Advance past this request's fields and keys.
+  for _ = 1, limits do
+    local rule = rules[tonumber(ARGV[fields])]
+    key = key + 1
+    if rule and rule[1] == 's' then
+      key = key + 1
+    end
+    if ARGV[fields + 1] ~= '*' then
+      key = key + 1
+    end
+    fields = fields + 2
+  end
+  at = fields
 end
 return replies

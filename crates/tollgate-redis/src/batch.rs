@@ -4,13 +4,16 @@
 //! of a small script's cost on running a script at all, so this multiplies the
 //! decisions it makes per second; a lone request still goes at once.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use redis::aio::ConnectionManager;
 use redis::{Script, Value};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::keys::KeyNames;
+use crate::plans::ScriptRule;
 use crate::script::{self, Reply};
 use tollgate_core::StoreError;
 
@@ -23,14 +26,10 @@ const MAX_IN_FLIGHT: usize = 2;
 /// One limit of a request, as the script takes it.
 #[derive(Clone, Debug)]
 pub(crate) struct LimitCall {
-    pub(crate) keys: [String; 3],
-    /// The tier the plan is expected on, `*` for a policy limit.
-    pub(crate) tier: String,
-    pub(crate) algorithm: &'static str,
-    pub(crate) limit: u64,
-    pub(crate) window: u64,
-    pub(crate) burst: u64,
-    pub(crate) version: String,
+    pub(crate) names: Arc<KeyNames>,
+    /// The tier the plan is expected on; `None` for a policy limit.
+    pub(crate) tier: Option<Arc<str>>,
+    pub(crate) rule: Arc<ScriptRule>,
 }
 
 /// One request: its limits, its units, whether it writes.
@@ -41,7 +40,9 @@ pub(crate) struct Request {
     pub(crate) write: bool,
 }
 
-/// Runs `requests` in one script call at `now` (`""`: Redis's time).
+/// Runs `requests` in one script call at `now` (`""`: Redis's time). The
+/// rules of the call are sent once each, the requests' limits name them by
+/// number (see `lua/acquire.lua`).
 pub(crate) async fn call(
     connection: &mut ConnectionManager,
     script: &Script,
@@ -49,48 +50,57 @@ pub(crate) async fn call(
     minimum_ttl: u64,
     requests: &[&Request],
 ) -> Result<Vec<Reply>, StoreError> {
+    let mut rules: HashMap<&str, usize> = HashMap::new();
+    let mut distinct: Vec<&ScriptRule> = Vec::new();
+    for limit in requests.iter().flat_map(|request| &request.limits) {
+        rules.entry(limit.rule.version.as_str()).or_insert_with(|| {
+            distinct.push(&limit.rule);
+            distinct.len()
+        });
+    }
     let mut invocation = script.prepare_invoke();
-    invocation.arg(now).arg(minimum_ttl).arg(requests.len());
+    invocation.arg(now).arg(minimum_ttl).arg(distinct.len());
+    for rule in &distinct {
+        invocation
+            .arg(rule.algorithm)
+            .arg(rule.limit)
+            .arg(rule.window)
+            .arg(rule.burst)
+            .arg(&rule.version);
+    }
+    invocation.arg(requests.len());
     for request in requests {
         invocation
             .arg(request.limits.len())
             .arg(request.units)
             .arg(if request.write { "1" } else { "0" });
         for limit in &request.limits {
-            let [state, log, tier] = &limit.keys;
+            let names = &limit.names;
             invocation
-                .key(state)
-                .key(log)
-                .key(tier)
-                .arg(&limit.tier)
-                .arg(limit.algorithm)
-                .arg(limit.limit)
-                .arg(limit.window)
-                .arg(limit.burst)
-                .arg(&limit.version);
+                .key(&names.state)
+                .arg(rules.get(limit.rule.version.as_str()).copied().unwrap_or(0));
+            if limit.rule.algorithm == "s" {
+                invocation.key(&names.log);
+            }
+            match &limit.tier {
+                Some(expected) => {
+                    invocation.key(&names.tier).arg(&**expected);
+                }
+                None => {
+                    invocation.arg("*");
+                }
+            }
         }
     }
     let reply: Value = invocation
         .invoke_async(connection)
         .await
         .map_err(|error| StoreError::Unavailable(error.to_string()))?;
-    let Value::Array(replies) = reply else {
-        return Err(unexpected());
-    };
-    if replies.len() != requests.len() {
-        return Err(unexpected());
-    }
-    replies
+    let shapes: Vec<usize> = requests
         .iter()
-        .zip(requests)
-        .map(|(reply, request)| match script::read_reply(reply) {
-            Some(Reply::Decided(outcomes)) if outcomes.len() == request.limits.len() => {
-                Ok(Reply::Decided(outcomes))
-            }
-            Some(other @ (Reply::Tier { .. } | Reply::Failed(_))) => Ok(other),
-            _ => Err(unexpected()),
-        })
-        .collect()
+        .map(|request| request.limits.len())
+        .collect();
+    script::read_replies(&reply, &shapes).ok_or_else(unexpected)
 }
 
 fn unexpected() -> StoreError {
@@ -110,6 +120,45 @@ impl Job {
     }
 }
 
+/// Takes the queued jobs into `batch`, up to [`MAX_BATCH`].
+fn drain(queue: &mut mpsc::UnboundedReceiver<Job>, batch: &mut Vec<Job>) {
+    while batch.len() < MAX_BATCH {
+        match queue.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
+/// The script calls under way and the requests they carry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct UnderWay {
+    calls: usize,
+    requests: usize,
+}
+
+impl UnderWay {
+    fn add(&mut self, requests: usize) {
+        self.calls += 1;
+        self.requests += requests;
+    }
+
+    fn remove(&mut self, requests: usize) {
+        self.calls = self.calls.saturating_sub(1);
+        self.requests = self.requests.saturating_sub(requests);
+    }
+
+    /// Whether a call of `queued` requests may start now: at once when none
+    /// is under way; beside calls under way (up to [`MAX_IN_FLIGHT`]) only
+    /// with at least half as many requests as they carry. Without that rule,
+    /// the first of many callers answered by a call would leave at once in a
+    /// call of its own and the rest would follow in ever smaller calls, each
+    /// paying the fixed cost of running a script.
+    fn may_start(&self, queued: usize) -> bool {
+        self.calls == 0 || (self.calls < MAX_IN_FLIGHT && queued * 2 >= self.requests)
+    }
+}
+
 /// The queue in front of the script calls of requests on Redis's time.
 #[derive(Debug, Clone)]
 pub(crate) struct Batcher {
@@ -126,34 +175,56 @@ impl Batcher {
     ) -> Self {
         let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
         tokio::spawn(async move {
-            let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+            // Calls and jobs under way, updated as calls finish.
+            let (under_way, mut watch_under_way) = watch::channel(UnderWay::default());
+            let under_way = Arc::new(under_way);
             let script = Arc::new(script);
-            while let Some(first) = queue.recv().await {
-                let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
-                    break;
-                };
+            let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
+            let mut open = true;
+            while open || !batch.is_empty() {
+                if batch.is_empty() {
+                    match queue.recv().await {
+                        Some(job) => batch.push(job),
+                        None => break,
+                    }
+                }
+                drain(&mut queue, &mut batch);
+                // Wait for a free call, or for a fair share of the requests
+                // behind the call under way (see `UnderWay::may_start`).
+                while !watch_under_way.borrow_and_update().may_start(batch.len()) {
+                    tokio::select! {
+                        changed = watch_under_way.changed() => {
+                            if changed.is_err() {
+                                break;
+                            }
+                        }
+                        job = queue.recv(), if open && batch.len() < MAX_BATCH => match job {
+                            Some(job) => {
+                                batch.push(job);
+                                drain(&mut queue, &mut batch);
+                            }
+                            None => open = false,
+                        },
+                    }
+                }
                 // Requests whose caller gave up (timed out) are not sent: the
                 // caller has answered without them.
                 let now_instant = Instant::now();
-                let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
-                if first.is_wanted(now_instant) {
-                    batch.push(first);
-                }
-                while batch.len() < MAX_BATCH {
-                    match queue.try_recv() {
-                        Ok(job) if job.is_wanted(now_instant) => batch.push(job),
-                        Ok(_) => {}
-                        Err(_) => break,
-                    }
-                }
-                let Some(deadline) = batch.iter().map(|job| job.deadline).min() else {
+                let jobs: Vec<Job> = batch
+                    .drain(..)
+                    .filter(|job| job.is_wanted(now_instant))
+                    .collect();
+                let Some(deadline) = jobs.iter().map(|job| job.deadline).min() else {
                     continue;
                 };
+                let size = jobs.len();
+                under_way.send_modify(|under_way| under_way.add(size));
+                let under_way = Arc::clone(&under_way);
                 let mut connection = connection.clone();
                 let script = Arc::clone(&script);
                 let now = now();
                 tokio::spawn(async move {
-                    let requests: Vec<&Request> = batch.iter().map(|job| &job.request).collect();
+                    let requests: Vec<&Request> = jobs.iter().map(|job| &job.request).collect();
                     // Given up when the first caller gives up: a call still
                     // waiting for a connection then must never run later.
                     let replies = tokio::time::timeout_at(
@@ -166,22 +237,22 @@ impl Batcher {
                             "Redis did not answer in time".into(),
                         ))
                     });
+                    under_way.send_modify(|under_way| under_way.remove(size));
                     match replies {
                         Ok(replies) => {
-                            for (job, reply) in batch.into_iter().zip(replies) {
+                            for (job, reply) in jobs.into_iter().zip(replies) {
                                 let _ = job.reply.send(Ok(reply));
                             }
                         }
                         Err(error) => {
                             let message = error.to_string();
-                            for job in batch {
+                            for job in jobs {
                                 let _ = job
                                     .reply
                                     .send(Err(StoreError::Unavailable(message.clone())));
                             }
                         }
                     }
-                    drop(permit);
                 });
             }
         });
@@ -206,5 +277,25 @@ impl Batcher {
         answer
             .await
             .map_err(|_| StoreError::Unavailable("the call was dropped".into()))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_call_waits_for_half_the_first_calls_requests() {
+        let idle = UnderWay::default();
+        assert!(idle.may_start(1), "a lone request goes at once");
+        let mut one = UnderWay::default();
+        one.add(32);
+        assert!(!one.may_start(15));
+        assert!(one.may_start(16));
+        one.add(16);
+        assert!(!one.may_start(MAX_BATCH), "two calls are under way");
+        one.remove(32);
+        one.remove(16);
+        assert_eq!(one, UnderWay::default());
     }
 }

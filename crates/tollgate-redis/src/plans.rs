@@ -90,9 +90,9 @@ pub(crate) fn check_exact(policy: &Policy) -> Result<(), PolicyError> {
 /// The plans in force.
 #[derive(Clone, Debug)]
 pub(crate) struct Plans {
-    pub(crate) default: ScriptRule,
+    pub(crate) default: Arc<ScriptRule>,
     pub(crate) generation: u64,
-    pub(crate) tiers: HashMap<Arc<str>, ScriptRule>,
+    pub(crate) tiers: HashMap<Arc<str>, Arc<ScriptRule>>,
     pub(crate) exempt: HashSet<String>,
 }
 
@@ -107,7 +107,8 @@ impl Plans {
             .iter()
             .map(|(name, policy)| {
                 let version = format!("t{}", canonical(policy));
-                Ok((Arc::from(name.as_str()), ScriptRule::new(*policy, version)?))
+                let rule = ScriptRule::new(*policy, version)?;
+                Ok((Arc::from(name.as_str()), Arc::new(rule)))
             })
             .collect::<Result<_, PolicyError>>()?;
         Ok(Plans {
@@ -123,7 +124,7 @@ impl Plans {
     }
 
     /// The rule of a key on `tier` (`default` or an unknown tier: the default).
-    pub(crate) fn rule_for(&self, tier: &str) -> &ScriptRule {
+    pub(crate) fn rule_for(&self, tier: &str) -> &Arc<ScriptRule> {
         if tier == DEFAULT_TIER {
             return &self.default;
         }
@@ -143,8 +144,9 @@ impl Plans {
     }
 }
 
-fn default_rule(policy: Policy, generation: u64) -> Result<ScriptRule, PolicyError> {
-    ScriptRule::new(policy, format!("d{generation}.{}", canonical(&policy)))
+fn default_rule(policy: Policy, generation: u64) -> Result<Arc<ScriptRule>, PolicyError> {
+    let version = format!("d{generation}.{}", canonical(&policy));
+    Ok(Arc::new(ScriptRule::new(policy, version)?))
 }
 
 /// A policy as text that every build and platform writes the same way, for

@@ -50,38 +50,44 @@ pub(crate) enum Reply {
     Failed(String),
 }
 
-/// Reads a reply; `None` when it is not of the script's shape.
-pub(crate) fn read_reply(value: &Value) -> Option<Reply> {
+/// Reads the acquire script's flat reply for requests of `shapes[i]` limits
+/// each: per request a status (0 decided, 1 tier, 2 failed) and its fields.
+/// `None` when the reply is not of that shape.
+pub(crate) fn read_replies(value: &Value, shapes: &[usize]) -> Option<Vec<Reply>> {
     let Value::Array(items) = value else {
         return None;
     };
-    if let [Value::BulkString(tag), message] = items.as_slice()
-        && tag.as_slice() == b"error"
-    {
-        return Some(Reply::Failed(text(message)?));
+    let mut items = items.iter();
+    let mut replies = Vec::with_capacity(shapes.len());
+    for &limits in shapes {
+        let reply = match integer(items.next()?)? {
+            0 => Reply::Decided(
+                (0..limits)
+                    .map(|_| {
+                        Some(Outcome {
+                            allowed: integer(items.next()?)?,
+                            remaining: integer(items.next()?)?,
+                            retry_after: integer(items.next()?)?,
+                            reset_after: integer(items.next()?)?,
+                        })
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+            1 => {
+                let index = usize::try_from(integer(items.next()?)?)
+                    .ok()?
+                    .checked_sub(1)?;
+                Reply::Tier {
+                    index,
+                    tier: text(items.next()?)?,
+                }
+            }
+            2 => Reply::Failed(text(items.next()?)?),
+            _ => return None,
+        };
+        replies.push(reply);
     }
-    if let [Value::BulkString(tag), index, tier] = items.as_slice()
-        && tag.as_slice() == b"tier"
-    {
-        let index = usize::try_from(integer(index)?).ok()?.checked_sub(1)?;
-        return Some(Reply::Tier {
-            index,
-            tier: text(tier)?,
-        });
-    }
-    items
-        .iter()
-        .map(|item| match item {
-            Value::Array(numbers) if numbers.len() == 4 => Some(Outcome {
-                allowed: integer(&numbers[0])?,
-                remaining: integer(&numbers[1])?,
-                retry_after: integer(&numbers[2])?,
-                reset_after: integer(&numbers[3])?,
-            }),
-            _ => None,
-        })
-        .collect::<Option<Vec<_>>>()
-        .map(Reply::Decided)
+    items.next().is_none().then_some(replies)
 }
 
 fn integer(value: &Value) -> Option<u64> {
@@ -104,35 +110,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_both_shapes_of_reply() {
-        let decided = Value::Array(vec![Value::Array(vec![
+    fn reads_every_shape_of_reply() {
+        let reply = Value::Array(vec![
+            Value::Int(0),
             Value::Int(1),
             Value::Int(4),
             Value::Int(0),
             Value::Int(60_000_000),
-        ])]);
-        assert_eq!(
-            read_reply(&decided),
-            Some(Reply::Decided(vec![Outcome {
-                allowed: 1,
-                remaining: 4,
-                retry_after: 0,
-                reset_after: 60_000_000
-            }]))
-        );
-        let tier = Value::Array(vec![
-            Value::BulkString(b"tier".to_vec()),
+            Value::Int(1),
             Value::Int(2),
             Value::BulkString(b"pro".to_vec()),
+            Value::Int(2),
+            Value::BulkString(b"WRONGTYPE".to_vec()),
         ]);
         assert_eq!(
-            read_reply(&tier),
-            Some(Reply::Tier {
-                index: 1,
-                tier: "pro".into()
-            })
+            read_replies(&reply, &[1, 2, 1]),
+            Some(vec![
+                Reply::Decided(vec![Outcome {
+                    allowed: 1,
+                    remaining: 4,
+                    retry_after: 0,
+                    reset_after: 60_000_000
+                }]),
+                Reply::Tier {
+                    index: 1,
+                    tier: "pro".into()
+                },
+                Reply::Failed("WRONGTYPE".into()),
+            ])
         );
-        assert_eq!(read_reply(&Value::Int(3)), None);
-        assert_eq!(read_reply(&Value::Array(vec![Value::Int(-1)])), None);
+        // Too short, too long, an unknown status, a negative number.
+        assert_eq!(read_replies(&reply, &[2, 2, 1]), None);
+        assert_eq!(read_replies(&reply, &[1, 2]), None);
+        assert_eq!(read_replies(&Value::Array(vec![Value::Int(3)]), &[1]), None);
+        let negative = Value::Array(vec![Value::Int(0), Value::Int(-1)]);
+        assert_eq!(read_replies(&negative, &[1]), None);
+        assert_eq!(read_replies(&Value::Int(3), &[1]), None);
     }
 }

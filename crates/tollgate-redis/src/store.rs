@@ -102,26 +102,18 @@ pub enum RedisStoreError {
 
 /// One limit of a call, as sent.
 struct Target {
-    names: KeyNames,
+    names: Arc<KeyNames>,
     /// The tier the plan is expected on; `None` for a policy limit.
     tier: Option<Arc<str>>,
-    rule: ScriptRule,
+    rule: Arc<ScriptRule>,
 }
 
 impl Target {
     fn call(&self) -> batch::LimitCall {
         batch::LimitCall {
-            keys: [
-                self.names.state.clone(),
-                self.names.log.clone(),
-                self.names.tier.clone(),
-            ],
-            tier: self.tier.as_deref().unwrap_or("*").to_owned(),
-            algorithm: self.rule.algorithm,
-            limit: self.rule.limit,
-            window: self.rule.window,
-            burst: self.rule.burst,
-            version: self.rule.version.clone(),
+            names: Arc::clone(&self.names),
+            tier: self.tier.clone(),
+            rule: Arc::clone(&self.rule),
         }
     }
 }
@@ -221,7 +213,7 @@ impl RedisStore {
             }
             targets.push(match limit {
                 Limit::Plan(key) => {
-                    let names = KeyNames::new(&self.prefix, Space::Plan, key);
+                    let names = Arc::new(KeyNames::new(&self.prefix, Space::Plan, key));
                     let tier = self.tiers.lock().get(&names.tier).cloned();
                     let tier = tier.unwrap_or_else(|| Arc::from(DEFAULT_TIER));
                     let rule = plans.rule_for(&tier).clone();
@@ -232,9 +224,9 @@ impl RedisStore {
                     }
                 }
                 Limit::Policy { key, policy } => Target {
-                    names: KeyNames::new(&self.prefix, Space::Policy, key),
+                    names: Arc::new(KeyNames::new(&self.prefix, Space::Policy, key)),
                     tier: None,
-                    rule: ScriptRule::for_prepared(policy)?,
+                    rule: Arc::new(ScriptRule::for_prepared(policy)?),
                 },
             });
         }
@@ -410,9 +402,9 @@ impl RedisStore {
         let rule = plans.rule_for(&tier).clone();
         let state = if exists {
             let target = Target {
-                names: names.clone(),
+                names: Arc::new(names),
                 tier: Some(Arc::from(tier.as_str())),
-                rule: rule.clone(),
+                rule: Arc::clone(&rule),
             };
             let request = batch::Request {
                 limits: vec![target.call()],
