@@ -29,7 +29,8 @@ pub(crate) struct ServeArguments {
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
     /// Keep the limits in Redis, shared by every gateway using it
-    /// (`redis://host:port`); overrides `[store] url` of the config.
+    /// (`redis://host:port`, or `redis-cluster://host:port,host:port` for a
+    /// Redis Cluster); overrides `[store] url` of the config.
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
     /// Log format on stderr; the level comes from RUST_LOG (default info).

@@ -1,5 +1,6 @@
 //! `tollgate serve` with its limits in Redis: three gateway processes share one
-//! budget; when Redis is gone, requests follow the failure policy.
+//! budget, on one Redis server or a Redis Cluster; when Redis is gone, requests
+//! follow the failure policy.
 
 mod serve;
 
@@ -22,13 +23,28 @@ async fn passes_through_three_gateways(
     name: &str,
 ) -> usize {
     let prefix = redis_support::prefix(name);
+    let passed = through_three_gateways(url, &prefix, upstream, policy, "", name).await;
+    redis_support::cleanup(url, &prefix);
+    passed
+}
+
+/// Three gateways under `prefix` with the plan limit `policy` and the route
+/// settings `route`: how many of 120 requests at once pass.
+async fn through_three_gateways(
+    url: &str,
+    prefix: &str,
+    upstream: &Upstream,
+    policy: &str,
+    route: &str,
+    name: &str,
+) -> usize {
     let mut gateways = Vec::new();
     for index in 0..3 {
         let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{index}.toml"));
         let text = config(&format!(
             "[store]\nurl = \"{url}\"\nprefix = \"{prefix}\"\ntimeout = \"2s\"\nfailure = \"fail_closed\"\n\
              [limits.default_policy]\n{policy}\n\
-             [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+             [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n{route}\n",
             upstream.address
         ));
         std::fs::write(&path, text).unwrap();
@@ -51,7 +67,6 @@ async fn passes_through_three_gateways(
         assert!(status == 200 || status == 429, "{status}");
         passed += usize::from(status == 200);
     }
-    redis_support::cleanup(url, &prefix);
     passed
 }
 
@@ -81,6 +96,35 @@ async fn three_gateways_on_one_redis_share_one_budget_on_every_algorithm() {
         assert_eq!(passed, 20, "{name}");
     }
     assert_eq!(upstream.requests(), 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_gateways_on_a_redis_cluster_share_plan_and_route_budgets() {
+    let Some(url) = redis_support::redis_cluster_url() else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let prefix = redis_support::prefix("cluster-gateways");
+    // The plan allows 20 per hour; the route 10 per client IP (a bucket of 10,
+    // one more a minute): the route refuses first, and its refusals take
+    // nothing from the plan, whose keys sit in another slot.
+    let plan = "algorithm = \"fixed_window\"\nlimit = 20\nwindow_s = 3600";
+    let route = "rpm = 1\nburst = 10\nkey = \"ip\"";
+    let passed =
+        through_three_gateways(&url, &prefix, &upstream, plan, route, "cluster-gateways").await;
+    assert_eq!(passed, 10);
+    assert_eq!(upstream.requests(), 10);
+    let mut redis = tollgate_redis::RedisConfig::new(url.as_str());
+    redis.prefix = prefix.clone();
+    redis.timeout = Duration::from_secs(2);
+    let limits = tollgate_core::GatewayConfig {
+        default_policy: tollgate_core::Policy::fixed_window(20, 3600).unwrap(),
+        ..tollgate_core::GatewayConfig::default()
+    };
+    let store = tollgate_redis::RedisStore::connect(redis, &limits).unwrap();
+    let plan = tollgate_core::Store::inspect(&store, "sk_a").await.unwrap();
+    assert_eq!(plan.state.unwrap().remaining, Some(10), "20 - 10");
+    redis_support::cleanup(&url, &prefix);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

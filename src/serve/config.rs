@@ -56,8 +56,10 @@ pub struct ServeConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
-    /// `redis://host:port[/db]` to share limits with every gateway using the
-    /// same Redis and prefix; absent: in memory, in this process.
+    /// `redis://host:port[/db]` (a Redis server) or
+    /// `redis-cluster://host:port[,host:port...]` (seed nodes of a Redis
+    /// Cluster) to share limits with every gateway using the same Redis and
+    /// prefix; absent: in memory, in this process.
     #[serde(default)]
     pub url: Option<String>,
     /// Prefix of every Redis key. Default `tollgate`.

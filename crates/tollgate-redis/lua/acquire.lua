@@ -11,8 +11,8 @@
 -- KEYS, per limit in the same order: its state; its log list when its rule is
 -- a sliding log; its tier key when a tier is expected.
 --
--- Returns one flat array: per request, 0 followed by allowed, remaining,
--- retry_after, reset_after of each limit; or 1, index, actual tier when a
+-- Returns one flat array: per request, 0 and the time decided at (us)
+-- followed by allowed, remaining, retry_after, reset_after of each limit; or 1, index, actual tier when a
 -- plan's tier is not the one expected (nothing of that request is decided);
 -- or 2, message.
 
@@ -81,10 +81,11 @@ local function handle(replies, limits, units, write, at, key)
   if limits == 1 then
     local allowed, remaining, retry_after, reset_after = decide(1, units, write)
     replies[n + 1] = 0
-    replies[n + 2] = allowed
-    replies[n + 3] = remaining
-    replies[n + 4] = retry_after
-    replies[n + 5] = reset_after
+    replies[n + 2] = now
+    replies[n + 3] = allowed
+    replies[n + 4] = remaining
+    replies[n + 5] = retry_after
+    replies[n + 6] = reset_after
     return
   end
   -- Several limits: check every one with nothing taken (writing the state
@@ -100,7 +101,7 @@ local function handle(replies, limits, units, write, at, key)
       everyone = false
     end
   end
-  local outcome = {0}
+  local outcome = {0, now}
   for index = 1, limits do
     local allowed, remaining, retry_after, reset_after = 0, checks[index][1], 0, checks[index][2]
     if everyone or remaining < 1 then

@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::connection::Connection;
 use crate::keys::KeyNames;
 use crate::plans::ScriptRule;
 use crate::script::{self, Reply};
@@ -44,7 +44,7 @@ pub(crate) struct Request {
 /// rules of the call are sent once each, the requests' limits name them by
 /// number (see `lua/acquire.lua`).
 pub(crate) async fn call(
-    connection: &mut ConnectionManager,
+    connection: &mut Connection,
     script: &Script,
     now: &str,
     minimum_ttl: u64,
@@ -168,7 +168,7 @@ pub(crate) struct Batcher {
 impl Batcher {
     /// Starts the dispatcher; it stops when the batcher is dropped.
     pub(crate) fn start(
-        connection: ConnectionManager,
+        connection: Connection,
         script: Script,
         now: Arc<dyn Fn() -> String + Send + Sync>,
         minimum_ttl: u64,

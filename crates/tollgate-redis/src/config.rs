@@ -28,7 +28,9 @@ impl std::fmt::Debug for TimeSource {
 /// The Redis store's settings.
 #[derive(Clone, Debug)]
 pub struct RedisConfig {
-    /// `redis://[user:password@]host:port[/db]`.
+    /// `redis://[user:password@]host:port[/db]` for a Redis server, or
+    /// `redis-cluster://[user:password@]host:port[,host:port...]` for a Redis
+    /// Cluster (some of its nodes; the rest are discovered).
     pub url: String,
     /// Prefix of every key the store writes. Default `tollgate`.
     pub prefix: String,

@@ -45,6 +45,17 @@ impl KeyNames {
     }
 }
 
+impl KeyNames {
+    /// The hash tag: keys of limits with the same tag sit in one cluster slot.
+    pub(crate) fn hash_tag(&self) -> &str {
+        let start = self.state.find('{').map_or(0, |at| at + 1);
+        let end = self.state[start..]
+            .find('}')
+            .map_or(self.state.len(), |at| start + at);
+        &self.state[start..end]
+    }
+}
+
 /// The key holding the shared default policy and its generation.
 pub(crate) fn config_key(prefix: &str) -> String {
     format!("{prefix}:config")
@@ -60,6 +71,8 @@ mod tests {
         let tag = |name: &str| name[name.find('{').unwrap()..=name.find('}').unwrap()].to_owned();
         assert_eq!(tag(&names.state), tag(&names.log));
         assert_eq!(tag(&names.state), tag(&names.tier));
+        assert_eq!(format!("{{{}}}", names.hash_tag()), tag(&names.state));
+        assert_eq!(names.hash_tag().len(), 32);
         assert!(!names.state.contains("secret"));
         assert!(names.state.starts_with("tg:{") && names.state.ends_with("}:s"));
         // The same text in the two spaces is two keys.

@@ -26,9 +26,12 @@
 
 mod batch;
 mod config;
+mod connection;
+mod count;
 mod keys;
 mod plans;
 mod script;
+mod split;
 mod store;
 
 pub use config::{RedisConfig, TimeSource};

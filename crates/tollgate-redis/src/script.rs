@@ -14,6 +14,16 @@ pub(crate) fn acquire() -> Script {
     ))
 }
 
+/// The refund script: gives back what a request took from one limit (see
+/// `lua/refund.lua`).
+pub(crate) fn refund() -> Script {
+    Script::new(concat!(
+        include_str!("../lua/common.lua"),
+        include_str!("../lua/sliding_log.lua"),
+        include_str!("../lua/refund.lua"),
+    ))
+}
+
 /// The admin script: tier assignment and reset.
 pub(crate) fn admin() -> Script {
     Script::new(include_str!("../lua/admin.lua"))
@@ -31,6 +41,8 @@ pub(crate) fn configure() -> Script {
 /// What one limit decided, in microseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Outcome {
+    /// The time the request was decided at.
+    pub(crate) at: u64,
     pub(crate) allowed: u64,
     pub(crate) remaining: u64,
     pub(crate) retry_after: u64,
@@ -61,18 +73,22 @@ pub(crate) fn read_replies(value: &Value, shapes: &[usize]) -> Option<Vec<Reply>
     let mut replies = Vec::with_capacity(shapes.len());
     for &limits in shapes {
         let reply = match integer(items.next()?)? {
-            0 => Reply::Decided(
-                (0..limits)
-                    .map(|_| {
-                        Some(Outcome {
-                            allowed: integer(items.next()?)?,
-                            remaining: integer(items.next()?)?,
-                            retry_after: integer(items.next()?)?,
-                            reset_after: integer(items.next()?)?,
+            0 => {
+                let at = integer(items.next()?)?;
+                Reply::Decided(
+                    (0..limits)
+                        .map(|_| {
+                            Some(Outcome {
+                                at,
+                                allowed: integer(items.next()?)?,
+                                remaining: integer(items.next()?)?,
+                                retry_after: integer(items.next()?)?,
+                                reset_after: integer(items.next()?)?,
+                            })
                         })
-                    })
-                    .collect::<Option<Vec<_>>>()?,
-            ),
+                        .collect::<Option<Vec<_>>>()?,
+                )
+            }
             1 => {
                 let index = usize::try_from(integer(items.next()?)?)
                     .ok()?
@@ -113,6 +129,7 @@ mod tests {
     fn reads_every_shape_of_reply() {
         let reply = Value::Array(vec![
             Value::Int(0),
+            Value::Int(1_800_000_000_000_000),
             Value::Int(1),
             Value::Int(4),
             Value::Int(0),
@@ -127,6 +144,7 @@ mod tests {
             read_replies(&reply, &[1, 2, 1]),
             Some(vec![
                 Reply::Decided(vec![Outcome {
+                    at: 1_800_000_000_000_000,
                     allowed: 1,
                     remaining: 4,
                     retry_after: 0,
@@ -143,7 +161,7 @@ mod tests {
         assert_eq!(read_replies(&reply, &[2, 2, 1]), None);
         assert_eq!(read_replies(&reply, &[1, 2]), None);
         assert_eq!(read_replies(&Value::Array(vec![Value::Int(3)]), &[1]), None);
-        let negative = Value::Array(vec![Value::Int(0), Value::Int(-1)]);
+        let negative = Value::Array(vec![Value::Int(0), Value::Int(5), Value::Int(-1)]);
         assert_eq!(read_replies(&negative, &[1]), None);
         assert_eq!(read_replies(&Value::Int(3), &[1]), None);
     }

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 use tollgate_core::{
     DEFAULT_TIER, Decision, GatewayConfig, KeyReport, Limit, LimitDecision, Policy, PolicyError,
@@ -17,9 +16,12 @@ use tollgate_core::{
 
 use crate::batch::{self, Batcher};
 use crate::config::{RedisConfig, TimeSource};
+use crate::connection::{Connection, Target as RedisTarget};
+use crate::count;
 use crate::keys::{KeyNames, Space, config_key};
 use crate::plans::{Plans, ScriptRule, check_exact};
 use crate::script::{self, Reply};
+use crate::split;
 
 /// The most units one script call takes (the scripts' exact range); larger
 /// batches are sent as this many: no limit is larger, so nothing changes.
@@ -42,14 +44,17 @@ const TIER_CACHE: usize = 100_000;
 /// come from each process's configuration. `stats` counts this process's
 /// decisions; its `tracked_keys` scans Redis.
 pub struct RedisStore {
-    connection: ConnectionManager,
+    connection: Connection,
     acquire: Script,
+    refund: Script,
     admin: Script,
     configure: Script,
     prefix: String,
     timeout: Duration,
     minimum_ttl_us: u64,
     batcher: Batcher,
+    /// Microseconds as text for a script call; empty for Redis's `TIME`.
+    now: Arc<dyn Fn() -> String + Send + Sync>,
     plans: Arc<ArcSwap<Plans>>,
     tiers: Mutex<HashMap<String, Arc<str>>>,
     allowed: AtomicU64,
@@ -128,14 +133,8 @@ impl RedisStore {
     /// [`RedisStoreError`] for a bad URL or a policy the scripts cannot compute
     /// exactly.
     pub fn connect(config: RedisConfig, limits: &GatewayConfig) -> Result<Self, RedisStoreError> {
-        let client = redis::Client::open(config.url.as_str())
-            .map_err(|error| RedisStoreError::Url(error.to_string()))?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(config.timeout))
-            .set_connection_timeout(Some(config.timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
+        let target = RedisTarget::parse(&config.url).map_err(RedisStoreError::Url)?;
+        let (connection, client) = Connection::open(&target, config.timeout)
             .map_err(|error| RedisStoreError::Url(error.to_string()))?;
         let plans =
             Plans::new(limits, limits.default_policy, 0).map_err(RedisStoreError::Policy)?;
@@ -155,16 +154,23 @@ impl RedisStore {
                 Arc::new(move || (clock.now_nanos() / 1000).to_string())
             }
         };
-        let batcher = Batcher::start(connection.clone(), script::acquire(), now, minimum_ttl_us);
+        let batcher = Batcher::start(
+            connection.clone(),
+            script::acquire(),
+            Arc::clone(&now),
+            minimum_ttl_us,
+        );
         Ok(RedisStore {
             connection,
             acquire: script::acquire(),
+            refund: script::refund(),
             admin: script::admin(),
             configure: script::configure(),
             prefix: config.prefix,
             timeout: config.timeout,
             minimum_ttl_us,
             batcher,
+            now,
             plans,
             tiers: Mutex::new(HashMap::new()),
             allowed: AtomicU64::new(0),
@@ -276,25 +282,39 @@ impl RedisStore {
                 units: units.min(MAX_SCRIPT_UNITS),
                 write: true,
             };
-            let reply = match now {
-                // Replayed times go alone: a call has one `now`.
-                Some(now) => {
-                    let mut connection = self.connection.clone();
-                    let now = now.to_string();
-                    let requests = [&request];
-                    let call = batch::call(
-                        &mut connection,
-                        &self.acquire,
-                        &now,
-                        self.minimum_ttl_us,
-                        &requests,
-                    );
-                    self.before(deadline, call).await?.pop()
-                }
-                None => Some(
+            let spread = targets
+                .windows(2)
+                .any(|pair| pair[0].names.hash_tag() != pair[1].names.hash_tag());
+            let reply = if self.connection.is_cluster() && spread {
+                // Limits in different cluster slots: decided in steps.
+                let now = now.map_or_else(|| (self.now)(), |now| now.to_string());
+                let scripts = split::Scripts {
+                    acquire: &self.acquire,
+                    refund: &self.refund,
+                    now: &now,
+                    minimum_ttl: self.minimum_ttl_us,
+                };
+                let call = split::acquire(&self.connection, &scripts, &request.limits);
+                Some(self.before(deadline, call).await?)
+            } else if self.connection.is_cluster() || now.is_some() {
+                // Replayed times go alone (a call has one `now`), and so does
+                // every request in a cluster (a call reaches one slot).
+                let now = now.map_or_else(|| (self.now)(), |now| now.to_string());
+                let mut connection = self.connection.clone();
+                let requests = [&request];
+                let call = batch::call(
+                    &mut connection,
+                    &self.acquire,
+                    &now,
+                    self.minimum_ttl_us,
+                    &requests,
+                );
+                self.before(deadline, call).await?.pop()
+            } else {
+                Some(
                     self.before(deadline, self.batcher.submit(request, deadline))
                         .await?,
-                ),
+                )
             };
             match reply {
                 Some(Reply::Decided(outcomes)) => return Ok(outcomes),
@@ -448,16 +468,8 @@ impl RedisStore {
         {
             return Ok(count);
         }
-        let mut connection = self.connection.clone();
         let pattern = format!("{}:{{*}}:s", glob_escaped(&self.prefix));
-        let scan = async {
-            let mut keys = connection.scan_match::<_, String>(&pattern).await?;
-            let mut count = 0u64;
-            while keys.next().await.is_some() {
-                count += 1;
-            }
-            Ok::<u64, redis::RedisError>(count)
-        };
+        let scan = count::count_keys(&self.connection, &pattern);
         // A scan visits every key: allow it more time than one decision.
         match tokio::time::timeout(self.timeout * 100, scan).await {
             Ok(Ok(count)) => {
@@ -560,14 +572,14 @@ impl Store for RedisStore {
 /// five seconds, in case a message was missed while disconnected).
 async fn sync_default_policy(
     client: redis::Client,
-    mut connection: ConnectionManager,
+    mut connection: Connection,
     prefix: String,
     configured: Policy,
     plans: Arc<ArcSwap<Plans>>,
 ) {
     let key = config_key(&prefix);
     let json = serde_json::to_string(&configured).unwrap_or_default();
-    let refresh = async |connection: &mut ConnectionManager| {
+    let refresh = async |connection: &mut Connection| {
         let _: redis::RedisResult<bool> = connection.hset_nx(&key, "policy", &json).await;
         let read: redis::RedisResult<(Option<String>, Option<u64>)> = redis::cmd("HMGET")
             .arg(&key)

@@ -33,6 +33,53 @@ pub fn redis_url() -> Option<String> {
     }
 }
 
+/// The Redis Cluster URL (`redis-cluster://host:port,...`) from
+/// `REDIS_CLUSTER_URL`, or `None` (after saying why) when the cluster tests are
+/// skipped; under `CI=true` a missing or unreachable cluster fails them.
+pub fn redis_cluster_url() -> Option<String> {
+    let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
+    let url = match std::env::var("REDIS_CLUSTER_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ if in_ci => {
+            panic!("REDIS_CLUSTER_URL is not set: CI must provide a Redis Cluster (see .ci/run)")
+        }
+        _ => {
+            eprintln!(
+                "skipped: set REDIS_CLUSTER_URL to run the Redis Cluster tests; \
+                 `.ci/redis-cluster start DIR` starts a local cluster and prints it"
+            );
+            return None;
+        }
+    };
+    let reachable = cluster_nodes(&url).first().map(|node| {
+        redis::Client::open(node.as_str())
+            .and_then(|client| {
+                client.get_connection_with_timeout(std::time::Duration::from_secs(2))
+            })
+            .and_then(|mut connection| {
+                redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query::<String>(&mut connection)
+            })
+    });
+    match reachable {
+        Some(Ok(info)) if info.contains("cluster_state:ok") => Some(url),
+        other if in_ci => panic!("the Redis Cluster at {url} is not usable: {other:?}"),
+        other => {
+            eprintln!("skipped: the Redis Cluster at {url} is not usable ({other:?})");
+            None
+        }
+    }
+}
+
+/// The `redis://` URLs of the nodes of a `redis-cluster://` URL.
+pub fn cluster_nodes(url: &str) -> Vec<String> {
+    url.trim_start_matches("redis-cluster://")
+        .split(',')
+        .map(|node| format!("redis://{}", node.trim()))
+        .collect()
+}
+
 /// A key prefix of this test run alone.
 pub fn prefix(test: &str) -> String {
     static RUN: AtomicUsize = AtomicUsize::new(0);
@@ -135,15 +182,25 @@ impl Drop for OwnRedis {
     }
 }
 
-/// Deletes every key under `prefix` (tests call it when done).
+/// Deletes every key under `prefix` (tests call it when done), on a Redis
+/// server or on every node of a `redis-cluster://` URL.
 pub fn cleanup(url: &str, prefix: &str) {
-    let client = redis::Client::open(url).unwrap();
-    let mut connection = client.get_connection().unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
-        .query(&mut connection)
-        .unwrap();
-    if !keys.is_empty() {
-        let _: i64 = redis::cmd("DEL").arg(keys).query(&mut connection).unwrap();
+    let nodes = if url.starts_with("redis-cluster://") {
+        cluster_nodes(url)
+    } else {
+        vec![url.to_owned()]
+    };
+    for node in nodes {
+        let client = redis::Client::open(node.as_str()).unwrap();
+        let mut connection = client.get_connection().unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}:*"))
+            .query(&mut connection)
+            .unwrap();
+        // One DEL per key: on a cluster node keys of several slots cannot go
+        // in one command.
+        for key in keys {
+            let _: i64 = redis::cmd("DEL").arg(key).query(&mut connection).unwrap();
+        }
     }
 }

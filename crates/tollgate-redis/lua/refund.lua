@@ -1,0 +1,104 @@
+-- Gives back `units` a request took from one limit at time `at` and that it
+-- must not keep: a request whose limits sit in different cluster slots takes
+-- from each in turn, and gives back what it took when a later limit refuses
+-- (another gateway took the last unit between the check and the charge).
+-- KEYS: the state, the log list (sliding log). ARGV: now (us; '' for
+-- Redis's TIME), algorithm ('f', 's', 't'), limit, window (us), burst, state
+-- version, at (us, the time the charge was decided at, as the acquire script
+-- answered it), units, the shortest TTL (us). Returns the units given back (0 when the state has moved
+-- on: a new window, a new version, the run expired).
+--
+-- Exact when nothing else happened between the charge and the refund, and
+-- for the fixed window and the sliding log whatever happened; a token bucket
+-- that filled up completely in between (the units taken had refilled) keeps
+-- the refill, so it may hold up to `units` more tokens than had the request
+-- never been charged.
+
+local now
+if ARGV[1] == '' then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+else
+  now = tonumber(ARGV[1])
+end
+local algorithm = ARGV[2]
+local limit = tonumber(ARGV[3])
+local window = tonumber(ARGV[4])
+local burst = tonumber(ARGV[5])
+local version = ARGV[6]
+local at = tonumber(ARGV[7])
+local units = tonumber(ARGV[8])
+minimum_ttl = tonumber(ARGV[9])
+if now < at then
+  now = at
+end
+local state = redis.call('GET', KEYS[1])
+
+if algorithm == 'f' then
+  local index, count = read_state(state, version)
+  if not index or index ~= floor_div(at, window) or count < units then
+    return 0
+  end
+  count = count - units
+  local reset_after = 0
+  if count > 0 then
+    reset_after = (index + 1) * window - now
+  end
+  store(KEYS[1], string.format('%s:%d:%d', version, index, count), reset_after)
+  return units
+elseif algorithm == 's' then
+  local counted, newest = read_state(state, version)
+  if not counted or counted < units then
+    return 0
+  end
+  -- The run at `at`, searched from the newest back.
+  local length = redis.call('LLEN', KEYS[2])
+  for position = length - 1, 0, -1 do
+    local run = redis.call('LINDEX', KEYS[2], position)
+    local run_at, count = parse_run(run)
+    if run_at == nil or run_at < at then
+      return 0
+    end
+    if run_at == at then
+      if count < units then
+        return 0
+      end
+      if count == units then
+        redis.call('LREM', KEYS[2], 1, run)
+      else
+        redis.call('LSET', KEYS[2], position, string.format('%d:%d', at, count - units))
+      end
+      counted = counted - units
+      if counted == 0 then
+        redis.call('DEL', KEYS[1], KEYS[2])
+        return units
+      end
+      if run_at == newest and count == units then
+        newest = parse_run(redis.call('LINDEX', KEYS[2], -1)) or newest
+      end
+      local reset_after = newest + window - now
+      store(KEYS[1], string.format('%s:%d:%d', version, counted, newest), reset_after)
+      local ms = ttl_ms(reset_after)
+      if ms > 0 then
+        redis.call('PEXPIRE', KEYS[2], ms)
+      end
+      return units
+    end
+  end
+  return 0
+end
+
+-- The token bucket: move the time it is full again back by `units` tokens,
+-- no earlier than now (a full bucket).
+local t, r = read_state(state, version)
+if not t or t < now or (t == now and r == 0) or t - now > ceil_div(burst * window, limit) + 1 then
+  return 0
+end
+local deficit = (t - now) * limit + r - units * window
+if deficit <= 0 then
+  redis.call('DEL', KEYS[1])
+  return units
+end
+local carry = floor_div(deficit, limit)
+store(KEYS[1], string.format('%s:%d:%d', version, now + carry, deficit - carry * limit), ceil_div(deficit, limit))
+return units

@@ -1,0 +1,191 @@
+//! One connection to Redis, standalone or a Redis Cluster: a
+//! [`ConnectionLike`] that the scripts and commands run on either way. A
+//! cluster connection routes each command to the node serving its first key's
+//! slot (every key of one script call shares a hash tag, so one slot) and
+//! follows `MOVED` and `ASK` redirections.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+use tokio::sync::OnceCell;
+
+/// The scheme of a cluster URL: `redis-cluster://host:port[,host:port...]`.
+pub(crate) const CLUSTER_SCHEME: &str = "redis-cluster://";
+
+/// Where the store connects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// One Redis server: a `redis://` URL.
+    Standalone(String),
+    /// A Redis Cluster: `redis://` URLs of its seed nodes.
+    Cluster(Vec<String>),
+}
+
+impl Target {
+    /// Reads `redis://...` or `redis-cluster://[user:password@]host:port[,host:port...]`
+    /// (the credentials of the first node apply to every node).
+    pub(crate) fn parse(url: &str) -> Result<Target, String> {
+        let Some(nodes) = url.strip_prefix(CLUSTER_SCHEME) else {
+            return Ok(Target::Standalone(url.to_owned()));
+        };
+        let (credentials, nodes) = match nodes.rsplit_once('@') {
+            Some((credentials, nodes)) => (format!("{credentials}@"), nodes),
+            None => (String::new(), nodes),
+        };
+        let nodes: Vec<String> = nodes
+            .split(',')
+            .map(str::trim)
+            .filter(|node| !node.is_empty())
+            .map(|node| format!("redis://{credentials}{node}"))
+            .collect();
+        if nodes.is_empty() {
+            return Err(format!("{CLUSTER_SCHEME} needs at least one host:port"));
+        }
+        Ok(Target::Cluster(nodes))
+    }
+}
+
+/// A connection to a standalone Redis or to a cluster; cheap to clone (every
+/// clone shares the one multiplexed connection). Both connect lazily and
+/// reconnect on their own.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    Standalone(ConnectionManager),
+    Cluster(Arc<LazyCluster>),
+}
+
+/// A cluster connection made on first use (a failed attempt is retried by
+/// the next command).
+pub(crate) struct LazyCluster {
+    client: ClusterClient,
+    connection: OnceCell<ClusterConnection>,
+}
+
+impl Connection {
+    /// A connection to `target` with `timeout` per connection attempt and per
+    /// response, and a client for pub/sub (the first node's, for a cluster:
+    /// a cluster carries every `PUBLISH` to every node).
+    pub(crate) fn open(
+        target: &Target,
+        timeout: Duration,
+    ) -> Result<(Connection, redis::Client), redis::RedisError> {
+        match target {
+            Target::Standalone(url) => {
+                let client = redis::Client::open(url.as_str())?;
+                let config = ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(timeout))
+                    .set_connection_timeout(Some(timeout))
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_millis(500));
+                let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+                Ok((Connection::Standalone(connection), client))
+            }
+            Target::Cluster(nodes) => {
+                let pubsub = redis::Client::open(nodes[0].as_str())?;
+                let client = ClusterClient::builder(nodes.iter().map(String::as_str))
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    .retries(1)
+                    .build()?;
+                let lazy = LazyCluster {
+                    client,
+                    connection: OnceCell::new(),
+                };
+                Ok((Connection::Cluster(Arc::new(lazy)), pubsub))
+            }
+        }
+    }
+
+    /// Whether this is a cluster connection.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Connection::Cluster(_))
+    }
+
+    /// The cluster connection, made now if it is not yet.
+    pub(crate) async fn cluster(&self) -> redis::RedisResult<Option<ClusterConnection>> {
+        match self {
+            Connection::Standalone(_) => Ok(None),
+            Connection::Cluster(lazy) => lazy.connect().await.map(Some),
+        }
+    }
+}
+
+impl LazyCluster {
+    async fn connect(&self) -> redis::RedisResult<ClusterConnection> {
+        self.connection
+            .get_or_try_init(|| self.client.get_async_connection())
+            .await
+            .cloned()
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Standalone(connection) => connection.req_packed_command(cmd),
+            Connection::Cluster(lazy) => Box::pin(async move {
+                let mut connection = lazy.connect().await?;
+                connection.req_packed_command(cmd).await
+            }),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Standalone(connection) => {
+                connection.req_packed_commands(pipeline, offset, count)
+            }
+            Connection::Cluster(lazy) => Box::pin(async move {
+                let mut connection = lazy.connect().await?;
+                connection
+                    .req_packed_commands(pipeline, offset, count)
+                    .await
+            }),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Standalone(connection) => connection.get_db(),
+            Connection::Cluster(_) => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_standalone_and_cluster_urls() {
+        assert_eq!(
+            Target::parse("redis://127.0.0.1:6379/2"),
+            Ok(Target::Standalone("redis://127.0.0.1:6379/2".into()))
+        );
+        assert_eq!(
+            Target::parse("redis-cluster://10.0.0.1:7000, 10.0.0.2:7001"),
+            Ok(Target::Cluster(vec![
+                "redis://10.0.0.1:7000".into(),
+                "redis://10.0.0.2:7001".into()
+            ]))
+        );
+        assert_eq!(
+            Target::parse("redis-cluster://user:secret@h1:7000,h2:7001"),
+            Ok(Target::Cluster(vec![
+                "redis://user:secret@h1:7000".into(),
+                "redis://user:secret@h2:7001".into()
+            ]))
+        );
+        assert!(Target::parse("redis-cluster://").is_err());
+        assert!(Target::parse("redis-cluster://,").is_err());
+    }
+}

@@ -1,0 +1,295 @@
+//! The Redis store on a Redis Cluster (`REDIS_CLUSTER_URL`, started by
+//! `.ci/run`): keys spread over every node, each limit exact; a plan and a
+//! route budget in different slots decided all or nothing, also under races;
+//! tiers, resets, the shared default policy and the key count across nodes.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate_core::{GatewayConfig, Limit, ManualClock, Policy, PreparedPolicy, Store};
+use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+
+/// 2026-11-30T00:00:10Z in nanoseconds: ten seconds into a minute, so a
+/// 60-second window does not end during a test.
+const START: u64 = 1_796_083_210_000_000_000;
+
+fn store(url: &str, prefix: &str, clock: &Arc<ManualClock>) -> RedisStore {
+    let mut config = GatewayConfig::default(); // default 5 per 60 s; pro 20
+    config
+        .tiers
+        .insert("tiny".into(), Policy::fixed_window(2, 60).unwrap());
+    config
+        .tiers
+        .insert("wide".into(), Policy::fixed_window(1000, 60).unwrap());
+    config
+        .tiers
+        .insert("twenty".into(), Policy::sliding_log(20, 60).unwrap());
+    let mut redis = RedisConfig::new(url);
+    redis.prefix = prefix.to_owned();
+    redis.timeout = Duration::from_secs(2);
+    redis.time = TimeSource::Clock(Arc::clone(clock) as Arc<dyn tollgate_core::Clock>);
+    redis.minimum_ttl = Duration::from_secs(600);
+    RedisStore::connect(redis, &config).unwrap()
+}
+
+/// Limited keys' keys (`PREFIX:{DIGEST}:...`) on each node of the cluster.
+fn keys_per_node(url: &str, prefix: &str) -> Vec<usize> {
+    support::cluster_nodes(url)
+        .iter()
+        .map(|node| {
+            let mut connection = redis::Client::open(node.as_str())
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{prefix}:{{*"))
+                .query(&mut connection)
+                .unwrap();
+            keys.len()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn keys_spread_over_every_node_and_each_limit_is_exact() {
+    let Some(url) = support::redis_cluster_url() else {
+        return;
+    };
+    let prefix = support::prefix("cluster-spread");
+    let clock = Arc::new(ManualClock::new(START));
+    let store = store(&url, &prefix, &clock);
+    // 30 keys, 7 requests each, 5 per minute: 5 pass per key.
+    for key in 0..30 {
+        let name = format!("sk_spread_{key}");
+        let mut passed = 0;
+        for _ in 0..7 {
+            let decisions = store.acquire(&[Limit::Plan(&name)]).await.unwrap();
+            passed += decisions[0].decision.allowed;
+        }
+        assert_eq!(passed, 5, "{name}");
+    }
+    // Every node holds some of the 30 keys (3 nodes: the chance that one
+    // holds none is 3 x (2/3)^30, under 10^-4).
+    let per_node = keys_per_node(&url, &prefix);
+    assert_eq!(per_node.iter().sum::<usize>(), 30);
+    assert!(per_node.iter().all(|&keys| keys > 0), "{per_node:?}");
+    // stats counts the state keys on every node.
+    assert_eq!(store.stats().await.unwrap().tracked_keys, 30);
+    // A minute later, every key has its 5 again.
+    clock.advance(Duration::from_secs(60));
+    let decisions = store.acquire(&[Limit::Plan("sk_spread_0")]).await.unwrap();
+    assert_eq!(decisions[0].decision.remaining, Some(4));
+    support::cleanup(&url, &prefix);
+}
+
+#[tokio::test]
+async fn a_plan_and_a_route_in_different_slots_are_all_or_nothing() {
+    let Some(url) = support::redis_cluster_url() else {
+        return;
+    };
+    let prefix = support::prefix("cluster-split");
+    let clock = Arc::new(ManualClock::new(START));
+    let store = store(&url, &prefix, &clock);
+    // The route allows 3 per minute, the plan 5: the route refuses first and
+    // the plan is charged only for the 3 that passed.
+    let route = store.prepare(Policy::fixed_window(3, 60).unwrap()).unwrap();
+    let limits = [
+        Limit::Plan("sk_split"),
+        Limit::Policy {
+            key: "route:/orders",
+            policy: &route,
+        },
+    ];
+    for expected_remaining in [2, 1, 0] {
+        let decisions = store.acquire(&limits).await.unwrap();
+        assert!(decisions[0].decision.is_allowed());
+        assert!(decisions[1].decision.is_allowed());
+        assert_eq!(decisions[1].decision.remaining, Some(expected_remaining));
+    }
+    let refused = store.acquire(&limits).await.unwrap();
+    assert!(!refused[1].decision.is_allowed());
+    // 50 s left in the window (10 s into the minute).
+    assert_eq!(refused[1].decision.retry_after, Duration::from_secs(50));
+    assert_eq!(refused[0].decision.allowed, 0);
+    assert_eq!(refused[0].decision.remaining, Some(2), "plan: 5 - 3");
+    let report = store.inspect("sk_split").await.unwrap();
+    assert_eq!(report.state.unwrap().remaining, Some(2));
+
+    // The plan refuses first ("tiny": 2 per minute): the route is charged
+    // only for the 2 that passed.
+    store.assign_tier("sk_tiny", "tiny").await.unwrap();
+    let wide = store
+        .prepare(Policy::fixed_window(10, 60).unwrap())
+        .unwrap();
+    let limits = [
+        Limit::Plan("sk_tiny"),
+        Limit::Policy {
+            key: "route:/search",
+            policy: &wide,
+        },
+    ];
+    let mut passed = 0;
+    for _ in 0..4 {
+        let decisions = store.acquire(&limits).await.unwrap();
+        assert_eq!(decisions[0].tier.as_deref(), Some("tiny"));
+        passed += decisions[0].decision.allowed;
+    }
+    assert_eq!(passed, 2);
+    let route_only = [Limit::Policy {
+        key: "route:/search",
+        policy: &wide,
+    }];
+    let decisions = store.acquire(&route_only).await.unwrap();
+    assert_eq!(
+        decisions[0].decision.remaining,
+        Some(7),
+        "route: 10 - 2 - 1"
+    );
+
+    // A reset frees the plan again.
+    assert!(store.reset("sk_split").await.unwrap());
+    assert_eq!(store.inspect("sk_split").await.unwrap().state, None);
+    support::cleanup(&url, &prefix);
+}
+
+/// 64 requests at once for the plan of `key` and the route `route`: how many
+/// passed both (each must pass both or neither).
+async fn race(store: &Arc<RedisStore>, key: &'static str, route: &Arc<PreparedPolicy>) -> u64 {
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let store = Arc::clone(store);
+            let route = Arc::clone(route);
+            tokio::spawn(async move {
+                let limits = [
+                    Limit::Plan(key),
+                    Limit::Policy {
+                        key: "route:/race",
+                        policy: &route,
+                    },
+                ];
+                let decisions = store.acquire(&limits).await.unwrap();
+                let both = decisions[0].decision.is_allowed() && decisions[1].decision.is_allowed();
+                let neither =
+                    !decisions[0].decision.is_allowed() && !decisions[1].decision.is_allowed();
+                assert!(both || neither, "all or nothing: {decisions:?}");
+                u64::from(both)
+            })
+        })
+        .collect();
+    let mut passed = 0;
+    for task in tasks {
+        passed += task.await.unwrap();
+    }
+    passed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_across_slots_give_back_what_a_refusal_took() {
+    let Some(url) = support::redis_cluster_url() else {
+        return;
+    };
+    let prefix = support::prefix("cluster-race");
+    let clock = Arc::new(ManualClock::new(START));
+    let store = Arc::new(store(&url, &prefix, &clock));
+    // The route (10 per minute) refuses: most requests pass the check and
+    // race for its last units; those it refuses give the plan's unit back.
+    store.assign_tier("sk_race", "wide").await.unwrap();
+    let route = Arc::new(
+        store
+            .prepare(Policy::fixed_window(10, 60).unwrap())
+            .unwrap(),
+    );
+    assert_eq!(race(&store, "sk_race", &route).await, 10);
+    let plan = store.inspect("sk_race").await.unwrap();
+    assert_eq!(plan.state.unwrap().remaining, Some(990), "1000 - 10");
+
+    // Both refuse (a plan of 20 in a sliding log, a route of 10 in a token
+    // bucket): whatever the interleaving, each holds exactly the requests
+    // that passed both.
+    store.assign_tier("sk_both", "twenty").await.unwrap();
+    let bucket = Arc::new(
+        store
+            .prepare(Policy::token_bucket(1, 60, 10).unwrap())
+            .unwrap(),
+    );
+    let passed = race(&store, "sk_both", &bucket).await;
+    assert!((1..=10).contains(&passed), "{passed}");
+    let plan = store.inspect("sk_both").await.unwrap();
+    assert_eq!(plan.state.unwrap().remaining, Some(20 - passed));
+    let route_only = [Limit::Policy {
+        key: "route:/race",
+        policy: &bucket,
+    }];
+    let read = store.acquire(&route_only).await.unwrap();
+    // One more taken now, if any was left: 10 - passed - 1.
+    assert_eq!(
+        read[0].decision.allowed + read[0].decision.remaining.unwrap(),
+        10 - passed
+    );
+    support::cleanup(&url, &prefix);
+}
+
+#[tokio::test]
+async fn decisions_on_redis_time_leave_keys_with_ttls() {
+    let Some(url) = support::redis_cluster_url() else {
+        return;
+    };
+    // Redis's own TIME, the default: every node's clock.
+    let prefix = support::prefix("cluster-time");
+    let mut redis = RedisConfig::new(url.as_str());
+    redis.prefix = prefix.clone();
+    redis.timeout = Duration::from_secs(2);
+    let store = RedisStore::connect(redis, &GatewayConfig::default()).unwrap();
+    let decisions = store.acquire(&[Limit::Plan("sk_time")]).await.unwrap();
+    assert_eq!(decisions[0].decision.remaining, Some(4));
+    // The state key has a TTL, no longer than the 60-second window (the
+    // shared configuration, `PREFIX:config`, has none by design).
+    let mut states = 0;
+    for node in support::cluster_nodes(&url) {
+        for (key, ttl) in support::keys_and_ttls(&node, &prefix) {
+            if key.ends_with(":config") {
+                continue;
+            }
+            states += 1;
+            assert!(ttl > 0 && ttl <= 60_000, "{key}: {ttl}");
+        }
+    }
+    assert_eq!(states, 1);
+    support::cleanup(&url, &prefix);
+}
+
+#[tokio::test]
+async fn a_default_policy_replaced_through_one_gateway_reaches_another() {
+    let Some(url) = support::redis_cluster_url() else {
+        return;
+    };
+    let prefix = support::prefix("cluster-configure");
+    let clock = Arc::new(ManualClock::new(START));
+    let first = store(&url, &prefix, &clock);
+    let second = store(&url, &prefix, &clock);
+    let policy = Policy::fixed_window(2, 60).unwrap();
+    first.configure(policy).await.unwrap();
+    // The change travels through a Redis channel: wait for it to arrive.
+    let mut seen = None;
+    for _ in 0..200 {
+        seen = Some(second.default_policy().await.unwrap());
+        if seen == Some(policy) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(seen, Some(policy));
+    let mut passed = 0;
+    for _ in 0..4 {
+        passed += second
+            .acquire(&[Limit::Plan("sk_configured")])
+            .await
+            .unwrap()[0]
+            .decision
+            .allowed;
+    }
+    assert_eq!(passed, 2);
+    support::cleanup(&url, &prefix);
+}
