@@ -6,13 +6,14 @@
 -- rules, then five fields per rule: algorithm ('f', 's', 't'), limit, window
 -- (us), burst, state version; then per request: its number of limits, its
 -- units (several limits take 1), a write flag ('1', or '0' to only read), and
--- per limit: its rule (1-based) and the tier the caller expects ('*' for none
+-- per limit: its rule (1-based) and the tier the caller expects ('' for none
 -- to check).
 -- KEYS, per limit in the same order: its state; its log list when its rule is
 -- a sliding log; its tier key when a tier is expected.
 --
--- Returns one flat array: per request, 0 and the time decided at (us)
--- followed by allowed, remaining, retry_after, reset_after of each limit; or 1, index, actual tier when a
+-- Returns one flat array: per request, 0 followed by five numbers per limit:
+-- the time its units count at (us; what a refund names), allowed, remaining,
+-- retry_after, reset_after; or 1, index, actual tier when a
 -- plan's tier is not the one expected (nothing of that request is decided);
 -- or 2, message.
 
@@ -39,13 +40,14 @@ local limit_rules, state_keys, log_keys, states = {}, {}, {}, {}
 
 local function decide(index, units, write)
   local rule = limit_rules[index]
-  local algorithm = rule[1]
+  local algorithm, limit, window, burst, version = rule[1], rule[2], rule[3], rule[4], rule[5]
+  local key, state = state_keys[index], states[index]
   if algorithm == 'f' then
-    return fixed_window(state_keys[index], states[index], rule[5], rule[2], rule[3], now, units, write)
+    return fixed_window(key, state, version, limit, window, now, units, write)
   elseif algorithm == 's' then
-    return sliding_log(state_keys[index], log_keys[index], states[index], rule[5], rule[2], rule[3], now, units, write)
+    return sliding_log(key, log_keys[index], state, version, limit, window, now, units, write)
   end
-  return token_bucket(state_keys[index], states[index], rule[5], rule[2], rule[3], rule[4], now, units, write)
+  return token_bucket(key, state, version, limit, window, burst, now, units, write)
 end
 
 -- One request of `limits` limits whose fields start at ARGV[at] and keys at
@@ -62,7 +64,7 @@ local function handle(replies, limits, units, write, at, key)
       log_keys[index] = KEYS[key]
       key = key + 1
     end
-    if expected == '*' then
+    if expected == '' then
       states[index] = redis.call('GET', state_keys[index])
     else
       local found = redis.call('MGET', state_keys[index], KEYS[key])
@@ -79,9 +81,9 @@ local function handle(replies, limits, units, write, at, key)
   end
   local n = #replies
   if limits == 1 then
-    local allowed, remaining, retry_after, reset_after = decide(1, units, write)
+    local allowed, remaining, retry_after, reset_after, _, counted_at = decide(1, units, write)
     replies[n + 1] = 0
-    replies[n + 2] = now
+    replies[n + 2] = counted_at
     replies[n + 3] = allowed
     replies[n + 4] = remaining
     replies[n + 5] = retry_after
@@ -101,12 +103,15 @@ local function handle(replies, limits, units, write, at, key)
       everyone = false
     end
   end
-  local outcome = {0, now}
+  local outcome = {0}
   for index = 1, limits do
     local allowed, remaining, retry_after, reset_after = 0, checks[index][1], 0, checks[index][2]
+    local counted_at = now
     if everyone or remaining < 1 then
-      allowed, remaining, retry_after, reset_after = decide(index, 1, write)
+      local _
+      allowed, remaining, retry_after, reset_after, _, counted_at = decide(index, 1, write)
     end
+    outcome[#outcome + 1] = counted_at
     outcome[#outcome + 1] = allowed
     outcome[#outcome + 1] = remaining
     outcome[#outcome + 1] = retry_after
@@ -147,7 +152,7 @@ for _ = 1, requests do
     if rule and rule[1] == 's' then
       key = key + 1
     end
-    if ARGV[fields + 1] ~= '*' then
+    if ARGV[fields + 1] ~= '' then
       key = key + 1
     end
     fields = fields + 2

@@ -1,6 +1,7 @@
 -- The fixed window: `limit` units per window [k*W, (k+1)*W) aligned to the
 -- epoch. State "version:k:count". Returns allowed, remaining, retry_after,
--- reset_after (microseconds) and the state the key holds afterwards.
+-- reset_after (microseconds), the state the key holds afterwards and the
+-- time the units count at (the start of the window counted in).
 
 local function fixed_window(key, state, version, limit, window, now, units, write)
   local index = floor_div(now, window)
@@ -29,5 +30,5 @@ local function fixed_window(key, state, version, limit, window, now, units, writ
   if write then
     state = store(key, string.format('%s:%d:%d', version, index, count), reset_after)
   end
-  return allowed, limit - count, retry_after, reset_after, state
+  return allowed, limit - count, retry_after, reset_after, state, index * window
 end

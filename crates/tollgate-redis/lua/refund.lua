@@ -1,12 +1,13 @@
--- Gives back `units` a request took from one limit at time `at` and that it
--- must not keep: a request whose limits sit in different cluster slots takes
--- from each in turn, and gives back what it took when a later limit refuses
--- (another gateway took the last unit between the check and the charge).
+-- Gives back `units` a request took from one limit and must not keep: a
+-- request whose limits sit in different cluster slots takes from each in
+-- turn, and gives back what it took when a later limit refuses (another
+-- gateway took the last unit between the check and the charge).
 -- KEYS: the state, the log list (sliding log). ARGV: now (us; '' for
 -- Redis's TIME), algorithm ('f', 's', 't'), limit, window (us), burst, state
--- version, at (us, the time the charge was decided at, as the acquire script
--- answered it), units, the shortest TTL (us). Returns the units given back (0 when the state has moved
--- on: a new window, a new version, the run expired).
+-- version, counted_at (us: where the acquire script said the units count: a
+-- window's start, a run's time), units, the shortest TTL (us). Returns the
+-- units given back (0 when the state has moved on: a new window, a new
+-- version, the run expired).
 --
 -- Exact when nothing else happened between the charge and the refund, and
 -- for the fixed window and the sliding log whatever happened; a token bucket
@@ -26,17 +27,17 @@ local limit = tonumber(ARGV[3])
 local window = tonumber(ARGV[4])
 local burst = tonumber(ARGV[5])
 local version = ARGV[6]
-local at = tonumber(ARGV[7])
+local counted_at = tonumber(ARGV[7])
 local units = tonumber(ARGV[8])
 minimum_ttl = tonumber(ARGV[9])
-if now < at then
-  now = at
+if now < counted_at then
+  now = counted_at
 end
 local state = redis.call('GET', KEYS[1])
 
 if algorithm == 'f' then
   local index, count = read_state(state, version)
-  if not index or index ~= floor_div(at, window) or count < units then
+  if not index or index ~= floor_div(counted_at, window) or count < units then
     return 0
   end
   count = count - units
@@ -51,22 +52,22 @@ elseif algorithm == 's' then
   if not counted or counted < units then
     return 0
   end
-  -- The run at `at`, searched from the newest back.
+  -- The run at `counted_at`, searched from the newest back.
   local length = redis.call('LLEN', KEYS[2])
   for position = length - 1, 0, -1 do
     local run = redis.call('LINDEX', KEYS[2], position)
     local run_at, count = parse_run(run)
-    if run_at == nil or run_at < at then
+    if run_at == nil or run_at < counted_at then
       return 0
     end
-    if run_at == at then
+    if run_at == counted_at then
       if count < units then
         return 0
       end
       if count == units then
         redis.call('LREM', KEYS[2], 1, run)
       else
-        redis.call('LSET', KEYS[2], position, string.format('%d:%d', at, count - units))
+        redis.call('LSET', KEYS[2], position, string.format('%d:%d', counted_at, count - units))
       end
       counted = counted - units
       if counted == 0 then
@@ -100,5 +101,6 @@ if deficit <= 0 then
   return units
 end
 local carry = floor_div(deficit, limit)
-store(KEYS[1], string.format('%s:%d:%d', version, now + carry, deficit - carry * limit), ceil_div(deficit, limit))
+local state_text = string.format('%s:%d:%d', version, now + carry, deficit - carry * limit)
+store(KEYS[1], state_text, ceil_div(deficit, limit))
 return units

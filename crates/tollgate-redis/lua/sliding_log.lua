@@ -1,7 +1,8 @@
 -- The sliding log: a unit allowed at t counts while now - W < t. State
 -- "version:counted:newest" and a list of runs "time:count", oldest first, so
 -- a batch is one run and the list holds at most min(limit, W) runs. Expired
--- runs are popped from the front.
+-- runs are popped from the front. Returns what the fixed window returns; the
+-- units count at the time of their run.
 
 -- A run's time and count; nil for a missing or malformed run.
 local function parse_run(run)
@@ -88,5 +89,5 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
       redis.call('PEXPIRE', log, ms)
     end
   end
-  return allowed, limit - counted, retry_after, reset_after, state
+  return allowed, limit - counted, retry_after, reset_after, state, now
 end

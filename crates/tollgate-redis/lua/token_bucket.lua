@@ -3,7 +3,8 @@
 -- is worth W of those units; the state is the scaled time at which the bucket
 -- is full again, kept as full_at = T * limit + r (0 <= r < limit) so that only
 -- differences from now (at most burst x W) are ever multiplied.
--- State "version:T:r".
+-- State "version:T:r". Returns what the fixed window returns; the units
+-- count at now.
 
 local function token_bucket(key, state, version, limit, window, burst, now, units, write)
   local capacity = burst * window
@@ -22,7 +23,7 @@ local function token_bucket(key, state, version, limit, window, burst, now, unit
       if units > 0 then
         retry_after = lag + ceil_div(r - (capacity - window), limit)
       end
-      return 0, 0, retry_after, lag + ceil_div(r, limit), state
+      return 0, 0, retry_after, lag + ceil_div(r, limit), state, now
     end
     deficit = (t - now) * limit + r
   end
@@ -44,5 +45,5 @@ local function token_bucket(key, state, version, limit, window, burst, now, unit
   if write then
     state = store(key, string.format('%s:%d:%d', version, full_t, full_r), reset_after)
   end
-  return allowed, available - allowed, retry_after, reset_after, state
+  return allowed, available - allowed, retry_after, reset_after, state, now
 end

@@ -27,7 +27,8 @@ const MAX_IN_FLIGHT: usize = 2;
 #[derive(Clone, Debug)]
 pub(crate) struct LimitCall {
     pub(crate) names: Arc<KeyNames>,
-    /// The tier the plan is expected on; `None` for a policy limit.
+    /// The tier the plan is expected on; `None` for a policy limit (sent as
+    /// `""`, which no tier is named).
     pub(crate) tier: Option<Arc<str>>,
     pub(crate) rule: Arc<ScriptRule>,
 }
@@ -87,7 +88,7 @@ pub(crate) async fn call(
                     invocation.key(&names.tier).arg(&**expected);
                 }
                 None => {
-                    invocation.arg("*");
+                    invocation.arg("");
                 }
             }
         }
@@ -127,6 +128,20 @@ fn drain(queue: &mut mpsc::UnboundedReceiver<Job>, batch: &mut Vec<Job>) {
             Ok(job) => batch.push(job),
             Err(_) => break,
         }
+    }
+}
+
+/// Counts a call out of [`UnderWay`] when dropped.
+struct Finished {
+    under_way: Arc<watch::Sender<UnderWay>>,
+    size: usize,
+}
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        let size = self.size;
+        self.under_way
+            .send_modify(|under_way| under_way.remove(size));
     }
 }
 
@@ -219,7 +234,11 @@ impl Batcher {
                 };
                 let size = jobs.len();
                 under_way.send_modify(|under_way| under_way.add(size));
-                let under_way = Arc::clone(&under_way);
+                // Counted out when the call ends, however it ends.
+                let finished = Finished {
+                    under_way: Arc::clone(&under_way),
+                    size,
+                };
                 let mut connection = connection.clone();
                 let script = Arc::clone(&script);
                 let now = now();
@@ -237,7 +256,7 @@ impl Batcher {
                             "Redis did not answer in time".into(),
                         ))
                     });
-                    under_way.send_modify(|under_way| under_way.remove(size));
+                    drop(finished);
                     match replies {
                         Ok(replies) => {
                             for (job, reply) in jobs.into_iter().zip(replies) {

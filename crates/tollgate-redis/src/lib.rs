@@ -1,7 +1,9 @@
 //! The Redis store of tollgate: limits shared by every gateway process pointed
 //! at one Redis, decided inside Redis by Lua scripts that perform the engine's
 //! exact transitions (fixed window, sliding log, token bucket; one Lua file
-//! each), atomically and in one round trip.
+//! each), atomically and in one round trip. On a Redis Cluster, a request
+//! whose limits sit in different slots (a plan and a route budget) takes a
+//! few round trips instead, still all or nothing (see `RedisStore`).
 //!
 //! ```no_run
 //! use tollgate_core::{GatewayConfig, Limit, Store};
@@ -20,7 +22,10 @@
 //! (windows over 142 years, limits over 4.5 × 10^15, token buckets whose
 //! burst × window in microseconds is that large) with
 //! [`PolicyError::Unsupported`](tollgate_core::PolicyError). Within that range
-//! it decides exactly what the in-memory gateway decides.
+//! it decides exactly what the in-memory gateway decides, one server or a
+//! cluster, except that on a cluster a request whose limits sit in different
+//! slots can be refused near a limit while another request briefly holds a
+//! unit it then gives back.
 
 #![forbid(unsafe_code)]
 

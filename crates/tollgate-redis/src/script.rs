@@ -41,8 +41,10 @@ pub(crate) fn configure() -> Script {
 /// What one limit decided, in microseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Outcome {
-    /// The time the request was decided at.
-    pub(crate) at: u64,
+    /// The time the units count at, in microseconds: the window's start
+    /// (fixed window), the run's time (sliding log), the decision's time
+    /// (token bucket). A refund names it.
+    pub(crate) counted_at: u64,
     pub(crate) allowed: u64,
     pub(crate) remaining: u64,
     pub(crate) retry_after: u64,
@@ -73,22 +75,19 @@ pub(crate) fn read_replies(value: &Value, shapes: &[usize]) -> Option<Vec<Reply>
     let mut replies = Vec::with_capacity(shapes.len());
     for &limits in shapes {
         let reply = match integer(items.next()?)? {
-            0 => {
-                let at = integer(items.next()?)?;
-                Reply::Decided(
-                    (0..limits)
-                        .map(|_| {
-                            Some(Outcome {
-                                at,
-                                allowed: integer(items.next()?)?,
-                                remaining: integer(items.next()?)?,
-                                retry_after: integer(items.next()?)?,
-                                reset_after: integer(items.next()?)?,
-                            })
+            0 => Reply::Decided(
+                (0..limits)
+                    .map(|_| {
+                        Some(Outcome {
+                            counted_at: integer(items.next()?)?,
+                            allowed: integer(items.next()?)?,
+                            remaining: integer(items.next()?)?,
+                            retry_after: integer(items.next()?)?,
+                            reset_after: integer(items.next()?)?,
                         })
-                        .collect::<Option<Vec<_>>>()?,
-                )
-            }
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+            ),
             1 => {
                 let index = usize::try_from(integer(items.next()?)?)
                     .ok()?
@@ -144,7 +143,7 @@ mod tests {
             read_replies(&reply, &[1, 2, 1]),
             Some(vec![
                 Reply::Decided(vec![Outcome {
-                    at: 1_800_000_000_000_000,
+                    counted_at: 1_800_000_000_000_000,
                     allowed: 1,
                     remaining: 4,
                     retry_after: 0,

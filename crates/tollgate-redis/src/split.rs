@@ -10,10 +10,17 @@
 //!    answers. (If a limit that had nothing left has room by the time its
 //!    refusal is read, because another request gave a unit back, the steps
 //!    start again, up to three times.)
-//! 3. Otherwise one unit is taken from each. If another gateway took the last
-//!    unit of a limit between the check and the charge, the units taken from
-//!    the other limits are given back (`lua/refund.lua`) and the request is
-//!    refused.
+//! 3. Otherwise one unit is taken from each limit in turn, in the order of
+//!    their hash tags (the same order on every gateway, so that requests
+//!    racing for the last units of two limits do not each win one). If a
+//!    limit refuses (another gateway took its last unit since the check), or
+//!    a call fails, the units taken so far are given back (`lua/refund.lua`)
+//!    and the request is refused.
+//!
+//! The caller runs [`acquire`] as a task of its own, so that units taken are
+//! given back even when the caller stops waiting.
+
+use std::sync::Arc;
 
 use futures_util::future::join_all;
 use redis::Script;
@@ -23,44 +30,43 @@ use crate::batch::{self, LimitCall, Request};
 use crate::connection::Connection;
 use crate::script::{Outcome, Reply};
 
-/// The scripts and settings a split request runs with.
-pub(crate) struct Scripts<'a> {
-    pub(crate) acquire: &'a Script,
-    pub(crate) refund: &'a Script,
-    /// Microseconds as text; empty for Redis's `TIME`.
-    pub(crate) now: &'a str,
-    pub(crate) minimum_ttl: u64,
-}
-
 /// How many times the steps start again when a limit that had nothing left
 /// at the check has room by the time its refusal is read.
 const ATTEMPTS: usize = 3;
 
+/// The scripts and settings a split request runs with.
+#[derive(Clone)]
+pub(crate) struct Scripts {
+    pub(crate) acquire: Arc<Script>,
+    pub(crate) refund: Arc<Script>,
+    /// Microseconds as text; empty for Redis's `TIME`.
+    pub(crate) now: String,
+    pub(crate) minimum_ttl: u64,
+}
+
 /// Decides one unit of `limits`, all or nothing, one script call per limit.
 pub(crate) async fn acquire(
-    connection: &Connection,
-    scripts: &Scripts<'_>,
-    limits: &[LimitCall],
+    connection: Connection,
+    scripts: Scripts,
+    limits: Vec<LimitCall>,
 ) -> Result<Reply, StoreError> {
+    let everyone: Vec<usize> = (0..limits.len()).collect();
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let checks = match each(connection, scripts, limits, 0, false).await? {
+        let checks = match each(&connection, &scripts, &limits, &everyone, 0, false).await? {
             Ok(checks) => checks,
             Err(reply) => return Ok(reply),
         };
-        if checks.iter().all(|check| check.remaining >= 1) {
-            return charge(connection, scripts, limits).await;
+        let refused: Vec<usize> = (0..limits.len())
+            .filter(|&position| checks[position].remaining < 1)
+            .collect();
+        if refused.is_empty() {
+            return charge(&connection, &scripts, &limits, checks).await;
         }
         // The refusals, read without writing: taking a unit here could keep
         // one for a request that is refused.
-        let refused: Vec<LimitCall> = limits
-            .iter()
-            .zip(&checks)
-            .filter(|(_, check)| check.remaining < 1)
-            .map(|(limit, _)| limit.clone())
-            .collect();
-        let refusals = match each(connection, scripts, &refused, 1, false).await? {
+        let refusals = match each(&connection, &scripts, &limits, &refused, 1, false).await? {
             Ok(refusals) => refusals,
             Err(reply) => return Ok(reply),
         };
@@ -69,122 +75,147 @@ pub(crate) async fn acquire(
         if refusals.iter().any(|refusal| refusal.allowed > 0) && attempt < ATTEMPTS {
             continue;
         }
-        let mut refusals = refusals.into_iter();
-        let outcomes = checks
-            .into_iter()
-            .map(|check| {
-                if check.remaining >= 1 {
-                    return check;
-                }
-                let refusal = refusals.next().unwrap_or(check);
-                Outcome {
-                    allowed: 0,
-                    ..refusal
-                }
-            })
-            .collect();
+        let mut outcomes = checks;
+        for (position, refusal) in refused.into_iter().zip(refusals) {
+            outcomes[position] = Outcome {
+                allowed: 0,
+                ..refusal
+            };
+        }
         return Ok(Reply::Decided(outcomes));
     }
 }
 
-/// Takes one unit from every limit, all at once; gives back what was taken
-/// when one refuses.
+/// Takes one unit from every limit in turn (in hash tag order); gives back
+/// what was taken when one refuses or a call fails. `checks`: what each limit
+/// had left, reported for the limits not reached.
 async fn charge(
     connection: &Connection,
-    scripts: &Scripts<'_>,
+    scripts: &Scripts,
     limits: &[LimitCall],
+    checks: Vec<Outcome>,
 ) -> Result<Reply, StoreError> {
-    let charges = match each(connection, scripts, limits, 1, true).await? {
-        Ok(charges) => charges,
-        Err(reply) => return Ok(reply),
-    };
-    if charges.iter().all(|charge| charge.allowed == 1) {
-        return Ok(Reply::Decided(charges));
+    let mut order: Vec<usize> = (0..limits.len()).collect();
+    order.sort_by(|&a, &b| limits[a].names.hash_tag().cmp(limits[b].names.hash_tag()));
+    let mut outcomes = checks;
+    let mut taken: Vec<usize> = Vec::new();
+    for position in order {
+        let charged = each(connection, scripts, limits, &[position], 1, true).await;
+        let outcome = match charged {
+            Ok(Ok(mut charged)) => charged.pop(),
+            Ok(Err(reply)) => {
+                give_back(connection, scripts, limits, &taken, &outcomes).await;
+                return Ok(reply);
+            }
+            Err(error) => {
+                give_back(connection, scripts, limits, &taken, &outcomes).await;
+                return Err(error);
+            }
+        };
+        let Some(outcome) = outcome else {
+            give_back(connection, scripts, limits, &taken, &outcomes).await;
+            return Err(unexpected());
+        };
+        outcomes[position] = outcome;
+        if outcome.allowed == 1 {
+            taken.push(position);
+            continue;
+        }
+        // Refused: give back what was taken, and refuse.
+        give_back(connection, scripts, limits, &taken, &outcomes).await;
+        for position in taken {
+            let charge = outcomes[position];
+            outcomes[position] = Outcome {
+                allowed: 0,
+                remaining: charge.remaining + 1,
+                retry_after: 0,
+                ..charge
+            };
+        }
+        return Ok(Reply::Decided(outcomes));
     }
-    // A race: give back what was taken, and refuse.
-    let taken: Vec<(&LimitCall, &Outcome)> = limits
-        .iter()
-        .zip(&charges)
-        .filter(|(_, charge)| charge.allowed == 1)
-        .collect();
-    let refunds = join_all(
-        taken
-            .iter()
-            .map(|(limit, charge)| refund(connection, scripts, limit, charge.at)),
-    )
-    .await;
-    if let Some(error) = refunds.into_iter().find_map(Result::err) {
-        tracing::warn!(%error, "a unit taken by a refused request could not be given back");
-    }
-    Ok(Reply::Decided(
-        charges
-            .into_iter()
-            .map(|charge| {
-                if charge.allowed == 1 {
-                    Outcome {
-                        allowed: 0,
-                        remaining: charge.remaining + 1,
-                        retry_after: 0,
-                        ..charge
-                    }
-                } else {
-                    charge
-                }
-            })
-            .collect(),
-    ))
+    Ok(Reply::Decided(outcomes))
 }
 
-/// `units` of every limit, each in its own call, all at once: each limit's
-/// outcome, or the reply that ends the request (a tier that changed, with its
-/// index in `limits`; a failure).
+/// Gives back the unit taken from each limit at `positions`.
+async fn give_back(
+    connection: &Connection,
+    scripts: &Scripts,
+    limits: &[LimitCall],
+    positions: &[usize],
+    outcomes: &[Outcome],
+) {
+    let refunds = positions.iter().map(|&position| {
+        refund(
+            connection,
+            scripts,
+            &limits[position],
+            outcomes[position].counted_at,
+        )
+    });
+    for result in join_all(refunds).await {
+        if let Err(error) = result {
+            tracing::warn!(%error, "a unit taken by a refused request could not be given back");
+        }
+    }
+}
+
+/// `units` of the limits at `positions`, each in its own call, all at once:
+/// their outcomes in that order, or the reply that ends the request (a tier
+/// that changed, with its index in `limits`; a failure).
 async fn each(
     connection: &Connection,
-    scripts: &Scripts<'_>,
+    scripts: &Scripts,
     limits: &[LimitCall],
+    positions: &[usize],
     units: u64,
     write: bool,
 ) -> Result<Result<Vec<Outcome>, Reply>, StoreError> {
-    let calls = limits.iter().map(|limit| async move {
+    let calls = positions.iter().map(|&position| async move {
         let request = Request {
-            limits: vec![limit.clone()],
+            limits: vec![limits[position].clone()],
             units,
             write,
         };
         let mut connection = connection.clone();
         batch::call(
             &mut connection,
-            scripts.acquire,
-            scripts.now,
+            &scripts.acquire,
+            &scripts.now,
             scripts.minimum_ttl,
             &[&request],
         )
         .await
     });
-    let mut outcomes = Vec::with_capacity(limits.len());
-    for (index, replies) in join_all(calls).await.into_iter().enumerate() {
+    let mut outcomes = Vec::with_capacity(positions.len());
+    for (&position, replies) in positions.iter().zip(join_all(calls).await) {
         match replies?.pop() {
             Some(Reply::Decided(mut decided)) if decided.len() == 1 => {
                 outcomes.extend(decided.pop());
             }
-            Some(Reply::Tier { tier, .. }) => return Ok(Err(Reply::Tier { index, tier })),
-            Some(failed @ Reply::Failed(_)) => return Ok(Err(failed)),
-            _ => {
-                return Err(StoreError::Unavailable(
-                    "unexpected reply from the script".into(),
-                ));
+            Some(Reply::Tier { tier, .. }) => {
+                return Ok(Err(Reply::Tier {
+                    index: position,
+                    tier,
+                }));
             }
+            Some(failed @ Reply::Failed(_)) => return Ok(Err(failed)),
+            _ => return Err(unexpected()),
         }
     }
     Ok(Ok(outcomes))
 }
 
-/// Gives back one unit taken from `limit` at `at`.
+fn unexpected() -> StoreError {
+    StoreError::Unavailable("unexpected reply from the script".into())
+}
+
+/// Gives back one unit taken from `limit`, counted at `counted_at`.
 async fn refund(
     connection: &Connection,
-    scripts: &Scripts<'_>,
+    scripts: &Scripts,
     limit: &LimitCall,
-    at: u64,
+    counted_at: u64,
 ) -> Result<u64, StoreError> {
     let rule = &limit.rule;
     let mut connection = connection.clone();
@@ -192,13 +223,13 @@ async fn refund(
         .refund
         .key(&limit.names.state)
         .key(&limit.names.log)
-        .arg(scripts.now)
+        .arg(&scripts.now)
         .arg(rule.algorithm)
         .arg(rule.limit)
         .arg(rule.window)
         .arg(rule.burst)
         .arg(&rule.version)
-        .arg(at)
+        .arg(counted_at)
         .arg(1)
         .arg(scripts.minimum_ttl)
         .invoke_async(&mut connection)
@@ -252,8 +283,8 @@ mod tests {
 
     struct Harness {
         connection: Connection,
-        acquire: Script,
-        refund: Script,
+        acquire: Arc<Script>,
+        refund: Arc<Script>,
     }
 
     impl Harness {
@@ -285,9 +316,9 @@ mod tests {
         async fn give_back(&self, limit: &LimitCall, now: u64, at: u64) -> u64 {
             let now = now.to_string();
             let scripts = Scripts {
-                acquire: &self.acquire,
-                refund: &self.refund,
-                now: &now,
+                acquire: Arc::clone(&self.acquire),
+                refund: Arc::clone(&self.refund),
+                now,
                 minimum_ttl: 600 * SECOND,
             };
             refund(&self.connection, &scripts, limit, at).await.unwrap()
@@ -307,8 +338,8 @@ mod tests {
     fn harness() -> Option<Harness> {
         Some(Harness {
             connection: connection()?,
-            acquire: script::acquire(),
-            refund: script::refund(),
+            acquire: Arc::new(script::acquire()),
+            refund: Arc::new(script::refund()),
         })
     }
 
@@ -327,6 +358,32 @@ mod tests {
         assert_eq!(harness.give_back(&limit, next, T).await, 0);
         assert_eq!(harness.take(&limit, next, 0).await.remaining, 4);
         harness.drop_keys(&limit).await;
+    }
+
+    #[tokio::test]
+    async fn a_late_unit_is_given_back_where_it_was_counted() {
+        let Some(harness) = harness() else { return };
+        // A clock behind the one that wrote the state: the fixed window counts
+        // the unit in the stored (later) window, the sliding log in its newest
+        // run; each answers where, and the refund finds it there.
+        let fixed = limit("late-fixed", Policy::fixed_window(5, 60).unwrap());
+        let next = T + 60 * SECOND;
+        harness.take(&fixed, next, 1).await;
+        let late = harness.take(&fixed, T, 1).await;
+        assert_eq!(
+            late.counted_at, 1_796_083_260_000_000,
+            "the next minute's start"
+        );
+        assert_eq!(harness.give_back(&fixed, next, late.counted_at).await, 1);
+        assert_eq!(harness.take(&fixed, next, 0).await.remaining, 4);
+        let log = limit("late-log", Policy::sliding_log(5, 60).unwrap());
+        harness.take(&log, next, 1).await;
+        let late = harness.take(&log, T, 1).await;
+        assert_eq!(late.counted_at, next);
+        assert_eq!(harness.give_back(&log, next, late.counted_at).await, 1);
+        assert_eq!(harness.take(&log, next, 0).await.remaining, 4);
+        harness.drop_keys(&fixed).await;
+        harness.drop_keys(&log).await;
     }
 
     #[tokio::test]

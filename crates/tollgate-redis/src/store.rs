@@ -34,9 +34,15 @@ const TIER_CACHE: usize = 100_000;
 ///
 /// Each decision is one round trip: one `EVALSHA` of a script that performs the
 /// engine's transition inside Redis, atomically, for every limit of the request
-/// (all or nothing), reloaded on `NOSCRIPT`. Calls from concurrent requests are
-/// pipelined on one multiplexed connection that reconnects by itself; each call
-/// gives up after the configured timeout with [`StoreError::Unavailable`].
+/// (all or nothing), reloaded on `NOSCRIPT`. On one server, concurrent
+/// requests share calls; on a Redis Cluster (`redis-cluster://` URLs) each
+/// request is its own call, and a request whose limits sit in different slots
+/// is decided in steps: every limit checked, then one unit taken from each in
+/// a fixed order, given back if one refuses (all or nothing, in two or three
+/// round trips; near a limit, a unit briefly held this way can refuse another
+/// request). Calls are pipelined on one multiplexed connection that
+/// reconnects by itself; each decision gives up after the configured timeout
+/// with [`StoreError::Unavailable`].
 ///
 /// Tier assignments live in Redis beside each key's state; the default policy
 /// lives in `PREFIX:config` and changes reach every process through a Redis
@@ -45,8 +51,8 @@ const TIER_CACHE: usize = 100_000;
 /// decisions; its `tracked_keys` scans Redis.
 pub struct RedisStore {
     connection: Connection,
-    acquire: Script,
-    refund: Script,
+    acquire: Arc<Script>,
+    refund: Arc<Script>,
     admin: Script,
     configure: Script,
     prefix: String,
@@ -103,6 +109,10 @@ pub enum RedisStoreError {
     /// A policy cannot be computed exactly in Redis.
     #[error("{0}")]
     Policy(PolicyError),
+    /// The key prefix holds `{` or `}`, which would move the keys' hash tag
+    /// (Redis Cluster places a key by the text between its first braces).
+    #[error("invalid Redis key prefix {0:?}: it may not contain '{{' or '}}'")]
+    Prefix(String),
 }
 
 /// One limit of a call, as sent.
@@ -130,9 +140,12 @@ impl RedisStore {
     ///
     /// # Errors
     ///
-    /// [`RedisStoreError`] for a bad URL or a policy the scripts cannot compute
-    /// exactly.
+    /// [`RedisStoreError`] for a bad URL, a prefix with braces, or a policy
+    /// the scripts cannot compute exactly.
     pub fn connect(config: RedisConfig, limits: &GatewayConfig) -> Result<Self, RedisStoreError> {
+        if config.prefix.contains(['{', '}']) {
+            return Err(RedisStoreError::Prefix(config.prefix));
+        }
         let target = RedisTarget::parse(&config.url).map_err(RedisStoreError::Url)?;
         let (connection, client) = Connection::open(&target, config.timeout)
             .map_err(|error| RedisStoreError::Url(error.to_string()))?;
@@ -162,8 +175,8 @@ impl RedisStore {
         );
         Ok(RedisStore {
             connection,
-            acquire: script::acquire(),
-            refund: script::refund(),
+            acquire: Arc::new(script::acquire()),
+            refund: Arc::new(script::refund()),
             admin: script::admin(),
             configure: script::configure(),
             prefix: config.prefix,
@@ -184,6 +197,7 @@ impl RedisStore {
     /// limits `units` must be 1), at `now` microseconds (`None`: the store's
     /// time source). The same decisions as [`Gateway::acquire`] and
     /// [`Gateway::request_batch`] on a microsecond gateway, in one round trip
+    /// (a few, for limits in different slots of a cluster)
     /// whatever `units` is.
     ///
     /// [`Gateway::acquire`]: tollgate_core::Gateway::acquire
@@ -289,13 +303,23 @@ impl RedisStore {
                 // Limits in different cluster slots: decided in steps.
                 let now = now.map_or_else(|| (self.now)(), |now| now.to_string());
                 let scripts = split::Scripts {
-                    acquire: &self.acquire,
-                    refund: &self.refund,
-                    now: &now,
+                    acquire: Arc::clone(&self.acquire),
+                    refund: Arc::clone(&self.refund),
+                    now,
                     minimum_ttl: self.minimum_ttl_us,
                 };
-                let call = split::acquire(&self.connection, &scripts, &request.limits);
-                Some(self.before(deadline, call).await?)
+                // A task of its own: units taken are given back even if this
+                // caller stops waiting.
+                let task = tokio::spawn(split::acquire(
+                    self.connection.clone(),
+                    scripts,
+                    request.limits,
+                ));
+                let joined = async {
+                    task.await
+                        .map_err(|error| StoreError::Unavailable(error.to_string()))?
+                };
+                Some(self.before(deadline, joined).await?)
             } else if self.connection.is_cluster() || now.is_some() {
                 // Replayed times go alone (a call has one `now`), and so does
                 // every request in a cluster (a call reaches one slot).
@@ -625,7 +649,31 @@ async fn sync_default_policy(
 
 #[cfg(test)]
 mod tests {
-    use super::glob_escaped;
+    use super::{RedisConfig, RedisStore, RedisStoreError, glob_escaped};
+    use tollgate_core::GatewayConfig;
+
+    #[tokio::test]
+    async fn prefixes_with_braces_are_refused() {
+        for prefix in ["a{b}", "{x}", "a}"] {
+            let mut config = RedisConfig::new("redis://127.0.0.1:1");
+            config.prefix = prefix.to_owned();
+            let refused = RedisStore::connect(config, &GatewayConfig::default());
+            assert!(
+                matches!(&refused, Err(RedisStoreError::Prefix(text)) if text == prefix),
+                "{prefix}"
+            );
+        }
+        assert!(
+            matches!(
+                RedisStore::connect(
+                    RedisConfig::new("redis-cluster://"),
+                    &GatewayConfig::default()
+                ),
+                Err(RedisStoreError::Url(_))
+            ),
+            "a cluster URL without nodes"
+        );
+    }
 
     #[test]
     fn prefixes_are_matched_literally() {

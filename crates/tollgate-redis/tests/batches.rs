@@ -1,0 +1,120 @@
+//! Concurrent requests of every shape share script calls on one Redis server,
+//! and each is still decided on its own keys and its own rule: plans on the
+//! default policy and on tiers (one of them named `*`), route budgets alone,
+//! and a plan with a route budget.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate_core::{GatewayConfig, Limit, Policy, PreparedPolicy, Store};
+use tollgate_redis::{RedisConfig, RedisStore};
+
+/// The limits of one request: a plan key, a route budget, or both.
+#[derive(Clone)]
+enum Shape {
+    Plan(String),
+    Route(String, Arc<PreparedPolicy>),
+    Both(String, String, Arc<PreparedPolicy>),
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_shape_in_one_call_is_decided_on_its_own_keys() {
+    let Some(url) = support::redis_url() else {
+        return;
+    };
+    let prefix = support::prefix("batches");
+    // Hour-long windows and a bucket that refills one token every 720 s:
+    // nothing comes back during the test, whatever Redis's clock says.
+    let mut config = GatewayConfig {
+        default_policy: Policy::token_bucket(5, 3600, 5).unwrap(),
+        ..GatewayConfig::default()
+    };
+    config.tiers.clear();
+    config
+        .tiers
+        .insert("pro".into(), Policy::sliding_log(8, 3600).unwrap());
+    config
+        .tiers
+        .insert("*".into(), Policy::sliding_log(3, 3600).unwrap());
+    let mut redis = RedisConfig::new(url.as_str());
+    redis.prefix = prefix.clone();
+    redis.timeout = Duration::from_secs(2);
+    let store = Arc::new(RedisStore::connect(redis, &config).unwrap());
+    let route = Arc::new(
+        store
+            .prepare(Policy::sliding_log(4, 3600).unwrap())
+            .unwrap(),
+    );
+    let narrow = Arc::new(
+        store
+            .prepare(Policy::token_bucket(2, 3600, 2).unwrap())
+            .unwrap(),
+    );
+    let mut shapes = Vec::new();
+    for index in 0..4 {
+        store
+            .assign_tier(&format!("sk_pro_{index}"), "pro")
+            .await
+            .unwrap();
+        store
+            .assign_tier(&format!("sk_star_{index}"), "*")
+            .await
+            .unwrap();
+        shapes.push((Shape::Plan(format!("sk_default_{index}")), 5));
+        shapes.push((Shape::Plan(format!("sk_pro_{index}")), 8));
+        shapes.push((Shape::Plan(format!("sk_star_{index}")), 3));
+        shapes.push((
+            Shape::Route(format!("route_{index}"), Arc::clone(&route)),
+            4,
+        ));
+        shapes.push((
+            Shape::Both(
+                format!("sk_both_{index}"),
+                format!("narrow_{index}"),
+                Arc::clone(&narrow),
+            ),
+            2,
+        ));
+    }
+    // Ten requests for every key, all at once.
+    let tasks: Vec<_> = (0..10)
+        .flat_map(|_| shapes.iter().enumerate())
+        .map(|(which, (shape, _))| {
+            let store = Arc::clone(&store);
+            let shape = shape.clone();
+            tokio::spawn(async move {
+                let decisions = match &shape {
+                    Shape::Plan(key) => store.acquire(&[Limit::Plan(key)]).await,
+                    Shape::Route(key, policy) => {
+                        store.acquire(&[Limit::Policy { key, policy }]).await
+                    }
+                    Shape::Both(plan, key, policy) => {
+                        store
+                            .acquire(&[Limit::Plan(plan), Limit::Policy { key, policy }])
+                            .await
+                    }
+                };
+                let decisions = decisions.unwrap();
+                let allowed = decisions.iter().all(|limit| limit.decision.is_allowed());
+                (which, u64::from(allowed))
+            })
+        })
+        .collect();
+    let mut passed = vec![0u64; shapes.len()];
+    for task in tasks {
+        let (which, allowed) = task.await.unwrap();
+        passed[which] += allowed;
+    }
+    let expected: Vec<u64> = shapes.iter().map(|(_, limit)| *limit).collect();
+    assert_eq!(passed, expected);
+    // The plans behind a route budget were charged only for the 2 that passed.
+    for index in 0..4 {
+        let plan = store.inspect(&format!("sk_both_{index}")).await.unwrap();
+        assert_eq!(plan.state.unwrap().remaining, Some(3), "5 - 2");
+        let star = store.inspect(&format!("sk_star_{index}")).await.unwrap();
+        assert_eq!(star.tier, "*");
+    }
+    support::cleanup(&url, &prefix);
+}
