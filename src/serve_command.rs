@@ -29,7 +29,11 @@ pub(crate) fn serve(arguments: &ServeArguments) -> anyhow::Result<()> {
 }
 
 fn init_logs(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        // The Redis client logs every failed reconnection attempt; tollgate
+        // logs a store failure itself, at most once a second.
+        EnvFilter::new("info,redis=error")
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

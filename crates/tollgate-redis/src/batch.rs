@@ -11,7 +11,7 @@ use std::time::Instant;
 use redis::{Script, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::connection::Connection;
+use crate::connection::{self, Connection};
 use crate::keys::KeyNames;
 use crate::plans::ScriptRule;
 use crate::script::{self, Reply};
@@ -96,7 +96,7 @@ pub(crate) async fn call(
     let reply: Value = invocation
         .invoke_async(connection)
         .await
-        .map_err(|error| StoreError::Unavailable(error.to_string()))?;
+        .map_err(|error| connection::unavailable(&error))?;
     let shapes: Vec<usize> = requests
         .iter()
         .map(|request| request.limits.len())
@@ -264,7 +264,10 @@ impl Batcher {
                             }
                         }
                         Err(error) => {
-                            let message = error.to_string();
+                            let message = match error {
+                                StoreError::Unavailable(message) => message,
+                                other => other.to_string(),
+                            };
                             for job in jobs {
                                 let _ = job
                                     .reply

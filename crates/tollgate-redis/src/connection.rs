@@ -12,6 +12,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::OnceCell;
+use tollgate_core::StoreError;
 
 /// The scheme of a cluster URL: `redis-cluster://host:port[,host:port...]`.
 pub(crate) const CLUSTER_SCHEME: &str = "redis-cluster://";
@@ -32,10 +33,21 @@ impl Target {
         let Some(nodes) = url.strip_prefix(CLUSTER_SCHEME) else {
             return Ok(Target::Standalone(url.to_owned()));
         };
-        let (credentials, nodes) = match nodes.rsplit_once('@') {
+        let (credentials, nodes) = match nodes.split_once('@') {
+            Some((credentials, _)) if credentials.contains(',') => {
+                return Err(format!(
+                    "{CLUSTER_SCHEME}: credentials go before the first node, for every node"
+                ));
+            }
             Some((credentials, nodes)) => (format!("{credentials}@"), nodes),
             None => (String::new(), nodes),
         };
+        if nodes.contains(['@', '/']) {
+            return Err(format!(
+                "{CLUSTER_SCHEME}: nodes are host:port (credentials only before the first; \
+                 a Redis Cluster has no database numbers)"
+            ));
+        }
         let nodes: Vec<String> = nodes
             .split(',')
             .map(str::trim)
@@ -161,6 +173,21 @@ impl ConnectionLike for Connection {
     }
 }
 
+/// A Redis error as a [`StoreError`], saying what to change when the URL
+/// names the wrong kind of Redis (a cluster node behind `redis://`, a
+/// standalone server behind `redis-cluster://`).
+pub(crate) fn unavailable(error: &redis::RedisError) -> StoreError {
+    let text = error.to_string();
+    let hint = if text.contains("Moved") || text.contains("MOVED") {
+        " (this Redis is part of a cluster: give its nodes as redis-cluster://host:port,...)"
+    } else if text.contains("cluster support disabled") {
+        " (this Redis is not a cluster: give it as redis://host:port)"
+    } else {
+        ""
+    };
+    StoreError::Unavailable(format!("{text}{hint}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +213,28 @@ mod tests {
             ]))
         );
         assert!(Target::parse("redis-cluster://").is_err());
+        assert!(Target::parse("redis-cluster://h1:7000,:pw@h2:7001").is_err());
+        assert!(Target::parse("redis-cluster://h1:7000/3").is_err());
         assert!(Target::parse("redis-cluster://,").is_err());
+    }
+
+    #[test]
+    fn the_wrong_kind_of_redis_is_named() {
+        let moved = redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "An error was signalled by the server",
+            "Moved: 7429 127.0.0.1:31823".to_owned(),
+        ));
+        assert!(unavailable(&moved).to_string().contains("redis-cluster://"));
+        let disabled = redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "ResponseError",
+            "This instance has cluster support disabled".to_owned(),
+        ));
+        assert!(
+            unavailable(&disabled)
+                .to_string()
+                .contains("give it as redis://")
+        );
     }
 }

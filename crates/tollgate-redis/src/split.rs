@@ -27,7 +27,7 @@ use redis::Script;
 use tollgate_core::StoreError;
 
 use crate::batch::{self, LimitCall, Request};
-use crate::connection::Connection;
+use crate::connection::{self, Connection};
 use crate::script::{Outcome, Reply};
 
 /// How many times the steps start again when a limit that had nothing left
@@ -234,7 +234,7 @@ async fn refund(
         .arg(scripts.minimum_ttl)
         .invoke_async(&mut connection)
         .await
-        .map_err(|error| StoreError::Unavailable(error.to_string()))
+        .map_err(|error| connection::unavailable(&error))
 }
 
 #[cfg(test)]

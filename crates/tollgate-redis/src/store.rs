@@ -16,7 +16,7 @@ use tollgate_core::{
 
 use crate::batch::{self, Batcher};
 use crate::config::{RedisConfig, TimeSource};
-use crate::connection::{Connection, Target as RedisTarget};
+use crate::connection::{self, Connection, Target as RedisTarget};
 use crate::count;
 use crate::keys::{KeyNames, Space, config_key};
 use crate::plans::{Plans, ScriptRule, check_exact};
@@ -397,11 +397,8 @@ impl RedisStore {
         &self,
         call: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
-        self.within(async {
-            call.await
-                .map_err(|error| StoreError::Unavailable(error.to_string()))
-        })
-        .await
+        self.within(async { call.await.map_err(|error| connection::unavailable(&error)) })
+            .await
     }
 
     async fn admin_call(&self, key: &str, command: &[&str]) -> Result<bool, StoreError> {
@@ -500,7 +497,7 @@ impl RedisStore {
                 *self.counted.lock() = Some((Instant::now(), count));
                 Ok(count)
             }
-            Ok(Err(error)) => Err(StoreError::Unavailable(error.to_string())),
+            Ok(Err(error)) => Err(connection::unavailable(&error)),
             Err(_) => Err(StoreError::Unavailable(
                 "counting keys took too long".into(),
             )),
