@@ -35,8 +35,32 @@ for index = 1, tonumber(ARGV[3]) do
   at = at + 5
 end
 
--- Per limit of the request being decided: rule, state key, log key, state.
-local limit_rules, state_keys, log_keys, states = {}, {}, {}, {}
+-- Per limit of the request being decided: rule, state key, log key, expected
+-- tier ('' for none), tier key, state.
+local limit_rules, state_keys, log_keys, expected_tiers, tier_keys, states = {}, {}, {}, {}, {}, {}
+
+-- Reads the fields (from ARGV[at]) and keys (from KEYS[key]) of a request's
+-- `limits` limits into the tables above; returns where the next request's
+-- fields and keys start.
+local function read_limits(limits, at, key)
+  for index = 1, limits do
+    local rule = rules[tonumber(ARGV[at])]
+    limit_rules[index] = rule
+    expected_tiers[index] = ARGV[at + 1]
+    at = at + 2
+    state_keys[index] = KEYS[key]
+    key = key + 1
+    if rule and rule[1] == 's' then
+      log_keys[index] = KEYS[key]
+      key = key + 1
+    end
+    if expected_tiers[index] ~= '' then
+      tier_keys[index] = KEYS[key]
+      key = key + 1
+    end
+  end
+  return at, key
+end
 
 local function decide(index, units, write)
   local rule = limit_rules[index]
@@ -50,25 +74,18 @@ local function decide(index, units, write)
   return token_bucket(key, state, version, limit, window, burst, now, units, write)
 end
 
--- One request of `limits` limits whose fields start at ARGV[at] and keys at
--- KEYS[key]; appends its reply to `replies`.
-local function handle(replies, limits, units, write, at, key)
+-- One request of `limits` limits, read by read_limits; appends its reply to
+-- `replies`.
+local function handle(replies, limits, units, write)
   for index = 1, limits do
-    local rule = rules[tonumber(ARGV[at])]
-    local expected = ARGV[at + 1]
-    at = at + 2
-    limit_rules[index] = rule
-    state_keys[index] = KEYS[key]
-    key = key + 1
-    if rule[1] == 's' then
-      log_keys[index] = KEYS[key]
-      key = key + 1
+    local expected = expected_tiers[index]
+    if limit_rules[index] == nil then
+      error('unknown rule')
     end
     if expected == '' then
       states[index] = redis.call('GET', state_keys[index])
     else
-      local found = redis.call('MGET', state_keys[index], KEYS[key])
-      key = key + 1
+      local found = redis.call('MGET', state_keys[index], tier_keys[index])
       local actual = found[2] or 'default'
       if actual ~= expected then
         replies[#replies + 1] = 1
@@ -131,10 +148,10 @@ for _ = 1, requests do
   local limits = tonumber(ARGV[at])
   local units = tonumber(ARGV[at + 1])
   local write = ARGV[at + 2] == '1'
-  local fields = at + 3
+  at, key = read_limits(limits, at + 3, key)
   -- A failing request fails alone, not the call it shares.
   local before = #replies
-  local ok, failure = pcall(handle, replies, limits, units, write, fields, key)
+  local ok, failure = pcall(handle, replies, limits, units, write)
   if not ok then
     for index = #replies, before + 1, -1 do
       replies[index] = nil
@@ -145,18 +162,5 @@ for _ = 1, requests do
     replies[before + 1] = 2
     replies[before + 2] = tostring(failure)
   end
-  -- Advance past this request's fields and keys.
-  for _ = 1, limits do
-    local rule = rules[tonumber(ARGV[fields])]
-    key = key + 1
-    if rule and rule[1] == 's' then
-      key = key + 1
-    end
-    if ARGV[fields + 1] ~= '' then
-      key = key + 1
-    end
-    fields = fields + 2
-  end
-  at = fields
 end
 return replies

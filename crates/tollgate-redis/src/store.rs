@@ -58,7 +58,9 @@ pub struct RedisStore {
     prefix: String,
     timeout: Duration,
     minimum_ttl_us: u64,
-    batcher: Batcher,
+    /// Shares script calls between concurrent requests; none on a cluster,
+    /// where requests for different keys cannot share a call.
+    batcher: Option<Batcher>,
     /// Microseconds as text for a script call; empty for Redis's `TIME`.
     now: Arc<dyn Fn() -> String + Send + Sync>,
     plans: Arc<ArcSwap<Plans>>,
@@ -167,12 +169,14 @@ impl RedisStore {
                 Arc::new(move || (clock.now_nanos() / 1000).to_string())
             }
         };
-        let batcher = Batcher::start(
-            connection.clone(),
-            script::acquire(),
-            Arc::clone(&now),
-            minimum_ttl_us,
-        );
+        let batcher = (!connection.is_cluster()).then(|| {
+            Batcher::start(
+                connection.clone(),
+                script::acquire(),
+                Arc::clone(&now),
+                minimum_ttl_us,
+            )
+        });
         Ok(RedisStore {
             connection,
             acquire: Arc::new(script::acquire()),
@@ -320,7 +324,12 @@ impl RedisStore {
                         .map_err(|error| StoreError::Unavailable(error.to_string()))?
                 };
                 Some(self.before(deadline, joined).await?)
-            } else if self.connection.is_cluster() || now.is_some() {
+            } else if let (Some(batcher), None) = (&self.batcher, now) {
+                Some(
+                    self.before(deadline, batcher.submit(request, deadline))
+                        .await?,
+                )
+            } else {
                 // Replayed times go alone (a call has one `now`), and so does
                 // every request in a cluster (a call reaches one slot).
                 let now = now.map_or_else(|| (self.now)(), |now| now.to_string());
@@ -334,11 +343,6 @@ impl RedisStore {
                     &requests,
                 );
                 self.before(deadline, call).await?.pop()
-            } else {
-                Some(
-                    self.before(deadline, self.batcher.submit(request, deadline))
-                        .await?,
-                )
             };
             match reply {
                 Some(Reply::Decided(outcomes)) => return Ok(outcomes),
