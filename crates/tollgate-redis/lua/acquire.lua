@@ -86,7 +86,12 @@ local function handle(replies, limits, units, write)
       states[index] = redis.call('GET', state_keys[index])
     else
       local found = redis.call('MGET', state_keys[index], tier_keys[index])
-      local actual = found[2] or 'default'
+      local actual = found[2]
+      if not actual or actual == '' then
+        -- No tier (an empty one, written by something else, counts as none:
+        -- '' is how a limit without a tier is sent).
+        actual = 'default'
+      end
       if actual ~= expected then
         replies[#replies + 1] = 1
         replies[#replies + 1] = index

@@ -7,7 +7,7 @@
 -- version, counted_at (us: where the acquire script said the units count: a
 -- window's start, a run's time), units, the shortest TTL (us). Returns the
 -- units given back (0 when the state has moved on: a new window, a new
--- version, the run expired).
+-- version, the run gone).
 --
 -- Exact when nothing else happened between the charge and the refund, and
 -- for the fixed window and the sliding log whatever happened; a token bucket

@@ -33,19 +33,17 @@ impl Target {
         let Some(nodes) = url.strip_prefix(CLUSTER_SCHEME) else {
             return Ok(Target::Standalone(url.to_owned()));
         };
-        let (credentials, nodes) = match nodes.split_once('@') {
-            Some((credentials, _)) if credentials.contains(',') => {
-                return Err(format!(
-                    "{CLUSTER_SCHEME}: credentials go before the first node, for every node"
-                ));
-            }
-            Some((credentials, nodes)) => (format!("{credentials}@"), nodes),
+        // Credentials (which may hold '@') end at the last '@' of the first
+        // node.
+        let first_end = nodes.find(',').unwrap_or(nodes.len());
+        let (credentials, nodes) = match nodes[..first_end].rsplit_once('@') {
+            Some((credentials, _)) => (format!("{credentials}@"), &nodes[credentials.len() + 1..]),
             None => (String::new(), nodes),
         };
-        if nodes.contains(['@', '/']) {
+        if nodes.contains(['@', '/', '?']) {
             return Err(format!(
-                "{CLUSTER_SCHEME}: nodes are host:port (credentials only before the first; \
-                 a Redis Cluster has no database numbers)"
+                "{CLUSTER_SCHEME}: nodes are host:port (credentials only before the first, \
+                 no database number, no options)"
             ));
         }
         let nodes: Vec<String> = nodes
@@ -179,7 +177,7 @@ impl ConnectionLike for Connection {
 pub(crate) fn unavailable(error: &redis::RedisError) -> StoreError {
     let text = error.to_string();
     let hint = if text.contains("Moved") || text.contains("MOVED") {
-        " (this Redis is part of a cluster: give its nodes as redis-cluster://host:port,...)"
+        " (if this Redis is part of a cluster, give its nodes as redis-cluster://host:port,...)"
     } else if text.contains("cluster support disabled") {
         " (this Redis is not a cluster: give it as redis://host:port)"
     } else {
@@ -214,6 +212,13 @@ mod tests {
         );
         assert!(Target::parse("redis-cluster://").is_err());
         assert!(Target::parse("redis-cluster://h1:7000,:pw@h2:7001").is_err());
+        assert_eq!(
+            Target::parse("redis-cluster://:p@ss@h1:7000,h2:7001"),
+            Ok(Target::Cluster(vec![
+                "redis://:p@ss@h1:7000".into(),
+                "redis://:p@ss@h2:7001".into()
+            ]))
+        );
         assert!(Target::parse("redis-cluster://h1:7000/3").is_err());
         assert!(Target::parse("redis-cluster://,").is_err());
     }

@@ -18,7 +18,10 @@
 //!    and the request is refused.
 //!
 //! The caller runs [`acquire`] as a task of its own, so that units taken are
-//! given back even when the caller stops waiting.
+//! given back even when the caller stops waiting. One unit can still be kept:
+//! when a charge call fails after the script ran (its answer lost, or late
+//! past the response timeout), the unit it took is not known and so not given
+//! back.
 
 use std::sync::Arc;
 
@@ -77,8 +80,11 @@ pub(crate) async fn acquire(
         }
         let mut outcomes = checks;
         for (position, refusal) in refused.into_iter().zip(refusals) {
+            // A refusal read as allowed (room came back on the last attempt)
+            // is reported with what it has, nothing taken.
             outcomes[position] = Outcome {
                 allowed: 0,
+                remaining: refusal.remaining + refusal.allowed,
                 ..refusal
             };
         }
@@ -253,7 +259,7 @@ mod tests {
     use crate::plans::ScriptRule;
     use crate::script;
 
-    /// 2026-11-30T00:00:10Z in microseconds.
+    /// 2026-12-01T00:00:10Z in microseconds.
     const T: u64 = 1_796_083_210_000_000;
     const SECOND: u64 = 1_000_000;
 
@@ -273,7 +279,10 @@ mod tests {
     }
 
     fn limit(test: &str, policy: Policy) -> LimitCall {
-        let prefix = format!("tollgate-test-{}-refund", std::process::id());
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos());
+        let prefix = format!("tollgate-test-{}-{started}-refund", std::process::id());
         LimitCall {
             names: Arc::new(KeyNames::new(&prefix, Space::Policy, test)),
             tier: None,

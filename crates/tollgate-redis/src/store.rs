@@ -443,7 +443,9 @@ impl RedisStore {
                     .query_async(&mut connection),
             )
             .await?;
-        let tier = tier.unwrap_or_else(|| DEFAULT_TIER.to_owned());
+        let tier = tier
+            .filter(|tier| !tier.is_empty())
+            .unwrap_or_else(|| DEFAULT_TIER.to_owned());
         let rule = plans.rule_for(&tier).clone();
         let state = if exists {
             let target = Target {
@@ -482,7 +484,9 @@ impl RedisStore {
         let names = KeyNames::new(&self.prefix, Space::Plan, key);
         let mut connection = self.connection.clone();
         let tier: Option<String> = self.timed(connection.get(&names.tier)).await?;
-        Ok(tier.unwrap_or_else(|| DEFAULT_TIER.to_owned()))
+        Ok(tier
+            .filter(|tier| !tier.is_empty())
+            .unwrap_or_else(|| DEFAULT_TIER.to_owned()))
     }
 
     /// The state keys in Redis under the prefix, counted by a scan at most

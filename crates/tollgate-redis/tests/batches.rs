@@ -40,7 +40,7 @@ async fn every_shape_in_one_call_is_decided_on_its_own_keys() {
         .insert("*".into(), Policy::sliding_log(3, 3600).unwrap());
     let mut redis = RedisConfig::new(url.as_str());
     redis.prefix = prefix.clone();
-    redis.timeout = Duration::from_secs(2);
+    redis.timeout = Duration::from_secs(5);
     let store = Arc::new(RedisStore::connect(redis, &config).unwrap());
     let route = Arc::new(
         store
@@ -116,5 +116,69 @@ async fn every_shape_in_one_call_is_decided_on_its_own_keys() {
         let star = store.inspect(&format!("sk_star_{index}")).await.unwrap();
         assert_eq!(star.tier, "*");
     }
+    support::cleanup(&url, &prefix);
+}
+
+/// The tier key of the plan `key` under `prefix`, as the store documents it:
+/// `PREFIX:{DIGEST}:tier`, the digest the first 16 bytes of SHA-256 of
+/// `plan\0` and the key, in hex.
+fn tier_key(prefix: &str, key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("plan\0{key}").as_bytes());
+    let hex: String = digest[..16]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("{prefix}:{{{hex}}}:tier")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_tier_written_by_someone_else_counts_as_none() {
+    let Some(url) = support::redis_url() else {
+        return;
+    };
+    let prefix = support::prefix("empty-tier");
+    let mut connection = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(tier_key(&prefix, "sk_empty"))
+        .arg("")
+        .query(&mut connection)
+        .unwrap();
+    let config = GatewayConfig {
+        default_policy: Policy::token_bucket(5, 3600, 5).unwrap(),
+        ..GatewayConfig::default()
+    };
+    let mut redis = RedisConfig::new(url.as_str());
+    redis.prefix = prefix.clone();
+    redis.timeout = Duration::from_secs(5);
+    let store = Arc::new(RedisStore::connect(redis, &config).unwrap());
+    // Ten requests for each of the two keys, at once, twice: sharing calls.
+    let mut passed = [0u64; 2];
+    for _ in 0..2 {
+        let tasks: Vec<_> = (0..20)
+            .map(|index| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    let key = if index % 2 == 0 {
+                        "sk_empty"
+                    } else {
+                        "sk_other"
+                    };
+                    let decisions = store.acquire(&[Limit::Plan(key)]).await.unwrap();
+                    assert_eq!(decisions[0].tier, None, "{key}: the default policy");
+                    (index % 2, decisions[0].decision.allowed)
+                })
+            })
+            .collect();
+        for task in tasks {
+            let (which, allowed) = task.await.unwrap();
+            passed[which] += allowed;
+        }
+    }
+    assert_eq!(passed, [5, 5]);
+    assert_eq!(store.inspect("sk_empty").await.unwrap().tier, "default");
     support::cleanup(&url, &prefix);
 }

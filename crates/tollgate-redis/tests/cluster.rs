@@ -11,7 +11,7 @@ use std::time::Duration;
 use tollgate_core::{GatewayConfig, Limit, ManualClock, Policy, PreparedPolicy, Store};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
-/// 2026-11-30T00:00:10Z in nanoseconds: ten seconds into a minute, so a
+/// 2026-12-01T00:00:10Z in nanoseconds: ten seconds into a minute, so a
 /// 60-second window does not end during a test.
 const START: u64 = 1_796_083_210_000_000_000;
 
@@ -28,7 +28,7 @@ fn store(url: &str, prefix: &str, clock: &Arc<ManualClock>) -> RedisStore {
         .insert("twenty".into(), Policy::sliding_log(20, 60).unwrap());
     let mut redis = RedisConfig::new(url);
     redis.prefix = prefix.to_owned();
-    redis.timeout = Duration::from_secs(2);
+    redis.timeout = Duration::from_secs(5);
     redis.time = TimeSource::Clock(Arc::clone(clock) as Arc<dyn tollgate_core::Clock>);
     redis.minimum_ttl = Duration::from_secs(600);
     RedisStore::connect(redis, &config).unwrap()
@@ -242,7 +242,7 @@ async fn decisions_on_redis_time_leave_keys_with_ttls() {
     let prefix = support::prefix("cluster-time");
     let mut redis = RedisConfig::new(url.as_str());
     redis.prefix = prefix.clone();
-    redis.timeout = Duration::from_secs(2);
+    redis.timeout = Duration::from_secs(5);
     let store = RedisStore::connect(redis, &GatewayConfig::default()).unwrap();
     let decisions = store.acquire(&[Limit::Plan("sk_time")]).await.unwrap();
     assert_eq!(decisions[0].decision.remaining, Some(4));
