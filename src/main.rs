@@ -13,6 +13,11 @@ use clap::Parser;
 
 use cli::{Cli, Command};
 
+/// mimalloc: the gateway allocates and frees small buffers on every request
+/// (headers, bodies, futures); glibc's allocator was a seventh of its CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
