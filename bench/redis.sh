@@ -13,7 +13,7 @@ if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/nu
     apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
 fi
 if [ -z "${REDIS_URL:-}" ]; then
-    port=$(shuf -i 20000-40000 -n 1)
+    port=$(shuf -i 10000-14999 -n 1)
     dir=$(mktemp -d)
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
         --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
