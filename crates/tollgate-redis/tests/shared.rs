@@ -3,17 +3,27 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_core::{GatewayConfig, Limit, Policy, Store};
-use tollgate_redis::{RedisConfig, RedisStore};
+use tollgate_core::{Clock, GatewayConfig, Limit, ManualClock, Policy, Store};
+use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
+/// 2026-12-01T00:00:10Z in nanoseconds: ten seconds into a minute, so the
+/// 60-second windows below do not end during the test.
+const START: u64 = 1_796_083_210_000_000_000;
+
+/// Two stores on one clock that stands still (Redis would expire keys on its
+/// own clock: the shortest TTL is raised to ten minutes).
 fn two_stores(url: &str, prefix: &str) -> (RedisStore, RedisStore) {
     let config = GatewayConfig::default(); // default 5 per 60 s; pro, enterprise
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
     let store = || {
         let mut redis = RedisConfig::new(url);
         redis.prefix = prefix.to_owned();
-        redis.timeout = Duration::from_secs(2);
+        redis.timeout = Duration::from_secs(5);
+        redis.time = TimeSource::Clock(Arc::clone(&clock));
+        redis.minimum_ttl = Duration::from_secs(600);
         RedisStore::connect(redis, &config).unwrap()
     };
     (store(), store())
