@@ -3,13 +3,18 @@
 //!
 //! Run: `REDIS_URL=redis://127.0.0.1:6379 cargo bench -p tollgate-redis --bench throughput`
 //! (`bench/redis.sh` runs it beside `redis-benchmark` on the same Redis).
-//! Optional: `SECONDS` (default 10), `CALLERS` (default 64).
+//! Optional: `SECONDS` (default 10), `CALLERS` (default 64). The client runs
+//! on one worker thread with the `tollgate` binary's allocator (mimalloc).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+
+/// The allocator of the `tollgate` binary, which the store runs in.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use tollgate_core::{GatewayConfig, Limit, Policy, Store};
 use tollgate_redis::{RedisConfig, RedisStore};
 
@@ -26,7 +31,11 @@ fn main() {
         .ok()
         .and_then(|text| text.parse().ok())
         .unwrap_or(64);
+    // One worker thread: on a two-core machine the other core is Redis's
+    // (two client threads and Redis time-slice one core, and every slice is
+    // a few milliseconds of latency).
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
