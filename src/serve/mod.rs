@@ -93,6 +93,8 @@ impl Running {
     /// `/readyz` answering 503) until the gateway's requests are done.
     pub async fn shutdown(self) {
         self.app.draining.store(true, Ordering::Release);
+        // Logged once `/readyz` says so: what reads the log may rely on it.
+        tracing::info!("draining in-flight requests");
         let _ = self.shutdown.send(true);
         let workers = self.workers;
         let workers = tokio::task::spawn_blocking(move || {
@@ -282,7 +284,6 @@ pub async fn run(options: ServeOptions) -> anyhow::Result<()> {
             _ = tokio::signal::ctrl_c() => break,
         }
     }
-    tracing::info!("draining in-flight requests");
     running.shutdown().await;
     tracing::info!("stopped");
     Ok(())
