@@ -17,13 +17,7 @@
 -- plan's tier is not the one expected (nothing of that request is decided);
 -- or 2, message.
 
-local now
-if ARGV[1] == '' then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-else
-  now = tonumber(ARGV[1])
-end
+local now = script_now(ARGV[1])
 minimum_ttl = tonumber(ARGV[2])
 
 local rules = {}

@@ -28,6 +28,16 @@ local function ceil_div(a, b)
   return q
 end
 
+-- The time of a call in microseconds: `argument` (the caller's time), or
+-- Redis's TIME when it is ''.
+local function script_now(argument)
+  if argument ~= '' then
+    return tonumber(argument)
+  end
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000000 + tonumber(time[2])
+end
+
 -- The shortest TTL to set, in microseconds (set by the entry script).
 local minimum_ttl = 0
 

@@ -15,13 +15,7 @@
 -- the refill, so it may hold up to `units` more tokens than had the request
 -- never been charged.
 
-local now
-if ARGV[1] == '' then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-else
-  now = tonumber(ARGV[1])
-end
+local now = script_now(ARGV[1])
 local algorithm = ARGV[2]
 local limit = tonumber(ARGV[3])
 local window = tonumber(ARGV[4])

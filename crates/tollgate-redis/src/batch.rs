@@ -184,7 +184,7 @@ impl Batcher {
     /// Starts the dispatcher; it stops when the batcher is dropped.
     pub(crate) fn start(
         connection: Connection,
-        script: Script,
+        script: Arc<Script>,
         now: Arc<dyn Fn() -> String + Send + Sync>,
         minimum_ttl: u64,
     ) -> Self {
@@ -193,7 +193,6 @@ impl Batcher {
             // Calls and jobs under way, updated as calls finish.
             let (under_way, mut watch_under_way) = watch::channel(UnderWay::default());
             let under_way = Arc::new(under_way);
-            let script = Arc::new(script);
             let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
             let mut open = true;
             while open || !batch.is_empty() {

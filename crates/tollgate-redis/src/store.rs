@@ -169,17 +169,18 @@ impl RedisStore {
                 Arc::new(move || (clock.now_nanos() / 1000).to_string())
             }
         };
+        let acquire = Arc::new(script::acquire());
         let batcher = (!connection.is_cluster()).then(|| {
             Batcher::start(
                 connection.clone(),
-                script::acquire(),
+                Arc::clone(&acquire),
                 Arc::clone(&now),
                 minimum_ttl_us,
             )
         });
         Ok(RedisStore {
             connection,
-            acquire: Arc::new(script::acquire()),
+            acquire,
             refund: Arc::new(script::refund()),
             admin: script::admin(),
             configure: script::configure(),
@@ -303,13 +304,14 @@ impl RedisStore {
             let spread = targets
                 .windows(2)
                 .any(|pair| pair[0].names.hash_tag() != pair[1].names.hash_tag());
+            // The call's time as the scripts take it, for calls made here.
+            let now_text = || now.map_or_else(|| (self.now)(), |now| now.to_string());
             let reply = if self.connection.is_cluster() && spread {
                 // Limits in different cluster slots: decided in steps.
-                let now = now.map_or_else(|| (self.now)(), |now| now.to_string());
                 let scripts = split::Scripts {
                     acquire: Arc::clone(&self.acquire),
                     refund: Arc::clone(&self.refund),
-                    now,
+                    now: now_text(),
                     minimum_ttl: self.minimum_ttl_us,
                 };
                 // A task of its own: units taken are given back even if this
@@ -332,7 +334,7 @@ impl RedisStore {
             } else {
                 // Replayed times go alone (a call has one `now`), and so does
                 // every request in a cluster (a call reaches one slot).
-                let now = now.map_or_else(|| (self.now)(), |now| now.to_string());
+                let now = now_text();
                 let mut connection = self.connection.clone();
                 let requests = [&request];
                 let call = batch::call(

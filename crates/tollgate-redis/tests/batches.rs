@@ -138,14 +138,10 @@ async fn an_empty_tier_written_by_someone_else_counts_as_none() {
         return;
     };
     let prefix = support::prefix("empty-tier");
-    let mut connection = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
     let _: () = redis::cmd("SET")
         .arg(tier_key(&prefix, "sk_empty"))
         .arg("")
-        .query(&mut connection)
+        .query(&mut support::connect(&url))
         .unwrap();
     let config = GatewayConfig {
         default_policy: Policy::token_bucket(5, 3600, 5).unwrap(),

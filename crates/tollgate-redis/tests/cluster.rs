@@ -38,17 +38,7 @@ fn store(url: &str, prefix: &str, clock: &Arc<ManualClock>) -> RedisStore {
 fn keys_per_node(url: &str, prefix: &str) -> Vec<usize> {
     support::cluster_nodes(url)
         .iter()
-        .map(|node| {
-            let mut connection = redis::Client::open(node.as_str())
-                .unwrap()
-                .get_connection()
-                .unwrap();
-            let keys: Vec<String> = redis::cmd("KEYS")
-                .arg(format!("{prefix}:{{*"))
-                .query(&mut connection)
-                .unwrap();
-            keys.len()
-        })
+        .map(|node| support::keys(node, &format!("{prefix}:{{*")).len())
         .collect()
 }
 
@@ -274,15 +264,10 @@ async fn a_default_policy_replaced_through_one_gateway_reaches_another() {
     let policy = Policy::fixed_window(2, 60).unwrap();
     first.configure(policy).await.unwrap();
     // The change travels through a Redis channel: wait for it to arrive.
-    let mut seen = None;
-    for _ in 0..200 {
-        seen = Some(second.default_policy().await.unwrap());
-        if seen == Some(policy) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(seen, Some(policy));
+    assert_eq!(
+        support::wait_for_default_policy(&second, policy).await,
+        policy
+    );
     let mut passed = 0;
     for _ in 0..4 {
         passed += second

@@ -59,15 +59,10 @@ async fn two_gateways_share_one_budget_tiers_and_policy() {
     // The default policy replaced through one reaches the other.
     let policy = Policy::fixed_window(2, 60).unwrap();
     first.configure(policy).await.unwrap();
-    let mut seen = None;
-    for _ in 0..200 {
-        seen = Some(second.default_policy().await.unwrap());
-        if seen == Some(policy) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(seen, Some(policy));
+    assert_eq!(
+        support::wait_for_default_policy(&second, policy).await,
+        policy
+    );
     // ...and keys on the default policy start afresh under it.
     assert!(allowed(&second, "sk_shared").await);
     assert!(allowed(&first, "sk_shared").await);
@@ -97,16 +92,11 @@ async fn a_damaged_log_restarts_its_key_and_fails_nobody_else() {
     assert!(!allowed(&store, "sk_log").await);
     // The log's list goes (evicted under memory pressure, say) while its
     // count stays.
-    let client = redis::Client::open(url.as_str()).unwrap();
-    let mut connection = client.get_connection().unwrap();
-    let lists: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*:l"))
-        .query(&mut connection)
-        .unwrap();
+    let lists = support::keys(&url, &format!("{prefix}:*:l"));
     assert_eq!(lists.len(), 1);
     let _: i64 = redis::cmd("DEL")
         .arg(&lists)
-        .query(&mut connection)
+        .query(&mut support::connect(&url))
         .unwrap();
     // Concurrent requests share calls: neither fails, the damaged key starts afresh.
     let (damaged, other) = tokio::join!(

@@ -11,6 +11,7 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tollgate_core::ManualClock;
 use tollgate_tower::{
     Budget, ClientIpResolver, DENIALS_METRIC, HostDefaults, KeySelector, PROBLEM_JSON, RateLimits,
+    RouteLimit,
 };
 use tower::{Service, ServiceExt};
 
@@ -26,6 +27,14 @@ fn limits(clock: &ManualClock) -> RateLimits {
 
 fn budget(rpm: u64, burst: u64) -> Budget {
     Budget::new(rpm, burst).unwrap()
+}
+
+/// A route allowing one request a minute per client IP.
+fn one_per_ip(limits: &RateLimits) -> RouteLimit {
+    limits
+        .route("ip")
+        .budget(budget(60, 1))
+        .key(KeySelector::Ip)
 }
 
 #[tokio::test]
@@ -466,12 +475,7 @@ async fn a_declared_selector_that_finds_nothing_answers_401() {
 #[tokio::test]
 async fn x_forwarded_for_from_an_untrusted_peer_is_ignored() {
     let clock = ManualClock::new(0);
-    let service = Backend::default().wrapped(
-        &limits(&clock)
-            .route("ip")
-            .budget(budget(60, 1))
-            .key(KeySelector::Ip),
-    );
+    let service = Backend::default().wrapped(&one_per_ip(&limits(&clock)));
     assert_eq!(
         status(
             &service,
@@ -503,12 +507,7 @@ async fn forwarded_addresses_from_a_trusted_proxy_name_the_client() {
         .clock(clock.clone())
         .client_ip(resolver)
         .build();
-    let service = Backend::default().wrapped(
-        &limits
-            .route("ip")
-            .budget(budget(60, 1))
-            .key(KeySelector::Ip),
-    );
+    let service = Backend::default().wrapped(&one_per_ip(&limits));
     let proxied = |chain: &str| with_header(from("10.0.0.1:443"), "x-forwarded-for", chain);
     // The right-most address that is not a trusted proxy: 203.0.113.9.
     assert_eq!(
@@ -533,12 +532,7 @@ async fn forwarded_addresses_from_a_trusted_proxy_name_the_client() {
 #[tokio::test]
 async fn the_two_spellings_of_one_ipv4_client_share_a_bucket() {
     let clock = ManualClock::new(0);
-    let service = Backend::default().wrapped(
-        &limits(&clock)
-            .route("ip")
-            .budget(budget(60, 1))
-            .key(KeySelector::Ip),
-    );
+    let service = Backend::default().wrapped(&one_per_ip(&limits(&clock)));
     assert_eq!(
         status(&service, from("192.0.2.7:1000")).await,
         StatusCode::OK
@@ -552,12 +546,7 @@ async fn the_two_spellings_of_one_ipv4_client_share_a_bucket() {
 #[tokio::test]
 async fn ipv6_clients_are_grouped_by_their_64() {
     let clock = ManualClock::new(0);
-    let service = Backend::default().wrapped(
-        &limits(&clock)
-            .route("ip")
-            .budget(budget(60, 1))
-            .key(KeySelector::Ip),
-    );
+    let service = Backend::default().wrapped(&one_per_ip(&limits(&clock)));
     assert_eq!(
         status(&service, from("[2001:db8:1:2::1]:1")).await,
         StatusCode::OK

@@ -92,13 +92,9 @@ pub fn prefix(test: &str) -> String {
 
 /// Every key under `prefix` with its TTL in milliseconds (-1: none).
 pub fn keys_and_ttls(url: &str, prefix: &str) -> Vec<(String, i64)> {
-    let client = redis::Client::open(url).unwrap();
-    let mut connection = client.get_connection().unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
-        .query(&mut connection)
-        .unwrap();
-    keys.into_iter()
+    let mut connection = connect(url);
+    keys(url, &format!("{prefix}:*"))
+        .into_iter()
         .map(|key| {
             let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut connection).unwrap();
             (key, ttl)
@@ -191,16 +187,42 @@ pub fn cleanup(url: &str, prefix: &str) {
         vec![url.to_owned()]
     };
     for node in nodes {
-        let client = redis::Client::open(node.as_str()).unwrap();
-        let mut connection = client.get_connection().unwrap();
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{prefix}:*"))
-            .query(&mut connection)
-            .unwrap();
+        let mut connection = connect(&node);
         // One DEL per key: on a cluster node keys of several slots cannot go
         // in one command.
-        for key in keys {
+        for key in keys(&node, &format!("{prefix}:*")) {
             let _: i64 = redis::cmd("DEL").arg(key).query(&mut connection).unwrap();
         }
     }
+}
+
+/// A connection to the Redis server (or cluster node) at `url`.
+pub fn connect(url: &str) -> redis::Connection {
+    redis::Client::open(url).unwrap().get_connection().unwrap()
+}
+
+/// The keys matching the glob `pattern` on the server (or node) at `url`.
+pub fn keys(url: &str, pattern: &str) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg(pattern)
+        .query(&mut connect(url))
+        .unwrap()
+}
+
+/// Waits until `store` has `policy` as its default policy (a change made
+/// through another store travels through a Redis channel), at most two
+/// seconds; what it has at the end.
+pub async fn wait_for_default_policy(
+    store: &impl tollgate_core::Store,
+    policy: tollgate_core::Policy,
+) -> tollgate_core::Policy {
+    let mut seen = store.default_policy().await.unwrap();
+    for _ in 0..200 {
+        if seen == policy {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        seen = store.default_policy().await.unwrap();
+    }
+    seen
 }
