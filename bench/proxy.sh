@@ -8,7 +8,9 @@
 #
 # Usage: bench/proxy.sh [seconds per run, default 10] [connections, default 64]
 #                       [workers of tollgate and of the nginx limiter, default: CPUs]
-# Results go to stdout and to bench/out/ (not committed).
+# Each line: requests per second, p99 latency, and the CPU time the process
+# answering spent per request (all its threads, from /proc). Results go to
+# stdout and to bench/out/ (not committed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -103,6 +105,7 @@ LUA
 nginx -c "$WORK/upstream.conf"
 nginx -c "$WORK/limiter.conf"
 RUST_LOG=warn ./target/release/tollgate serve --config "$WORK/tollgate.toml" 2>"$WORK/tollgate.log" &
+TOLLGATE_PID=$!
 for port in $UPSTREAM_PORT $TOLLGATE_PORT $NGINX_PORT; do
     for _ in $(seq 100); do
         curl -s -o /dev/null -H 'Authorization: Bearer warmup' "http://127.0.0.1:$port/" && break
@@ -110,20 +113,47 @@ for port in $UPSTREAM_PORT $TOLLGATE_PORT $NGINX_PORT; do
     done
 done
 
+# CPU time (user + system, clock ticks) of processes $@, all their threads.
+cpu_ticks() {
+    local total=0 task ticks
+    for pid in "$@"; do
+        for task in /proc/"$pid"/task/*; do
+            ticks=$(awk '{print $14 + $15}' "$task/stat" 2>/dev/null || echo 0)
+            total=$((total + ticks))
+        done
+    done
+    echo "$total"
+}
+
+# run NAME PORT PIDS...: wrk against PORT; the CPU per request is that of PIDS
+# (the process that answers on PORT) over the run.
 run() {
     local name="$1" port="$2"
+    shift 2
+    local before after
+    before=$(cpu_ticks "$@")
     wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/keys.lua" \
         "http://127.0.0.1:$port/" > "$OUT/$name.txt"
-    local rps p99 non2xx
+    after=$(cpu_ticks "$@")
+    local rps p99 non2xx requests cpu
     rps=$(awk '/Requests\/sec/ {print $2}' "$OUT/$name.txt")
     p99=$(awk '$1 == "99%" {print $2}' "$OUT/$name.txt")
     non2xx=$(awk '/Non-2xx/ {print $4}' "$OUT/$name.txt")
-    printf '%-22s %12s req/s   p99 %8s   non-2xx %s\n' "$name" "$rps" "$p99" "${non2xx:-0}"
+    requests=$(awk '/requests in/ {print $1}' "$OUT/$name.txt")
+    cpu=$(awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" -v n="$requests" \
+        'BEGIN { printf "%.1f", ticks / hz * 1e6 / n }')
+    printf '%-22s %12s req/s   p99 %8s   CPU %5s us/request   non-2xx %s\n' \
+        "$name" "$rps" "$p99" "$cpu" "${non2xx:-0}"
 }
 
 echo "--- wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s, $KEYS keys; $WORKERS workers each"
-run upstream_direct $UPSTREAM_PORT
-run tollgate $TOLLGATE_PORT
-run nginx_limit_req $NGINX_PORT
-run tollgate_again $TOLLGATE_PORT
-run nginx_limit_req_again $NGINX_PORT
+upstream_pids=$(pgrep -P "$(cat "$WORK/upstream.pid")" | tr '\n' ' ')
+limiter_pids=$(pgrep -P "$(cat "$WORK/limiter.pid")" | tr '\n' ' ')
+# shellcheck disable=SC2086 # lists of PIDs
+{
+    run upstream_direct $UPSTREAM_PORT $upstream_pids
+    run tollgate $TOLLGATE_PORT $TOLLGATE_PID
+    run nginx_limit_req $NGINX_PORT $limiter_pids
+    run tollgate_again $TOLLGATE_PORT $TOLLGATE_PID
+    run nginx_limit_req_again $NGINX_PORT $limiter_pids
+}

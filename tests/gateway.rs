@@ -469,6 +469,33 @@ async fn hop_by_hop_headers_stop_at_the_gateway_and_the_client_is_forwarded() {
 }
 
 #[tokio::test]
+async fn a_client_connection_keeps_one_upstream_connection_and_reopens_it_when_closed() {
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&plans(&upstream, ""), 0).await;
+    // One client connection (the client's pool keeps it for requests in turn).
+    for _ in 0..3 {
+        assert_eq!(gateway.status("/", "sk_pro").await, 200);
+    }
+    assert_eq!(
+        upstream.connections(),
+        1,
+        "three requests, one upstream connection"
+    );
+    // The upstream closes its connection after this answer; the client's
+    // connection stays open (`Connection` is hop-by-hop).
+    let response = gateway.get("/close", "sk_pro").await;
+    assert_eq!(response.status(), 200);
+    assert!(header(&response, "connection").is_none());
+    assert_eq!(response.text().await.unwrap(), "closing");
+    // The next request goes over a new upstream connection.
+    let response = gateway.get("/", "sk_pro").await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), "upstream");
+    assert_eq!(upstream.requests(), 5);
+    assert!(upstream.connections() >= 2);
+}
+
+#[tokio::test]
 async fn a_bad_config_on_reload_is_refused_and_the_old_one_stays() {
     let upstream = Upstream::start().await;
     let path = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("reload.toml");

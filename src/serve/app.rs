@@ -1,18 +1,18 @@
 //! The gateway's shared state and its request handler: route, limit, forward.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::Request;
 use axum::response::Response;
 use http::StatusCode;
 use tollgate_core::Store;
 use tollgate_tower::Problem;
 
+use super::client::ClientConnection;
 use super::config::{ServeConfig, ServeConfigError};
 use super::proxy::Proxy;
 use super::runtime::Runtime;
@@ -66,12 +66,13 @@ pub(crate) struct Worker {
     pub(crate) proxy: Proxy,
 }
 
-/// Every request to the gateway's listener.
+/// Every request to the gateway's listener, from `client`.
 pub(crate) async fn handle(
-    State(Worker { app, proxy }): State<Worker>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Worker { app, proxy }: Worker,
+    client: Arc<ClientConnection>,
     request: Request,
 ) -> Response {
+    let peer = client.peer;
     let runtime = app.runtime.load_full();
     let mut request = request;
     // Routes see, and upstreams get, the path in one normal form.
@@ -97,12 +98,12 @@ pub(crate) async fn handle(
     let mut response = match route {
         Some(route) => {
             proxy
-                .forward(route, request, peer.ip(), runtime.upstream.timeout)
+                .forward(&client, route, request, runtime.upstream.timeout)
                 .await
         }
         None => demo::respond(&request),
     };
-    response.headers_mut().extend(headers);
+    headers.add_to(response.headers_mut());
     response
 }
 

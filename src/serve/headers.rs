@@ -14,28 +14,47 @@ pub(crate) const X_RATELIMIT_REMAINING: HeaderName =
 /// `X-RateLimit-Reset`: seconds until it is whole again, never negative.
 pub(crate) const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-/// The headers for `fields`, empty when there are none.
-pub(crate) fn rate_limit_headers(fields: &[RateLimitField<'_>]) -> HeaderMap {
-    let mut headers = HeaderMap::new();
+/// The rate-limit headers of one response, to add to it.
+#[derive(Debug, Default)]
+pub(crate) struct RateLimitHeaders {
+    /// Name and value of each header, each name once.
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl RateLimitHeaders {
+    /// Sets the headers on `headers`, replacing any of the same names.
+    pub(crate) fn add_to(self, headers: &mut HeaderMap) {
+        headers.reserve(self.headers.len());
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
+    }
+}
+
+/// The headers for `fields`, none when there are no fields.
+pub(crate) fn rate_limit_headers(fields: &[RateLimitField<'_>]) -> RateLimitHeaders {
     let Some(tightest) = fields.iter().min_by_key(|field| {
         let remaining = field.decision.remaining.unwrap_or(u64::MAX);
         (remaining, std::cmp::Reverse(field.decision.reset_after))
     }) else {
-        return headers;
+        return RateLimitHeaders::default();
     };
     let (policy, state) = RateLimitField::headers(fields);
-    headers.insert(RATELIMIT_POLICY, policy);
-    headers.insert(RATELIMIT, state);
-    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(tightest.quota));
-    headers.insert(
-        X_RATELIMIT_REMAINING,
-        HeaderValue::from(tightest.decision.remaining.unwrap_or(0)),
-    );
-    headers.insert(
-        X_RATELIMIT_RESET,
-        HeaderValue::from(tightest.decision.reset_after_seconds()),
-    );
-    headers
+    RateLimitHeaders {
+        headers: vec![
+            (RATELIMIT_POLICY, policy),
+            (RATELIMIT, state),
+            (X_RATELIMIT_LIMIT, HeaderValue::from(tightest.quota)),
+            (
+                X_RATELIMIT_REMAINING,
+                HeaderValue::from(tightest.decision.remaining.unwrap_or(0)),
+            ),
+            (
+                X_RATELIMIT_RESET,
+                HeaderValue::from(tightest.decision.reset_after_seconds()),
+            ),
+        ],
+    }
 }
 
 #[cfg(test)]
@@ -58,7 +77,8 @@ mod tests {
     fn lists_every_limit_and_reports_the_tightest() {
         let plan = decision(3, 40);
         let route = decision(59, 1);
-        let headers = rate_limit_headers(&[
+        let mut headers = HeaderMap::new();
+        rate_limit_headers(&[
             RateLimitField {
                 name: "default",
                 quota: 5,
@@ -71,7 +91,8 @@ mod tests {
                 window_s: 60,
                 decision: &route,
             },
-        ]);
+        ])
+        .add_to(&mut headers);
         assert_eq!(
             headers["ratelimit-policy"],
             "\"default\";q=5;w=60, \"orders\";q=60;w=60"
@@ -83,6 +104,8 @@ mod tests {
         assert_eq!(headers["x-ratelimit-limit"], "5");
         assert_eq!(headers["x-ratelimit-remaining"], "3");
         assert_eq!(headers["x-ratelimit-reset"], "40");
-        assert!(rate_limit_headers(&[]).is_empty());
+        let mut none = HeaderMap::new();
+        rate_limit_headers(&[]).add_to(&mut none);
+        assert!(none.is_empty());
     }
 }

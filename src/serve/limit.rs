@@ -13,7 +13,7 @@ use tollgate_tower::{Problem, RateLimitField, advertised_quota, record_denial};
 use super::api_key::api_key;
 use super::app::App;
 use super::config::{FailurePolicy, RouteKey};
-use super::headers::rate_limit_headers;
+use super::headers::{RateLimitHeaders, rate_limit_headers};
 use super::metrics;
 use super::routes::{Route, RouteBudget};
 use super::runtime::Runtime;
@@ -36,12 +36,12 @@ pub(crate) async fn admit(
     route: Option<&Route>,
     headers: &HeaderMap,
     peer: SocketAddr,
-) -> Result<HeaderMap, Response> {
+) -> Result<RateLimitHeaders, Response> {
     let key = api_key(headers).map_err(|reason| respond(Problem::unauthorized(reason)))?;
     let route_name = route.map_or(&runtime.demo_route, |route| &route.name);
     if app.store.is_exempt(key) {
         runtime.decisions.record(true, "exempt", route_name);
-        return Ok(HeaderMap::new());
+        return Ok(RateLimitHeaders::default());
     }
     let route_limit =
         route_limit(runtime, route, route_name, key, headers, peer).map_err(|()| {
@@ -62,7 +62,7 @@ pub(crate) async fn admit(
         Err(error) => {
             metrics::record_store_failure(runtime.failure, &error);
             return match runtime.failure {
-                FailurePolicy::FailOpen => Ok(HeaderMap::new()),
+                FailurePolicy::FailOpen => Ok(RateLimitHeaders::default()),
                 FailurePolicy::FailClosed => Err(respond(
                     Problem::new(
                         StatusCode::SERVICE_UNAVAILABLE,
@@ -108,7 +108,7 @@ pub(crate) async fn admit(
     }
     tracing::debug!(key = %Redacted(key), route = %route_name, retry_after, "rate limited");
     let mut response = respond(Problem::too_many_requests(refused_by, retry_after));
-    response.headers_mut().extend(headers);
+    headers.add_to(response.headers_mut());
     Err(response)
 }
 

@@ -36,8 +36,14 @@ pub(crate) fn record_store_failure(policy: FailurePolicy, error: &tollgate_core:
     }
 }
 
+/// How often the recorder's histogram samples are folded into its buckets.
+const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+
 /// The process's Prometheus recorder, installed on first use (a process has
-/// one global recorder; every gateway in it reports there).
+/// one global recorder; every gateway in it reports there). A thread of its
+/// own folds the histogram samples into buckets every [`UPKEEP_INTERVAL`]:
+/// the recorder keeps every sample until then, so without it a gateway that
+/// nobody scrapes would hold on to memory for every request.
 pub(crate) fn handle() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
@@ -58,6 +64,7 @@ pub(crate) fn handle() -> PrometheusHandle {
                             "another metrics recorder is installed; /metrics stays empty"
                         );
                     }
+                    start_upkeep(handle.clone());
                     handle
                 }
                 Err(error) => {
@@ -67,6 +74,22 @@ pub(crate) fn handle() -> PrometheusHandle {
             }
         })
         .clone()
+}
+
+/// Runs the recorder's upkeep every [`UPKEEP_INTERVAL`] for the life of the
+/// process.
+fn start_upkeep(handle: PrometheusHandle) {
+    let started = std::thread::Builder::new()
+        .name("tollgate-metrics-upkeep".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(UPKEEP_INTERVAL);
+                handle.run_upkeep();
+            }
+        });
+    if let Err(error) = started {
+        tracing::warn!(%error, "cannot start the metrics upkeep thread; histograms grow until scraped");
+    }
 }
 
 /// The allowed and rejected counters of one route and tier.

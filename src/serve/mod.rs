@@ -7,15 +7,18 @@
 mod admin;
 mod api_key;
 mod app;
+mod client;
 pub mod config;
 mod demo;
 mod headers;
 mod limit;
+mod listener;
 mod metrics;
 mod path;
 mod proxy;
 mod routes;
 mod runtime;
+mod upstream;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -244,8 +247,7 @@ fn run_worker(
             app,
             proxy: Proxy::new(connect_timeout),
         };
-        let router = Router::new().fallback(app::handle).with_state(worker);
-        serve(listener, router, stopped).await
+        listener::serve(listener, worker, stopped).await
     })
 }
 

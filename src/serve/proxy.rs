@@ -2,37 +2,43 @@
 //! bodies, with hop-by-hop headers removed (RFC 9110 section 7.6.1); 502 when
 //! the upstream cannot be reached, 504 when it does not answer in time.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use http::header::{CONNECTION, HOST, HeaderName};
+use http::header::{
+    CONNECTION, HOST, HeaderName, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER, UPGRADE,
+};
 use http::{HeaderMap, HeaderValue, Request, StatusCode, Version};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tollgate_tower::Problem;
 
+use super::client::ClientConnection;
 use super::routes::Route;
+use super::upstream::Sent;
 
 /// Headers that describe one connection and are never forwarded, besides any
 /// named in `Connection` (RFC 9110 section 7.6.1; `Keep-Alive`,
 /// `Proxy-Connection` from older practice).
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
+const HOP_BY_HOP: [HeaderName; 8] = [
+    CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    PROXY_AUTHENTICATE,
+    PROXY_AUTHORIZATION,
+    TE,
+    TRAILER,
+    UPGRADE,
 ];
 
-/// The HTTP client to the upstreams: pooled keep-alive connections.
+/// The HTTP client to the upstreams of one worker: each client connection's
+/// own upstream connection (see [`super::upstream::OwnUpstream`]), and a pool of keep-alive
+/// connections for requests that cannot use it.
 #[derive(Clone, Debug)]
 pub(crate) struct Proxy {
+    connector: HttpConnector,
     client: Client<HttpConnector, Body>,
 }
 
@@ -42,17 +48,19 @@ impl Proxy {
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
         Proxy {
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            client: Client::builder(TokioExecutor::new()).build(connector.clone()),
+            connector,
         }
     }
 
-    /// Sends `request` to `route`'s upstream from client `client_ip`, waiting
-    /// at most `timeout` for the response headers.
+    /// Sends `request` of `client` to `route`'s upstream, over the client
+    /// connection's own upstream connection when it can, waiting at most
+    /// `timeout` for the response headers.
     pub(crate) async fn forward(
         &self,
+        client: &ClientConnection,
         route: &Route,
         mut request: Request<Body>,
-        client_ip: IpAddr,
         timeout: Duration,
     ) -> Response {
         let upstream = match route.upstream_uri(request.uri()) {
@@ -73,7 +81,7 @@ impl Proxy {
         let headers = request.headers_mut();
         remove_hop_by_hop(headers);
         headers.remove(HOST);
-        append_forwarded_for(headers, client_ip);
+        append_forwarded_for(headers, &client.forwarded_for);
         if let Some(host) = original_host {
             headers.insert(HeaderName::from_static("x-forwarded-host"), host);
         }
@@ -83,7 +91,13 @@ impl Proxy {
         );
         *request.uri_mut() = upstream;
         *request.version_mut() = Version::HTTP_11;
-        match tokio::time::timeout(timeout, self.client.request(request)).await {
+        let exchange = async {
+            match client.upstream.send(&self.connector, request).await {
+                Sent::Answered(answer) => answer,
+                Sent::Declined(request) => self.client.request(request).await.map_err(Into::into),
+            }
+        };
+        match tokio::time::timeout(timeout, exchange).await {
             Ok(Ok(response)) => {
                 let (mut parts, body) = response.into_parts();
                 remove_hop_by_hop(&mut parts.headers);
@@ -120,11 +134,13 @@ fn problem(status: StatusCode, detail: String) -> Response {
 
 /// Removes the hop-by-hop headers, including those `Connection` names.
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages have none: look before removing anything.
-    if !headers
+    // Most messages have none, or only `Connection`: remove what is there.
+    let present: Vec<HeaderName> = headers
         .keys()
-        .any(|name| HOP_BY_HOP.contains(&name.as_str()))
-    {
+        .filter(|name| HOP_BY_HOP.contains(name))
+        .cloned()
+        .collect();
+    if present.is_empty() {
         return;
     }
     let named: Vec<HeaderName> = headers
@@ -134,16 +150,14 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
         .flat_map(|value| value.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
         .collect();
-    for name in named {
-        headers.remove(name);
-    }
-    for name in HOP_BY_HOP {
+    for name in named.iter().chain(&present) {
         headers.remove(name);
     }
 }
 
-/// Appends the client to `X-Forwarded-For` (every line of it, in order).
-fn append_forwarded_for(headers: &mut HeaderMap, client_ip: IpAddr) {
+/// Appends the client's address (as text) to `X-Forwarded-For` (every line of
+/// it, in order).
+fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
     let name = HeaderName::from_static("x-forwarded-for");
     let existing: Vec<&str> = headers
         .get_all(&name)
@@ -152,11 +166,12 @@ fn append_forwarded_for(headers: &mut HeaderMap, client_ip: IpAddr) {
         .map(str::trim)
         .filter(|value| !value.is_empty())
         .collect();
-    let chain = if existing.is_empty() {
-        client_ip.to_string()
-    } else {
-        format!("{}, {client_ip}", existing.join(", "))
-    };
+    if existing.is_empty() {
+        headers.insert(name, client.clone());
+        return;
+    }
+    let client = client.to_str().unwrap_or_default();
+    let chain = format!("{}, {client}", existing.join(", "));
     if let Ok(value) = HeaderValue::from_str(&chain) {
         headers.insert(name, value);
     }
@@ -182,12 +197,12 @@ mod tests {
     #[test]
     fn the_client_is_appended_to_x_forwarded_for() {
         let mut headers = HeaderMap::new();
-        append_forwarded_for(&mut headers, "192.0.2.7".parse().unwrap());
+        append_forwarded_for(&mut headers, &HeaderValue::from_static("192.0.2.7"));
         assert_eq!(headers["x-forwarded-for"], "192.0.2.7");
-        append_forwarded_for(&mut headers, "10.0.0.1".parse().unwrap());
+        append_forwarded_for(&mut headers, &HeaderValue::from_static("10.0.0.1"));
         assert_eq!(headers["x-forwarded-for"], "192.0.2.7, 10.0.0.1");
         headers.append("x-forwarded-for", HeaderValue::from_static("198.51.100.7"));
-        append_forwarded_for(&mut headers, "10.0.0.2".parse().unwrap());
+        append_forwarded_for(&mut headers, &HeaderValue::from_static("10.0.0.2"));
         assert_eq!(
             headers["x-forwarded-for"],
             "192.0.2.7, 10.0.0.1, 198.51.100.7, 10.0.0.2"

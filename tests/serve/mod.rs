@@ -13,16 +13,19 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::routing::{any, get};
+use axum::serve::ListenerExt;
 use tokio::sync::Notify;
 use tollgate::serve::{self, Running, ServeConfig, ServeOptions};
 use tollgate_core::ManualClock;
 
-/// The upstream: counts requests; `/echo` streams the body back, `/headers`
-/// answers with the request's headers as JSON, `/slow` waits for `release`.
+/// The upstream: counts requests and connections; `/echo` streams the body
+/// back, `/headers` answers with the request's headers as JSON, `/slow` waits
+/// for `release`, `/close` answers and closes its connection.
 #[derive(Clone)]
 pub struct Upstream {
     pub address: SocketAddr,
     pub requests: Arc<AtomicUsize>,
+    pub connections: Arc<AtomicUsize>,
     pub release: Arc<Notify>,
 }
 
@@ -55,6 +58,7 @@ impl Upstream {
                     }
                 }),
             )
+            .route("/close", any(|| async { ([("connection", "close")], "closing") }))
             .fallback(|| async { "upstream" })
             .layer(axum::middleware::from_fn(move |request: Request, next: axum::middleware::Next| {
                 counted.fetch_add(1, Ordering::SeqCst);
@@ -62,16 +66,27 @@ impl Upstream {
             }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let accepted = Arc::clone(&connections);
+        let listener = listener.tap_io(move |_| {
+            accepted.fetch_add(1, Ordering::SeqCst);
+        });
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Upstream {
             address,
             requests,
+            connections,
             release,
         }
     }
 
     pub fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 }
 

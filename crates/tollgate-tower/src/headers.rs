@@ -107,21 +107,26 @@ impl RateLimitField<'_> {
     /// the given order: `"plan";q=5;w=60, "orders";q=60;w=60` and
     /// `"plan";r=3;t=40, "orders";r=59;t=1`.
     pub fn headers(fields: &[RateLimitField<'_>]) -> (HeaderValue, HeaderValue) {
-        let mut policy = String::new();
-        let mut state = String::new();
+        // Each field: its quoted name and two numbers of at most 20 digits.
+        let capacity: usize = fields
+            .iter()
+            .map(|field| field.name.len() * 2 + 2 + 50)
+            .sum();
+        let mut policy = String::with_capacity(capacity);
+        let mut state = String::with_capacity(capacity);
         let mut numbers = itoa::Buffer::new();
         for (index, field) in fields.iter().enumerate() {
             if index > 0 {
                 policy.push_str(", ");
                 state.push_str(", ");
             }
-            let name = structured_string(field.name);
-            policy.push_str(&name);
+            let name_starts = state.len();
+            push_structured_string(&mut state, field.name);
+            policy.push_str(&state[name_starts..]);
             policy.push_str(";q=");
             policy.push_str(numbers.format(field.quota));
             policy.push_str(";w=");
             policy.push_str(numbers.format(field.window_s));
-            state.push_str(&name);
             state.push_str(";r=");
             state.push_str(numbers.format(field.decision.remaining.unwrap_or(0)));
             state.push_str(";t=");
@@ -135,15 +140,20 @@ impl RateLimitField<'_> {
 /// and `\` escaped, characters outside printable ASCII dropped.
 fn structured_string(text: &str) -> String {
     let mut quoted = String::with_capacity(text.len() + 2);
-    quoted.push('"');
+    push_structured_string(&mut quoted, text);
+    quoted
+}
+
+/// Appends `text` to `out` as [`structured_string`] writes it.
+fn push_structured_string(out: &mut String, text: &str) {
+    out.push('"');
     for character in text.chars().filter(|c| (' '..='~').contains(c)) {
         if character == '"' || character == '\\' {
-            quoted.push('\\');
+            out.push('\\');
         }
-        quoted.push(character);
+        out.push(character);
     }
-    quoted.push('"');
-    quoted
+    out.push('"');
 }
 
 fn header_value(text: String) -> HeaderValue {
