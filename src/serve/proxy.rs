@@ -6,10 +6,8 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use http::header::{
-    CONNECTION, HOST, HeaderName, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER, UPGRADE,
-};
-use http::{HeaderMap, HeaderValue, Request, StatusCode, Version};
+use http::header::{CONNECTION, HOST, HeaderName};
+use http::{HeaderMap, HeaderValue, Request, StatusCode, Uri, Version};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -19,19 +17,22 @@ use super::client::ClientConnection;
 use super::routes::Route;
 use super::upstream::Sent;
 
-/// Headers that describe one connection and are never forwarded, besides any
-/// named in `Connection` (RFC 9110 section 7.6.1; `Keep-Alive`,
+/// Whether `name` describes one connection and is never forwarded, besides
+/// the headers `Connection` names (RFC 9110 section 7.6.1; `Keep-Alive`,
 /// `Proxy-Connection` from older practice).
-const HOP_BY_HOP: [HeaderName; 8] = [
-    CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    PROXY_AUTHENTICATE,
-    PROXY_AUTHORIZATION,
-    TE,
-    TRAILER,
-    UPGRADE,
-];
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "upgrade"
+    )
+}
 
 /// The HTTP client to the upstreams of one worker: each client connection's
 /// own upstream connection (see [`super::upstream::OwnUpstream`]), and a pool of keep-alive
@@ -63,8 +64,8 @@ impl Proxy {
         mut request: Request<Body>,
         timeout: Duration,
     ) -> Response {
-        let upstream = match route.upstream_uri(request.uri()) {
-            Ok(upstream) => upstream,
+        let path_and_query = match route.upstream_path_and_query(request.uri()) {
+            Ok(path_and_query) => path_and_query,
             Err(error) => {
                 return problem(
                     StatusCode::BAD_REQUEST,
@@ -80,7 +81,7 @@ impl Proxy {
         });
         let headers = request.headers_mut();
         remove_hop_by_hop(headers);
-        headers.remove(HOST);
+        headers.insert(HOST, route.upstream.host.clone());
         append_forwarded_for(headers, &client.forwarded_for);
         if let Some(host) = original_host {
             headers.insert(HeaderName::from_static("x-forwarded-host"), host);
@@ -89,12 +90,17 @@ impl Proxy {
             HeaderName::from_static("x-forwarded-proto"),
             HeaderValue::from_static("http"),
         );
-        *request.uri_mut() = upstream;
+        *request.uri_mut() = Uri::from(path_and_query);
         *request.version_mut() = Version::HTTP_11;
         let exchange = async {
-            match client.upstream.send(&self.connector, request).await {
+            let target = &route.upstream;
+            match client.upstream.send(&self.connector, target, request).await {
                 Sent::Answered(answer) => answer,
-                Sent::Declined(request) => self.client.request(request).await.map_err(Into::into),
+                Sent::Declined(request) => self
+                    .client
+                    .request(target.absolute(request))
+                    .await
+                    .map_err(Into::into),
             }
         };
         match tokio::time::timeout(timeout, exchange).await {
@@ -137,7 +143,7 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages have none, or only `Connection`: remove what is there.
     let present: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| HOP_BY_HOP.contains(name))
+        .filter(|name| is_hop_by_hop(name))
         .cloned()
         .collect();
     if present.is_empty() {

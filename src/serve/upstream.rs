@@ -5,10 +5,9 @@
 //! connection busy (HTTP/2 clients send several at once), closed or to another
 //! upstream goes through the worker's shared pool instead.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
@@ -18,6 +17,42 @@ use tower_service::Service;
 /// Any error of reaching an upstream.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Where a route's requests go.
+#[derive(Debug)]
+pub(crate) struct UpstreamTarget {
+    /// `http://host:port/`: where connections are opened.
+    pub(crate) origin: Uri,
+    /// `host:port`, the requests' `Host`.
+    pub(crate) host: HeaderValue,
+}
+
+impl UpstreamTarget {
+    /// The target of `origin` (`http://host:port/`); `Err` when it names no
+    /// host.
+    pub(crate) fn new(origin: Uri) -> Result<Self, &'static str> {
+        let host = origin
+            .authority()
+            .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok())
+            .ok_or("the upstream URL names no host")?;
+        Ok(UpstreamTarget { origin, host })
+    }
+
+    /// Whether `other` goes to the same place.
+    fn is(self: &Arc<Self>, other: &Arc<UpstreamTarget>) -> bool {
+        Arc::ptr_eq(self, other) || self.origin == other.origin
+    }
+
+    /// `request` (in origin form) in the absolute form the shared pool takes.
+    pub(crate) fn absolute(&self, mut request: Request<Body>) -> Request<Body> {
+        let mut parts = self.origin.clone().into_parts();
+        parts.path_and_query = request.uri().path_and_query().cloned();
+        if let Ok(uri) = Uri::from_parts(parts) {
+            *request.uri_mut() = uri;
+        }
+        request
+    }
+}
+
 /// One client connection's own upstream connection, if it has one.
 #[derive(Default)]
 pub(crate) struct OwnUpstream {
@@ -26,8 +61,7 @@ pub(crate) struct OwnUpstream {
 
 /// An open upstream connection and where it goes.
 struct Open {
-    scheme: Scheme,
-    authority: Authority,
+    target: Arc<UpstreamTarget>,
     sender: SendRequest<Body>,
 }
 
@@ -37,17 +71,19 @@ enum State {
     Ready,
     /// Still carrying an earlier request (an HTTP/2 client's).
     Busy,
-    /// To another upstream.
+    /// To another upstream (the connection stays for the upstream the client
+    /// connection started with: a client alternating between two would
+    /// otherwise open a connection each time).
     Elsewhere,
     /// Closed by either side: to be opened again.
     Closed,
 }
 
 impl Open {
-    fn state(&self, scheme: &Scheme, authority: &Authority) -> State {
+    fn state(&self, target: &Arc<UpstreamTarget>) -> State {
         if self.sender.is_closed() {
             State::Closed
-        } else if self.scheme != *scheme || self.authority != *authority {
+        } else if !self.target.is(target) {
             State::Elsewhere
         } else if self.sender.is_ready() {
             State::Ready
@@ -69,27 +105,24 @@ pub(crate) enum Sent {
 }
 
 impl OwnUpstream {
-    /// Sends `request` (its URI absolute, to its upstream) over this client
-    /// connection's own upstream connection, opening one with `connector`
-    /// when there is none or the last one was closed.
-    pub(crate) async fn send(&self, connector: &HttpConnector, request: Request<Body>) -> Sent {
-        let (Some(scheme), Some(authority)) = (
-            request.uri().scheme().cloned(),
-            request.uri().authority().cloned(),
-        ) else {
-            return Sent::Declined(request);
-        };
+    /// Sends `request` (in origin form, its `Host` set) to `target` over
+    /// this client connection's own upstream connection, opening one with
+    /// `connector` when there is none or the last one was closed.
+    pub(crate) async fn send(
+        &self,
+        connector: &HttpConnector,
+        target: &Arc<UpstreamTarget>,
+        request: Request<Body>,
+    ) -> Sent {
         // The exchange under way on the open connection, or the request to
         // open one for.
         let under_way = {
             let Ok(mut slot) = self.connection.lock() else {
                 return Sent::Declined(request);
             };
-            match slot.as_ref().map(|open| open.state(&scheme, &authority)) {
+            match slot.as_ref().map(|open| open.state(target)) {
                 Some(State::Ready) => match slot.as_mut() {
-                    Some(open) => Ok(open
-                        .sender
-                        .try_send_request(origin_form(request, &authority))),
+                    Some(open) => Ok(open.sender.try_send_request(request)),
                     None => Err(request),
                 },
                 Some(State::Busy | State::Elsewhere) => return Sent::Declined(request),
@@ -102,18 +135,17 @@ impl OwnUpstream {
         let sending = match under_way {
             Ok(sending) => sending,
             Err(request) => {
-                let mut sender = match connect(connector, request.uri().clone()).await {
+                let mut sender = match connect(connector, target.origin.clone()).await {
                     Ok(sender) => sender,
                     Err(error) => return Sent::Answered(Err(error)),
                 };
                 if let Err(error) = sender.ready().await {
                     return Sent::Answered(Err(error.into()));
                 }
-                let sending = sender.try_send_request(origin_form(request, &authority));
+                let sending = sender.try_send_request(request);
                 if let Ok(mut slot) = self.connection.lock() {
                     *slot = Some(Open {
-                        scheme: scheme.clone(),
-                        authority: authority.clone(),
+                        target: Arc::clone(target),
                         sender,
                     });
                 }
@@ -124,7 +156,7 @@ impl OwnUpstream {
             Ok(response) => Sent::Answered(Ok(response)),
             Err(mut error) => match error.take_message() {
                 // Never written: the connection had closed in the meantime.
-                Some(request) => Sent::Declined(absolute_form(request, scheme, authority)),
+                Some(request) => Sent::Declined(request),
                 None => Sent::Answered(Err(error.into_error().into())),
             },
         }
@@ -145,54 +177,19 @@ async fn connect(connector: &HttpConnector, uri: Uri) -> Result<SendRequest<Body
     Ok(sender)
 }
 
-/// `request` as sent on a connection to its upstream: the path and query
-/// alone in the request line, the upstream in `Host` (RFC 9112 section 3.2).
-fn origin_form(mut request: Request<Body>, authority: &Authority) -> Request<Body> {
-    let path_and_query = request
-        .uri()
-        .path_and_query()
-        .cloned()
-        .unwrap_or_else(|| PathAndQuery::from_static("/"));
-    *request.uri_mut() = Uri::from(path_and_query);
-    if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
-        request.headers_mut().insert(http::header::HOST, host);
-    }
-    request
-}
-
-/// `request` back in the absolute form the shared pool takes.
-fn absolute_form(
-    mut request: Request<Body>,
-    scheme: Scheme,
-    authority: Authority,
-) -> Request<Body> {
-    let mut parts = request.uri().clone().into_parts();
-    parts.scheme = Some(scheme);
-    parts.authority = Some(authority);
-    if parts.path_and_query.is_none() {
-        parts.path_and_query = Some(PathAndQuery::from_static("/"));
-    }
-    if let Ok(uri) = Uri::from_parts(parts) {
-        *request.uri_mut() = uri;
-    }
-    request
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn origin_form_keeps_the_path_and_query_and_names_the_upstream_host() {
+    fn the_pool_gets_the_request_in_absolute_form() {
+        let target = UpstreamTarget::new(Uri::from_static("http://127.0.0.1:9000/")).unwrap();
+        assert_eq!(target.host, "127.0.0.1:9000");
         let request = Request::builder()
-            .uri("http://127.0.0.1:9000/orders/7?page=2")
+            .uri("/orders/7?page=2")
             .body(Body::empty())
             .unwrap();
-        let authority = Authority::from_static("127.0.0.1:9000");
-        let request = origin_form(request, &authority);
-        assert_eq!(request.uri(), "/orders/7?page=2");
-        assert_eq!(request.headers()["host"], "127.0.0.1:9000");
-        let request = absolute_form(request, Scheme::HTTP, authority);
+        let request = target.absolute(request);
         assert_eq!(request.uri(), "http://127.0.0.1:9000/orders/7?page=2");
     }
 }
