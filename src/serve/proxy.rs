@@ -17,21 +17,23 @@ use super::client::ClientConnection;
 use super::routes::Route;
 use super::upstream::Sent;
 
-/// Whether `name` describes one connection and is never forwarded, besides
-/// the headers `Connection` names (RFC 9110 section 7.6.1; `Keep-Alive`,
+/// The headers that describe one connection and are never forwarded, besides
+/// those `Connection` names (RFC 9110 section 7.6.1; `Keep-Alive`,
 /// `Proxy-Connection` from older practice).
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// Whether `name` is one of [`HOP_BY_HOP`].
 fn is_hop_by_hop(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "upgrade"
-    )
+    HOP_BY_HOP.contains(&name.as_str())
 }
 
 /// The HTTP client to the upstreams of one worker: each client connection's
@@ -140,23 +142,29 @@ fn problem(status: StatusCode, detail: String) -> Response {
 
 /// Removes the hop-by-hop headers, including those `Connection` names.
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages have none, or only `Connection`: remove what is there.
-    let present: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| is_hop_by_hop(name))
-        .cloned()
-        .collect();
-    if present.is_empty() {
+    if !headers.keys().any(is_hop_by_hop) {
         return;
     }
+    // Names `Connection` lists besides the hop-by-hop ones and its `close`
+    // option: usually none, so nothing is allocated.
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .map(str::trim)
+        .filter(|token| {
+            !token.eq_ignore_ascii_case("close")
+                && !HOP_BY_HOP
+                    .iter()
+                    .any(|name| name.eq_ignore_ascii_case(token))
+        })
+        .filter_map(|token| HeaderName::from_bytes(token.as_bytes()).ok())
         .collect();
-    for name in named.iter().chain(&present) {
+    for name in &named {
+        headers.remove(name);
+    }
+    while let Some(name) = headers.keys().find(|name| is_hop_by_hop(name)).cloned() {
         headers.remove(name);
     }
 }
