@@ -7,7 +7,7 @@ use std::num::NonZeroU64;
 
 use models::{Batch, FixedWindowModel, Model, Single, SlidingLogModel, TokenBucketModel};
 use proptest::prelude::*;
-use tollgate_core::{Algorithm, Gateway, GatewayConfig, Policy, Resolution};
+use tollgate_core::{Algorithm, Gateway, GatewayConfig, Limit, Policy, Resolution};
 
 /// A gateway whose default policy is `policy`, counting seconds, no eviction in
 /// the times these tests use.
@@ -74,6 +74,33 @@ proptest! {
                 retry_after: decision.retry_after.as_secs(),
             };
             prop_assert_eq!(got, expected, "at {}", now);
+        }
+    }
+
+    /// A request held to its plan alone through `acquire` gives exactly what
+    /// the model gives, and so does one held to a policy limit alone.
+    #[test]
+    fn acquire_with_one_limit_matches_the_model(policy in policies(), steps in steps(), start in 0u64..1000) {
+        let gateway = gateway(policy);
+        let prepared = gateway.prepare(policy).unwrap();
+        let mut plan_model = model(&policy);
+        let mut policy_model = model(&policy);
+        let mut now = start;
+        for (elapsed, _) in steps {
+            now += elapsed;
+            let limits = [
+                [Limit::Plan("k")],
+                [Limit::Policy { key: "route", policy: &prepared }],
+            ];
+            for (limit, model) in limits.iter().zip([&mut plan_model, &mut policy_model]) {
+                let decision = gateway.acquire(limit, now).remove(0).decision;
+                let got = Single {
+                    allowed: decision.is_allowed(),
+                    remaining: decision.remaining.unwrap(),
+                    retry_after: decision.retry_after.as_secs(),
+                };
+                prop_assert_eq!(got, model.request(now), "{:?} at {}", limit[0], now);
+            }
         }
     }
 

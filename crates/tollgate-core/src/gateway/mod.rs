@@ -192,6 +192,23 @@ impl Gateway {
     /// calls never deadlock), so no other decision comes between the check and
     /// the charge. The limits' keys should be distinct.
     pub fn acquire(&self, limits: &[Limit<'_>], now: u64) -> Vec<LimitDecision> {
+        if let [limit] = limits {
+            // One limit: its own decision is the whole answer, so the check
+            // before the charge is not needed.
+            let hash = self.hash(limit.key(), limit.policy().is_some());
+            let mut shard = self.shard(hash).lock();
+            let verdict = shard.apply(hash, limit.key(), limit.policy(), now, 1);
+            let decision = verdict.map_or(Decision::exempt(1), |verdict| self.decision(verdict));
+            let (policy, tier) = match limit.policy() {
+                Some(rule) => (Some(rule.rule.policy), None),
+                None => shard.plan_of(hash, limit.key()),
+            };
+            return vec![LimitDecision {
+                decision,
+                policy,
+                tier,
+            }];
+        }
         let hashes: Vec<u64> = limits
             .iter()
             .map(|limit| self.hash(limit.key(), limit.policy().is_some()))
