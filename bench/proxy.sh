@@ -113,14 +113,13 @@ for port in $UPSTREAM_PORT $TOLLGATE_PORT $NGINX_PORT; do
     done
 done
 
-# CPU time (user + system, clock ticks) of processes $@, all their threads.
+# CPU time (user + system, clock ticks) of processes $@, all their threads
+# (those that ended included).
 cpu_ticks() {
-    local total=0 task ticks
+    local total=0 ticks
     for pid in "$@"; do
-        for task in /proc/"$pid"/task/*; do
-            ticks=$(awk '{print $14 + $15}' "$task/stat" 2>/dev/null || echo 0)
-            total=$((total + ticks))
-        done
+        ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)
+        total=$((total + ticks))
     done
     echo "$total"
 }

@@ -466,33 +466,59 @@ async fn hop_by_hop_headers_stop_at_the_gateway_and_the_client_is_forwarded() {
     assert_eq!(headers["x-kept"], "yes");
     assert_eq!(headers["x-forwarded-for"], "127.0.0.1");
     assert_eq!(headers["authorization"], "Bearer sk_a");
+    // `Host` names the upstream, `X-Forwarded-Host` what the client asked for.
+    assert_eq!(headers["host"], upstream.address.to_string());
+    let gateway_host = gateway.url("").trim_start_matches("http://").to_owned();
+    assert_eq!(headers["x-forwarded-host"], gateway_host.as_str());
 }
 
 #[tokio::test]
-async fn a_client_connection_keeps_one_upstream_connection_and_reopens_it_when_closed() {
+async fn upstream_connections_outlive_client_connections_and_are_reopened_when_closed() {
     let upstream = Upstream::start().await;
-    let gateway = Gateway::start(&plans(&upstream, ""), 0).await;
-    // One client connection (the client's pool keeps it for requests in turn).
+    // One worker: every request below goes through its connections.
+    let toml = plans(&upstream, "").replacen(
+        "listen = \"127.0.0.1:0\"\n",
+        "listen = \"127.0.0.1:0\"\nworkers = 1\n",
+        1,
+    );
+    let gateway = Gateway::start(&toml, 0).await;
+    // A new client connection for each of three requests, then two requests
+    // on one kept-alive client connection; the exempt key is never limited.
+    let one_shot = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     for _ in 0..3 {
-        assert_eq!(gateway.status("/", "sk_pro").await, 200);
+        let response = one_shot
+            .get(gateway.url("/"))
+            .header("authorization", "Bearer sk_internal")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.text().await.unwrap(), "upstream");
     }
+    for _ in 0..2 {
+        assert_eq!(gateway.status("/", "sk_internal").await, 200);
+    }
+    assert_eq!(upstream.requests(), 5);
     assert_eq!(
         upstream.connections(),
         1,
-        "three requests, one upstream connection"
+        "five requests on three client connections, one upstream connection"
     );
     // The upstream closes its connection after this answer; the client's
     // connection stays open (`Connection` is hop-by-hop).
-    let response = gateway.get("/close", "sk_pro").await;
+    let response = gateway.get("/close", "sk_internal").await;
     assert_eq!(response.status(), 200);
     assert!(header(&response, "connection").is_none());
     assert_eq!(response.text().await.unwrap(), "closing");
     // The next request goes over a new upstream connection.
-    let response = gateway.get("/", "sk_pro").await;
+    let response = gateway.get("/", "sk_internal").await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.unwrap(), "upstream");
-    assert_eq!(upstream.requests(), 5);
-    assert!(upstream.connections() >= 2);
+    assert_eq!(upstream.requests(), 7);
+    assert_eq!(upstream.connections(), 2);
 }
 
 #[tokio::test]

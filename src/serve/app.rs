@@ -103,7 +103,7 @@ pub(crate) async fn handle(
         }
         None => demo::respond(&request),
     };
-    headers.add_to(response.headers_mut());
+    headers.insert_into(response.headers_mut());
     response
 }
 

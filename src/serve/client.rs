@@ -1,11 +1,8 @@
-//! One client connection of the gateway: whom it comes from, and its own
-//! upstream connection.
+//! One client connection of the gateway: whom it comes from.
 
 use std::net::SocketAddr;
 
 use http::HeaderValue;
-
-use super::upstream::OwnUpstream;
 
 /// What the requests of one client connection share.
 pub(crate) struct ClientConnection {
@@ -13,18 +10,16 @@ pub(crate) struct ClientConnection {
     pub(crate) peer: SocketAddr,
     /// The peer's IP address as `X-Forwarded-For` names it, written once.
     pub(crate) forwarded_for: HeaderValue,
-    /// The connection's own upstream connection.
-    pub(crate) upstream: OwnUpstream,
 }
 
 impl ClientConnection {
+    /// The connection from `peer`.
     pub(crate) fn new(peer: SocketAddr) -> Self {
         ClientConnection {
             peer,
             // An IP address is always a valid header value.
             forwarded_for: HeaderValue::try_from(peer.ip().to_string())
                 .unwrap_or(HeaderValue::from_static("unknown")),
-            upstream: OwnUpstream::default(),
         }
     }
 }

@@ -23,7 +23,7 @@ pub(crate) struct RateLimitHeaders {
 
 impl RateLimitHeaders {
     /// Sets the headers on `headers`, replacing any of the same names.
-    pub(crate) fn add_to(self, headers: &mut HeaderMap) {
+    pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
         headers.reserve(self.headers.len());
         for (name, value) in self.headers {
             headers.insert(name, value);
@@ -92,7 +92,7 @@ mod tests {
                 decision: &route,
             },
         ])
-        .add_to(&mut headers);
+        .insert_into(&mut headers);
         assert_eq!(
             headers["ratelimit-policy"],
             "\"default\";q=5;w=60, \"orders\";q=60;w=60"
@@ -105,7 +105,7 @@ mod tests {
         assert_eq!(headers["x-ratelimit-remaining"], "3");
         assert_eq!(headers["x-ratelimit-reset"], "40");
         let mut none = HeaderMap::new();
-        rate_limit_headers(&[]).add_to(&mut none);
+        rate_limit_headers(&[]).insert_into(&mut none);
         assert!(none.is_empty());
     }
 }

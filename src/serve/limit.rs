@@ -108,7 +108,7 @@ pub(crate) async fn admit(
     }
     tracing::debug!(key = %Redacted(key), route = %route_name, retry_after, "rate limited");
     let mut response = respond(Problem::too_many_requests(refused_by, retry_after));
-    headers.add_to(response.headers_mut());
+    headers.insert_into(response.headers_mut());
     Err(response)
 }
 

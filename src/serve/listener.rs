@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
@@ -27,18 +27,28 @@ pub(crate) async fn serve(
     worker: Worker,
     mut stopped: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // A client gets hyper's 30 s to send a request's headers, so no connection
+    // holds a shutdown up for ever.
+    builder.http1().timer(TokioTimer::new());
+    builder.http2().timer(TokioTimer::new());
     let graceful = GracefulShutdown::new();
     loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    wait_after_accept_error(&error).await;
-                    continue;
-                }
-            },
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
             _ = stopped.wait_for(|stopped| *stopped) => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                if must_pause(&error) {
+                    tokio::select! {
+                        () = tokio::time::sleep(ACCEPT_PAUSE) => {}
+                        _ = stopped.wait_for(|stopped| *stopped) => break,
+                    }
+                }
+                continue;
+            }
         };
         let worker = worker.clone();
         let client = Arc::new(ClientConnection::new(peer));
@@ -50,7 +60,7 @@ pub(crate) async fn serve(
             }
         });
         let connection = builder
-            .serve_connection(TokioIo::new(stream_for_requests(stream)), service)
+            .serve_connection(TokioIo::new(without_nagle(stream)), service)
             .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
@@ -64,25 +74,29 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-/// Requests and responses are small: each goes out at once (no Nagle delay).
-fn stream_for_requests(stream: TcpStream) -> TcpStream {
+/// `stream` with `TCP_NODELAY`: requests and responses are small, each goes
+/// out at once instead of waiting for the peer's acknowledgement (Nagle).
+fn without_nagle(stream: TcpStream) -> TcpStream {
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "cannot set TCP_NODELAY");
     }
     stream
 }
 
-/// After a failed `accept`: a connection that failed on its own way in is
-/// nothing to wait for; anything else (out of file descriptors, say) is logged
-/// and the listener pauses a second rather than spin.
-async fn wait_after_accept_error(error: &std::io::Error) {
+/// How long the listener pauses after an `accept` error that is not the
+/// connection's own (out of file descriptors, say), rather than spin.
+const ACCEPT_PAUSE: Duration = Duration::from_secs(1);
+
+/// Whether an `accept` error calls for a pause (and a log line): not when a
+/// connection failed on its own way in.
+fn must_pause(error: &std::io::Error) -> bool {
     use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
     if matches!(
         error.kind(),
         ConnectionAborted | ConnectionRefused | ConnectionReset
     ) {
-        return;
+        return false;
     }
     tracing::error!(%error, "cannot accept a connection");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    true
 }

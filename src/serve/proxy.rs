@@ -2,20 +2,19 @@
 //! bodies, with hop-by-hop headers removed (RFC 9110 section 7.6.1); 502 when
 //! the upstream cannot be reached, 504 when it does not answer in time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
 use http::header::{CONNECTION, HOST, HeaderName};
 use http::{HeaderMap, HeaderValue, Request, StatusCode, Uri, Version};
-use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use tollgate_tower::Problem;
 
 use super::client::ClientConnection;
 use super::routes::Route;
-use super::upstream::Sent;
+use super::upstream::UpstreamConnections;
 
 /// The headers that describe one connection and are never forwarded, besides
 /// those `Connection` names (RFC 9110 section 7.6.1; `Keep-Alive`,
@@ -36,29 +35,26 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     HOP_BY_HOP.contains(&name.as_str())
 }
 
-/// The HTTP client to the upstreams of one worker: each client connection's
-/// own upstream connection (see [`super::upstream::OwnUpstream`]), and a pool of keep-alive
-/// connections for requests that cannot use it.
+/// The HTTP client to the upstreams of one worker: its keep-alive
+/// connections (see [`UpstreamConnections`]).
 #[derive(Clone, Debug)]
 pub(crate) struct Proxy {
-    connector: HttpConnector,
-    client: Client<HttpConnector, Body>,
+    connections: Arc<UpstreamConnections>,
 }
 
 impl Proxy {
+    /// A client whose connections give up connecting after `connect_timeout`.
     pub(crate) fn new(connect_timeout: Duration) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
         Proxy {
-            client: Client::builder(TokioExecutor::new()).build(connector.clone()),
-            connector,
+            connections: Arc::new(UpstreamConnections::new(connector)),
         }
     }
 
-    /// Sends `request` of `client` to `route`'s upstream, over the client
-    /// connection's own upstream connection when it can, waiting at most
-    /// `timeout` for the response headers.
+    /// Sends `request` of `client` to `route`'s upstream, waiting at most
+    /// `timeout` for the response headers (connecting included).
     pub(crate) async fn forward(
         &self,
         client: &ClientConnection,
@@ -94,25 +90,14 @@ impl Proxy {
         );
         *request.uri_mut() = Uri::from(path_and_query);
         *request.version_mut() = Version::HTTP_11;
-        let exchange = async {
-            let target = &route.upstream;
-            match client.upstream.send(&self.connector, target, request).await {
-                Sent::Answered(answer) => answer,
-                Sent::Declined(request) => self
-                    .client
-                    .request(target.absolute(request))
-                    .await
-                    .map_err(Into::into),
-            }
-        };
+        let exchange = self.connections.send(&route.upstream, request);
         match tokio::time::timeout(timeout, exchange).await {
-            Ok(Ok(response)) => {
-                let (mut parts, body) = response.into_parts();
-                remove_hop_by_hop(&mut parts.headers);
+            Ok(Ok(mut response)) => {
+                remove_hop_by_hop(response.headers_mut());
                 // The client's protocol, not the upstream's: an HTTP/1.0
                 // upstream must not end the client's keep-alive.
-                parts.version = client_version;
-                Response::from_parts(parts, Body::new(body))
+                *response.version_mut() = client_version;
+                response
             }
             Ok(Err(error)) => {
                 tracing::warn!(route = %route.name, %error, "upstream unreachable");
