@@ -1,9 +1,8 @@
 //! The gateway listener of one worker: it accepts client connections and
 //! serves each with hyper (HTTP/1.1, or HTTP/2 with prior knowledge), every
-//! request going straight to [`app::handle`] with the connection's peer
-//! address and its own upstream connection (see [`ClientConnection`]). On shutdown it stops accepting,
-//! asks every connection to close once its requests are answered, and returns
-//! when all have.
+//! request going straight to [`app::handle`] with its [`ClientConnection`].
+//! On shutdown it stops accepting, asks every connection to close once its
+//! requests are answered, and returns when all have.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -28,10 +27,10 @@ pub(crate) async fn serve(
     mut stopped: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    // A client gets hyper's 30 s to send a request's headers, so no connection
-    // holds a shutdown up for ever.
+    // An HTTP/1 client gets hyper's 30 s to send a request's headers (an idle
+    // keep-alive connection is closed after 30 s), so such a connection
+    // cannot hold a shutdown up for ever.
     builder.http1().timer(TokioTimer::new());
-    builder.http2().timer(TokioTimer::new());
     let graceful = GracefulShutdown::new();
     loop {
         let accepted = tokio::select! {

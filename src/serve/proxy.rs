@@ -43,18 +43,20 @@ pub(crate) struct Proxy {
 }
 
 impl Proxy {
-    /// A client whose connections give up connecting after `connect_timeout`.
+    /// A client whose connections give up connecting after `connect_timeout`;
+    /// its sweep of idle connections runs on the current runtime.
     pub(crate) fn new(connect_timeout: Duration) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
-        Proxy {
-            connections: Arc::new(UpstreamConnections::new(connector)),
-        }
+        let connections = Arc::new(UpstreamConnections::new(connector));
+        UpstreamConnections::start_sweeping(&connections);
+        Proxy { connections }
     }
 
     /// Sends `request` of `client` to `route`'s upstream, waiting at most
-    /// `timeout` for the response headers (connecting included).
+    /// `timeout` for the response headers (connecting and the client's upload
+    /// of the request body included).
     pub(crate) async fn forward(
         &self,
         client: &ClientConnection,

@@ -3,11 +3,12 @@
 //! to its upstream that was given back last, or opens one; the connection is
 //! given back once the response body has ended, for the worker's next request
 //! to that upstream, whichever client connection it comes from. Idle
-//! connections are closed after [`IDLE_TIMEOUT`], and at most
-//! [`MAX_IDLE_PER_UPSTREAM`] are kept per upstream.
+//! connections are closed after [`IDLE_TIMEOUT`] (a sweep every
+//! [`SWEEP_INTERVAL`]), and at most [`MAX_IDLE_PER_UPSTREAM`] are kept per
+//! upstream.
 //!
 //! hyper-util's pooled client does the same for any executor and protocol, at
-//! about 9,500 more instructions per proxied request (see
+//! about 9,600 more instructions per proxied request (see
 //! `docs/PERFORMANCE.md`): a worker is one thread and speaks HTTP/1.1 to its
 //! upstreams, so a list per upstream is all the pooling it needs.
 
@@ -33,6 +34,10 @@ pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The most idle connections a worker keeps to one upstream.
 pub(crate) const MAX_IDLE_PER_UPSTREAM: usize = 256;
+const _: () = assert!(MAX_IDLE_PER_UPSTREAM > 0);
+
+/// How often idle connections past [`IDLE_TIMEOUT`] are closed.
+pub(crate) const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Where a route's requests go.
 #[derive(Debug)]
@@ -58,7 +63,7 @@ impl UpstreamTarget {
     }
 
     /// Whether `other` goes to the same place.
-    fn is(&self, other: &UpstreamTarget) -> bool {
+    fn same_origin_as(&self, other: &UpstreamTarget) -> bool {
         std::ptr::eq(self, other) || self.origin == other.origin
     }
 }
@@ -93,7 +98,7 @@ impl UpstreamConnections {
         }
     }
 
-    fn idle(&self) -> MutexGuard<'_, Vec<(Arc<UpstreamTarget>, Vec<Idle>)>> {
+    fn idle_lists(&self) -> MutexGuard<'_, Vec<(Arc<UpstreamTarget>, Vec<Idle>)>> {
         // Nothing panics while the list is held; a poisoned list is still whole.
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -101,10 +106,10 @@ impl UpstreamConnections {
     /// The idle connection to `target` given back last, if any is still open
     /// and ready; connections closed, expired or not ready are dropped.
     fn take_idle(&self, target: &UpstreamTarget, now: Instant) -> Option<SendRequest<Body>> {
-        let mut idle = self.idle();
+        let mut idle = self.idle_lists();
         let list = idle
             .iter_mut()
-            .find(|(listed, _)| listed.is(target))
+            .find(|(listed, _)| listed.same_origin_as(target))
             .map(|(_, list)| list)?;
         while let Some(entry) = list.pop() {
             if now.duration_since(entry.since) > IDLE_TIMEOUT {
@@ -119,7 +124,41 @@ impl UpstreamConnections {
         None
     }
 
-    /// Lists `sender` as idle if it can take another request.
+    /// Closes the idle connections past [`IDLE_TIMEOUT`] or no longer open,
+    /// and forgets upstreams without any (those of routes reloaded away).
+    fn sweep(&self, now: Instant) {
+        let mut idle = self.idle_lists();
+        for (_, list) in idle.iter_mut() {
+            list.retain(|entry| {
+                now.duration_since(entry.since) <= IDLE_TIMEOUT && entry.sender.is_ready()
+            });
+        }
+        idle.retain(|(_, list)| !list.is_empty());
+    }
+
+    /// Starts the sweep of idle connections every [`SWEEP_INTERVAL`] on the
+    /// current runtime; it ends with the last reference to `connections`.
+    pub(crate) fn start_sweeping(connections: &Arc<Self>) {
+        let connections = Arc::downgrade(connections);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(SWEEP_INTERVAL);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let Some(connections) = connections.upgrade() else {
+                    return;
+                };
+                connections.sweep(Instant::now());
+            }
+        });
+    }
+
+    /// Lists `sender` as idle if it can take another request. It can as soon
+    /// as its response has ended: hyper's connection task marks the
+    /// connection idle and wanting a request in the same turn in which it
+    /// reads the response's last bytes, before the body's reader (a task on
+    /// the same worker thread) sees the end. Should that ever not hold, the
+    /// connection is closed here: no reuse, nothing lost.
     fn give_back(&self, target: &Arc<UpstreamTarget>, sender: SendRequest<Body>) {
         if !sender.is_ready() {
             // Closed, or still sending a request body the upstream did not
@@ -127,8 +166,11 @@ impl UpstreamConnections {
             return;
         }
         let now = Instant::now();
-        let mut idle = self.idle();
-        let index = match idle.iter().position(|(listed, _)| listed.is(target)) {
+        let mut idle = self.idle_lists();
+        let index = match idle
+            .iter()
+            .position(|(listed, _)| listed.same_origin_as(target))
+        {
             Some(index) => index,
             None => {
                 idle.push((Arc::clone(target), Vec::new()));
@@ -198,11 +240,21 @@ impl UpstreamConnections {
 /// it.
 struct ReturnWhenDone {
     body: Incoming,
-    connection: Option<(
-        SendRequest<Body>,
-        Arc<UpstreamConnections>,
-        Arc<UpstreamTarget>,
-    )>,
+    /// Until given back or dropped.
+    connection: Option<Borrowed>,
+}
+
+/// A connection in use, and where it goes back to.
+struct Borrowed {
+    sender: SendRequest<Body>,
+    connections: Arc<UpstreamConnections>,
+    target: Arc<UpstreamTarget>,
+}
+
+impl Borrowed {
+    fn give_back(self) {
+        self.connections.give_back(&self.target, self.sender);
+    }
 }
 
 impl ReturnWhenDone {
@@ -214,7 +266,11 @@ impl ReturnWhenDone {
     ) -> Self {
         let mut returning = ReturnWhenDone {
             body,
-            connection: Some((sender, Arc::clone(connections), Arc::clone(target))),
+            connection: Some(Borrowed {
+                sender,
+                connections: Arc::clone(connections),
+                target: Arc::clone(target),
+            }),
         };
         // A body that is empty from the start (`HEAD`, 204, 304, length 0)
         // may never be polled.
@@ -224,9 +280,13 @@ impl ReturnWhenDone {
 
     fn give_back_if_done(&mut self) {
         if self.body.is_end_stream() {
-            if let Some((sender, connections, target)) = self.connection.take() {
-                connections.give_back(&target, sender);
-            }
+            self.give_back();
+        }
+    }
+
+    fn give_back(&mut self) {
+        if let Some(connection) = self.connection.take() {
+            connection.give_back();
         }
     }
 }
@@ -241,11 +301,9 @@ impl HttpBody for ReturnWhenDone {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(context);
         match &polled {
-            Poll::Ready(None) => {
-                if let Some((sender, connections, target)) = self.connection.take() {
-                    connections.give_back(&target, sender);
-                }
-            }
+            Poll::Ready(None) => self.give_back(),
+            // Trailers end a body: the gateway may not poll again after them.
+            Poll::Ready(Some(Ok(frame))) if frame.is_trailers() => self.give_back(),
             Poll::Ready(Some(Ok(_))) => self.give_back_if_done(),
             // An error ends the connection: it is not given back.
             Poll::Ready(Some(Err(_))) => self.connection = None,
