@@ -69,23 +69,17 @@ impl UpstreamTarget {
 }
 
 /// An idle connection and since when it is idle.
+#[derive(Debug)]
 struct Idle {
     sender: SendRequest<Body>,
     since: Instant,
 }
 
 /// The connections of one worker, idle ones listed per upstream.
+#[derive(Debug)]
 pub(crate) struct UpstreamConnections {
     connector: HttpConnector,
     idle: Mutex<Vec<(Arc<UpstreamTarget>, Vec<Idle>)>>,
-}
-
-impl std::fmt::Debug for UpstreamConnections {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("UpstreamConnections")
-            .finish_non_exhaustive()
-    }
 }
 
 impl UpstreamConnections {
@@ -165,7 +159,6 @@ impl UpstreamConnections {
             // wait for: not worth keeping.
             return;
         }
-        let now = Instant::now();
         let mut idle = self.idle_lists();
         let index = match idle
             .iter()
@@ -177,14 +170,15 @@ impl UpstreamConnections {
                 idle.len() - 1
             }
         };
+        // Expired ones go in the sweep; past the cap, the oldest goes now.
         let list = &mut idle[index].1;
-        let expired = list
-            .iter()
-            .take_while(|entry| now.duration_since(entry.since) > IDLE_TIMEOUT)
-            .count();
-        let over = (list.len() - expired + 1).saturating_sub(MAX_IDLE_PER_UPSTREAM);
-        list.drain(..expired + over);
-        list.push(Idle { sender, since: now });
+        if list.len() >= MAX_IDLE_PER_UPSTREAM {
+            list.remove(0);
+        }
+        list.push(Idle {
+            sender,
+            since: Instant::now(),
+        });
     }
 
     /// Sends `request` (in origin form, its `Host` set) to `target` over an

@@ -199,15 +199,7 @@ impl Gateway {
             let mut shard = self.shard(hash).lock();
             let verdict = shard.apply(hash, limit.key(), limit.policy(), now, 1);
             let decision = verdict.map_or(Decision::exempt(1), |verdict| self.decision(verdict));
-            let (policy, tier) = match limit.policy() {
-                Some(rule) => (Some(rule.rule.policy), None),
-                None => shard.plan_of(hash, limit.key()),
-            };
-            return vec![LimitDecision {
-                decision,
-                policy,
-                tier,
-            }];
+            return vec![limit_decision(&shard, hash, limit, decision)];
         }
         let hashes: Vec<u64> = limits
             .iter()
@@ -262,15 +254,7 @@ impl Gateway {
                         })
                     }
                 };
-                let (policy, tier) = match limit.policy() {
-                    Some(rule) => (Some(rule.rule.policy), None),
-                    None => shard.plan_of(*hash, limit.key()),
-                };
-                LimitDecision {
-                    decision,
-                    policy,
-                    tier,
-                }
+                limit_decision(shard, *hash, limit, decision)
             })
             .collect()
     }
@@ -488,6 +472,25 @@ impl Gateway {
             retry_after: self.resolution.duration(verdict.retry_after),
             reset_after: self.resolution.duration(verdict.reset_after),
         }
+    }
+}
+
+/// A limit's `decision` with the policy it was decided under and, for a plan,
+/// the key's tier (read from `shard`, which holds the key).
+fn limit_decision(
+    shard: &Shard,
+    hash: u64,
+    limit: &Limit<'_>,
+    decision: Decision,
+) -> LimitDecision {
+    let (policy, tier) = match limit.policy() {
+        Some(rule) => (Some(rule.rule.policy), None),
+        None => shard.plan_of(hash, limit.key()),
+    };
+    LimitDecision {
+        decision,
+        policy,
+        tier,
     }
 }
 
