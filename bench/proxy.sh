@@ -2,6 +2,9 @@
 # The cost of rate limiting in a gateway, measured with wrk on one machine in one
 # run: the upstream directly, `tollgate serve` in front of it, and nginx in front
 # of it with `limit_req` at the same per-key rate, keyed by the same header.
+# For reference, a second `tollgate serve` with every benchmark key exempt
+# (`tollgate_exempt`): the same proxy path with no limit decided and no
+# rate-limit headers, the floor of what tollgate's HTTP stack costs.
 # The limits are high enough that every request passes, so the run measures the
 # cost of limiting, not refusals. Installs nginx and wrk from Debian's packages
 # if they are missing.
@@ -34,6 +37,8 @@ UPSTREAM_PORT=18090
 TOLLGATE_PORT=18091
 TOLLGATE_ADMIN_PORT=18092
 NGINX_PORT=18093
+EXEMPT_PORT=18094
+EXEMPT_ADMIN_PORT=18095
 # Per key: 100,000 requests per second (6,000,000 per minute), bursts of 100,000.
 RATE=100000
 
@@ -93,6 +98,17 @@ prefix = "/"
 upstream = "http://127.0.0.1:$UPSTREAM_PORT"
 CONF
 
+# The same gateway with every benchmark key exempt.
+{
+    echo "listen = \"127.0.0.1:$EXEMPT_PORT\""
+    echo "workers = $WORKERS"
+    echo "[admin]"
+    echo "listen = \"127.0.0.1:$EXEMPT_ADMIN_PORT\""
+    echo "[limits]"
+    echo "exempt_keys = [$(seq -s, -f '"sk_bench_%g"' 0 $((KEYS - 1)))]"
+    sed -n '/^\[limits.default_policy\]/,$p' "$WORK/tollgate.toml"
+} > "$WORK/tollgate-exempt.toml"
+
 # wrk: every request carries one of $KEYS API keys, in turn.
 cat > "$WORK/keys.lua" <<LUA
 local counter = 0
@@ -106,7 +122,9 @@ nginx -c "$WORK/upstream.conf"
 nginx -c "$WORK/limiter.conf"
 RUST_LOG=warn ./target/release/tollgate serve --config "$WORK/tollgate.toml" 2>"$WORK/tollgate.log" &
 TOLLGATE_PID=$!
-for port in $UPSTREAM_PORT $TOLLGATE_PORT $NGINX_PORT; do
+RUST_LOG=warn ./target/release/tollgate serve --config "$WORK/tollgate-exempt.toml" 2>"$WORK/tollgate-exempt.log" &
+EXEMPT_PID=$!
+for port in $UPSTREAM_PORT $TOLLGATE_PORT $NGINX_PORT $EXEMPT_PORT; do
     for _ in $(seq 100); do
         curl -s -o /dev/null -H 'Authorization: Bearer warmup' "http://127.0.0.1:$port/" && break
         sleep 0.1
@@ -155,4 +173,5 @@ limiter_pids=$(pgrep -P "$(cat "$WORK/limiter.pid")" | tr '\n' ' ')
     run nginx_limit_req $NGINX_PORT $limiter_pids
     run tollgate_again $TOLLGATE_PORT $TOLLGATE_PID
     run nginx_limit_req_again $NGINX_PORT $limiter_pids
+    run tollgate_exempt $EXEMPT_PORT $EXEMPT_PID
 }

@@ -6,6 +6,8 @@
 use http::{HeaderMap, HeaderName, HeaderValue};
 use tollgate_tower::{RATELIMIT, RATELIMIT_POLICY, RateLimitField};
 
+mod prepared;
+
 /// `X-RateLimit-Limit`: the most restrictive limit's quota.
 pub(crate) const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 /// `X-RateLimit-Remaining`: what is left of it.
@@ -14,20 +16,35 @@ pub(crate) const X_RATELIMIT_REMAINING: HeaderName =
 /// `X-RateLimit-Reset`: seconds until it is whole again, never negative.
 pub(crate) const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-/// The rate-limit headers of one response, to add to it.
+/// The rate-limit headers of one response, to add to it: none when no limit
+/// applied.
 #[derive(Debug, Default)]
 pub(crate) struct RateLimitHeaders {
-    /// Name and value of each header, each name once.
-    headers: Vec<(HeaderName, HeaderValue)>,
+    values: Option<Values>,
+}
+
+/// The value of each rate-limit header.
+#[derive(Debug)]
+struct Values {
+    policy: HeaderValue,
+    state: HeaderValue,
+    limit: HeaderValue,
+    remaining: HeaderValue,
+    reset: HeaderValue,
 }
 
 impl RateLimitHeaders {
     /// Sets the headers on `headers`, replacing any of the same names.
     pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
-        headers.reserve(self.headers.len());
-        for (name, value) in self.headers {
-            headers.insert(name, value);
-        }
+        let Some(values) = self.values else {
+            return;
+        };
+        headers.reserve(5);
+        headers.insert(RATELIMIT_POLICY, values.policy);
+        headers.insert(RATELIMIT, values.state);
+        headers.insert(X_RATELIMIT_LIMIT, values.limit);
+        headers.insert(X_RATELIMIT_REMAINING, values.remaining);
+        headers.insert(X_RATELIMIT_RESET, values.reset);
     }
 }
 
@@ -39,22 +56,35 @@ pub(crate) fn rate_limit_headers(fields: &[RateLimitField<'_>]) -> RateLimitHead
     }) else {
         return RateLimitHeaders::default();
     };
-    let (policy, state) = RateLimitField::headers(fields);
+    let (policy, state, limit) = match fields {
+        [only] => prepared::with_template(only.name, only.quota, only.window_s, |prepared| {
+            (
+                prepared.template.policy().clone(),
+                prepared.template.state(only.decision),
+                prepared.limit.clone(),
+            )
+        }),
+        _ => {
+            let (policy, state) = RateLimitField::headers(fields);
+            (policy, state, number(tightest.quota))
+        }
+    };
     RateLimitHeaders {
-        headers: vec![
-            (RATELIMIT_POLICY, policy),
-            (RATELIMIT, state),
-            (X_RATELIMIT_LIMIT, HeaderValue::from(tightest.quota)),
-            (
-                X_RATELIMIT_REMAINING,
-                HeaderValue::from(tightest.decision.remaining.unwrap_or(0)),
-            ),
-            (
-                X_RATELIMIT_RESET,
-                HeaderValue::from(tightest.decision.reset_after_seconds()),
-            ),
-        ],
+        values: Some(Values {
+            policy,
+            state,
+            limit,
+            remaining: number(tightest.decision.remaining.unwrap_or(0)),
+            reset: number(tightest.decision.reset_after_seconds()),
+        }),
     }
+}
+
+/// `value` in decimal, as a header value in one allocation of its exact size.
+fn number(value: u64) -> HeaderValue {
+    // Digits only, so this never fails.
+    HeaderValue::from_str(itoa::Buffer::new().format(value))
+        .unwrap_or_else(|_| HeaderValue::from_static("0"))
 }
 
 #[cfg(test)]

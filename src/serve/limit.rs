@@ -76,13 +76,16 @@ pub(crate) async fn admit(
     runtime.decisions.record_time(started.elapsed());
     let plan = &decisions[0];
     let tier = plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
-    let fields = fields(
-        tier,
-        plan,
-        route_limit.as_ref().zip(decisions.get(1)),
-        route_name,
-    );
-    let headers = rate_limit_headers(&fields);
+    let plan_field = plan_field(tier, plan);
+    let route_field = route_limit
+        .as_ref()
+        .zip(decisions.get(1))
+        .map(|(limit, decision)| route_field(route_name, limit, decision));
+    let headers = match (plan_field, route_field) {
+        (Some(plan), Some(route)) => rate_limit_headers(&[plan, route]),
+        (Some(only), None) | (None, Some(only)) => rate_limit_headers(&[only]),
+        (None, None) => RateLimitHeaders::default(),
+    };
     let allowed = decisions.iter().all(|limit| limit.decision.is_allowed());
     runtime.decisions.record(allowed, tier, route_name);
     if allowed {
@@ -112,33 +115,31 @@ pub(crate) async fn admit(
     Err(response)
 }
 
-/// The RateLimit fields: the plan first, then the route budget.
-fn fields<'a>(
-    tier: &'a str,
-    plan: &'a LimitDecision,
-    route: Option<(&'a RouteLimit<'a>, &'a LimitDecision)>,
+/// The plan's RateLimit field (listed first); none for a key whose plan has
+/// no policy.
+fn plan_field<'a>(tier: &'a str, plan: &'a LimitDecision) -> Option<RateLimitField<'a>> {
+    let (quota, window_s) = advertised_quota(&plan.policy?);
+    Some(RateLimitField {
+        name: tier,
+        quota,
+        window_s,
+        decision: &plan.decision,
+    })
+}
+
+/// The route budget's RateLimit field (listed after the plan's).
+fn route_field<'a>(
     route_name: &'a str,
-) -> Vec<RateLimitField<'a>> {
-    let mut fields = Vec::with_capacity(2);
-    if let Some(policy) = plan.policy {
-        let (quota, window_s) = advertised_quota(&policy);
-        fields.push(RateLimitField {
-            name: tier,
-            quota,
-            window_s,
-            decision: &plan.decision,
-        });
+    limit: &RouteLimit<'_>,
+    decision: &'a LimitDecision,
+) -> RateLimitField<'a> {
+    let (quota, window_s) = advertised_quota(&limit.budget.budget.policy());
+    RateLimitField {
+        name: route_name,
+        quota,
+        window_s,
+        decision: &decision.decision,
     }
-    if let Some((limit, decision)) = route {
-        let (quota, window_s) = advertised_quota(&limit.budget.budget.policy());
-        fields.push(RateLimitField {
-            name: route_name,
-            quota,
-            window_s,
-            decision: &decision.decision,
-        });
-    }
-    fields
 }
 
 /// The route budget of a request: the route's own, else the host default per

@@ -1,7 +1,6 @@
 //! The gateway's metrics, recorded through the `metrics` crate and rendered in
 //! the Prometheus text format on `/metrics`.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -94,6 +93,10 @@ fn start_upkeep(handle: PrometheusHandle) {
 
 /// The allowed and rejected counters of one route and tier.
 type OutcomeCounters = (Counter, Counter);
+
+/// A map keyed by route or tier name: names come from the configuration and
+/// the admin API, not from requests, so a fast hash suffices.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The decision counters of every known route and tier, registered once so
 /// that counting a decision is a map lookup and an atomic add.

@@ -30,9 +30,9 @@ const HOP_BY_HOP: [&str; 8] = [
     "upgrade",
 ];
 
-/// Whether `name` is one of [`HOP_BY_HOP`].
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    HOP_BY_HOP.contains(&name.as_str())
+/// Where `name` (lowercase) stands in [`HOP_BY_HOP`], if it is there.
+fn hop_by_hop_index(name: &str) -> Option<usize> {
+    HOP_BY_HOP.iter().position(|hop| *hop == name)
 }
 
 /// The HTTP client to the upstreams of one worker: its keep-alive
@@ -129,7 +129,15 @@ fn problem(status: StatusCode, detail: String) -> Response {
 
 /// Removes the hop-by-hop headers, including those `Connection` names.
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    if !headers.keys().any(is_hop_by_hop) {
+    // One pass over the names, noting which of HOP_BY_HOP are present (bit i
+    // for HOP_BY_HOP[i]): usually none, or `Connection` alone.
+    let mut present = 0u8;
+    for name in headers.keys() {
+        if let Some(index) = hop_by_hop_index(name.as_str()) {
+            present |= 1 << index;
+        }
+    }
+    if present == 0 {
         return;
     }
     // Names `Connection` lists besides the hop-by-hop ones and its `close`
@@ -137,23 +145,28 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
+        .filter(|value| !is_plain_connection_option(value.as_bytes()))
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .map(str::trim)
-        .filter(|token| {
-            !token.eq_ignore_ascii_case("close")
-                && !HOP_BY_HOP
-                    .iter()
-                    .any(|name| name.eq_ignore_ascii_case(token))
-        })
+        .filter(|token| !is_plain_connection_option(token.as_bytes()))
         .filter_map(|token| HeaderName::from_bytes(token.as_bytes()).ok())
+        .filter(|name| hop_by_hop_index(name.as_str()).is_none())
         .collect();
     for name in &named {
         headers.remove(name);
     }
-    while let Some(name) = headers.keys().find(|name| is_hop_by_hop(name)).cloned() {
-        headers.remove(name);
+    for (index, name) in HOP_BY_HOP.iter().enumerate() {
+        if present & (1 << index) != 0 {
+            headers.remove(*name);
+        }
     }
+}
+
+/// Whether a `Connection` value (or one of its options) is `close` or
+/// `keep-alive` alone, in any case: the usual values, naming no header.
+fn is_plain_connection_option(option: &[u8]) -> bool {
+    option.eq_ignore_ascii_case(b"keep-alive") || option.eq_ignore_ascii_case(b"close")
 }
 
 /// Appends the client's address (as text) to `X-Forwarded-For` (every line of

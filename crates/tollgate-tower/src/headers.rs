@@ -56,34 +56,65 @@ impl RateLimitHeaders {
 
 /// The RateLimit fields of one named policy, prepared once: the
 /// `RateLimit-Policy` value is constant, and `RateLimit` only needs its numbers.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate_core::Decision;
+/// use tollgate_tower::HeaderTemplate;
+///
+/// let template = HeaderTemplate::new("orders", 60, 60);
+/// assert_eq!(template.policy(), "\"orders\";q=60;w=60");
+/// let decision = Decision {
+///     allowed: 1,
+///     rejected: 0,
+///     remaining: Some(4),
+///     retry_after: Duration::ZERO,
+///     reset_after: Duration::from_millis(1500),
+/// };
+/// assert_eq!(template.state(&decision), "\"orders\";r=4;t=2");
+/// ```
 #[derive(Clone, Debug)]
-pub(crate) struct HeaderTemplate {
+pub struct HeaderTemplate {
     policy: HeaderValue,
     /// `"name";r=`
     state_prefix: String,
 }
 
 impl HeaderTemplate {
-    /// The fields of the policy named `name`: `limit` units per `window_s` seconds.
-    pub(crate) fn new(name: &str, limit: u64, window_s: u64) -> Self {
+    /// The fields of the policy named `name` (sent as a Structured Field
+    /// String: quoted, characters outside printable ASCII dropped), whose
+    /// quota is `quota` units per `window_s` seconds.
+    pub fn new(name: &str, quota: u64, window_s: u64) -> Self {
         let name = structured_string(name);
         HeaderTemplate {
-            policy: header_value(format!("{name};q={limit};w={window_s}")),
+            policy: joined(&[&format!("{name};q={quota};w={window_s}")]),
             state_prefix: format!("{name};r="),
         }
     }
 
+    /// The `RateLimit-Policy` value: `"name";q=<quota>;w=<window_s>`.
+    pub fn policy(&self) -> &HeaderValue {
+        &self.policy
+    }
+
+    /// The `RateLimit` value after `decision`: `"name";r=<remaining>;t=<seconds
+    /// until the quota is whole again, rounded up>`.
+    pub fn state(&self, decision: &Decision) -> HeaderValue {
+        let mut remaining = itoa::Buffer::new();
+        let mut reset = itoa::Buffer::new();
+        joined(&[
+            &self.state_prefix,
+            remaining.format(decision.remaining.unwrap_or(0)),
+            ";t=",
+            reset.format(decision.reset_after_seconds()),
+        ])
+    }
+
     /// The fields after `decision`.
     pub(crate) fn headers(&self, decision: &Decision) -> RateLimitHeaders {
-        let mut numbers = itoa::Buffer::new();
-        let mut state = String::with_capacity(self.state_prefix.len() + 24);
-        state.push_str(&self.state_prefix);
-        state.push_str(numbers.format(decision.remaining.unwrap_or(0)));
-        state.push_str(";t=");
-        state.push_str(numbers.format(decision.reset_after_seconds()));
         RateLimitHeaders {
             policy: self.policy.clone(),
-            state: header_value(state),
+            state: self.state(decision),
         }
     }
 }
@@ -132,7 +163,7 @@ impl RateLimitField<'_> {
             state.push_str(";t=");
             state.push_str(numbers.format(field.decision.reset_after_seconds()));
         }
-        (header_value(policy), header_value(state))
+        (joined(&[&policy]), joined(&[&state]))
     }
 }
 
@@ -156,9 +187,15 @@ fn push_structured_string(out: &mut String, text: &str) {
     out.push('"');
 }
 
-fn header_value(text: String) -> HeaderValue {
-    // Only printable ASCII goes in, so this never fails.
-    HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static("\"\""))
+/// `parts` one after the other, as a header value held in one allocation of
+/// its exact size. Only printable ASCII goes in, so this never fails.
+fn joined(parts: &[&str]) -> HeaderValue {
+    let mut bytes = Vec::with_capacity(parts.iter().map(|part| part.len()).sum());
+    for part in parts {
+        bytes.extend_from_slice(part.as_bytes());
+    }
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(bytes))
+        .unwrap_or_else(|_| HeaderValue::from_static("\"\""))
 }
 
 #[cfg(test)]

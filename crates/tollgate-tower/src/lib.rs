@@ -19,7 +19,7 @@ mod problem;
 mod rate_limit;
 
 pub use budget::{Budget, BudgetError};
-pub use headers::{RATELIMIT, RATELIMIT_POLICY, RateLimitField, advertised_quota};
+pub use headers::{HeaderTemplate, RATELIMIT, RATELIMIT_POLICY, RateLimitField, advertised_quota};
 pub use host::{HostDefaults, HostDefaultsError};
 pub use key::{
     ClientIpResolver, ForwardedHeader, KeyKind, KeySelector, PeerAddr, Principal, RequestParts,
