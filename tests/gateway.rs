@@ -632,6 +632,53 @@ async fn other_spellings_of_a_path_land_on_the_same_route() {
     assert_eq!(seen["path"], "/headers?q=1");
 }
 
+#[tokio::test]
+async fn an_upstream_that_stalls_in_a_body_has_the_response_cut_off() {
+    let upstream = Upstream::start().await;
+    let toml = plans(&upstream, "").replace(
+        "[[routes]]",
+        "[upstream]\nbody_idle_timeout = \"200ms\"\n[[routes]]",
+    );
+    let gateway = Gateway::start(&toml, 0).await;
+    let mut response = gateway.get("/stall", "sk_a").await;
+    assert_eq!(response.status(), 200);
+    let first = response.chunk().await.unwrap().unwrap();
+    assert_eq!(&first[..], b"first part;");
+    // The upstream sends nothing more; after 200 ms the gateway cuts the
+    // response off, and the client sees the body end in an error (not a
+    // clean end, which would pass a truncated body for a whole one).
+    let rest = tokio::time::timeout(Duration::from_secs(10), response.chunk())
+        .await
+        .expect("the gateway cut the stalled body off");
+    assert!(rest.is_err(), "the body ended cleanly: {rest:?}");
+}
+
+#[tokio::test]
+async fn connect_is_refused_with_501_and_not_forwarded() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&plans(&upstream, ""), 0).await;
+    let mut stream = tokio::net::TcpStream::connect(gateway.running.address)
+        .await
+        .unwrap();
+    stream
+        .write_all(
+            b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\
+              Authorization: Bearer sk_a\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut head = vec![0; 12];
+    stream.read_exact(&mut head).await.unwrap();
+    assert_eq!(head, b"HTTP/1.1 501");
+    assert_eq!(upstream.requests(), 0);
+    // The refusal used no budget: sk_a still has its 5.
+    assert_eq!(
+        header(&gateway.get("/", "sk_a").await, "x-ratelimit-remaining").as_deref(),
+        Some("4")
+    );
+}
+
 /// The status and head of a GET of `path` sent byte for byte (no client-side
 /// cleaning of the path).
 async fn raw_get(address: std::net::SocketAddr, path: &str, key: &str) -> (u16, String) {

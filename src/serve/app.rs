@@ -8,7 +8,7 @@ use arc_swap::ArcSwap;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
-use http::StatusCode;
+use http::{Method, StatusCode};
 use tollgate_core::Store;
 use tollgate_tower::Problem;
 
@@ -72,6 +72,15 @@ pub(crate) async fn handle(
     client: Arc<ClientConnection>,
     request: Request,
 ) -> Response {
+    if request.method() == Method::CONNECT {
+        // A tunnel is not an API request: nothing to limit or to route.
+        return Problem::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "tollgate is a reverse proxy and does not open tunnels (CONNECT)",
+        )
+        .into_response()
+        .map(Body::new);
+    }
     let peer = client.peer;
     let runtime = app.runtime.load_full();
     let mut request = request;
@@ -98,7 +107,7 @@ pub(crate) async fn handle(
     let mut response = match route {
         Some(route) => {
             proxy
-                .forward(&client, route, request, runtime.upstream.timeout)
+                .forward(&client, route, request, &runtime.upstream)
                 .await
         }
         None => demo::respond(&request),

@@ -149,6 +149,11 @@ pub struct UpstreamConfig {
     /// How long to wait for a connection before answering 502. Default `"5s"`.
     #[serde(default = "default_connect_timeout", deserialize_with = "duration")]
     pub connect_timeout: Duration,
+    /// How long an upstream may pause in the middle of a response body before
+    /// the response is cut off (the client's connection closed before the
+    /// body's end). Default `"60s"`, as nginx's `proxy_read_timeout`.
+    #[serde(default = "default_body_idle_timeout", deserialize_with = "duration")]
+    pub body_idle_timeout: Duration,
 }
 
 /// How the client IP of a request is found.
@@ -328,6 +333,11 @@ impl ServeConfig {
                 "workers must be at least 1".into(),
             ));
         }
+        if self.upstream.body_idle_timeout.is_zero() {
+            return Err(ServeConfigError::Invalid(
+                "upstream.body_idle_timeout must be more than 0".into(),
+            ));
+        }
         if self.client_ip.ipv6_prefix > 128 {
             return Err(ServeConfigError::Invalid(format!(
                 "client_ip.ipv6_prefix must be from 0 to 128, got {}",
@@ -425,6 +435,7 @@ impl Default for UpstreamConfig {
         UpstreamConfig {
             timeout: default_timeout(),
             connect_timeout: default_connect_timeout(),
+            body_idle_timeout: default_body_idle_timeout(),
         }
     }
 }
@@ -457,6 +468,10 @@ fn default_timeout() -> Duration {
 
 fn default_connect_timeout() -> Duration {
     Duration::from_secs(5)
+}
+
+fn default_body_idle_timeout() -> Duration {
+    Duration::from_secs(60)
 }
 
 fn default_ipv6_prefix() -> u8 {
@@ -492,6 +507,7 @@ mod tests {
         assert!(config.limits.tiers.is_empty());
         assert!(config.limits.exempt_keys.is_empty());
         assert_eq!(config.upstream.timeout, Duration::from_secs(30));
+        assert_eq!(config.upstream.body_idle_timeout, Duration::from_secs(60));
         assert!(config.routes.is_empty());
         let builtin = ServeConfig::builtin();
         assert_eq!(builtin.limits.exempt_keys, ["sk_internal"]);
@@ -529,6 +545,10 @@ mod tests {
                 "set rpm too",
             ),
             ("[upstream]\ntimeout = \"soon\"", "timeout"),
+            (
+                "[upstream]\nbody_idle_timeout = \"0s\"",
+                "body_idle_timeout must be more than 0",
+            ),
             (
                 "[tenants]\nacme = [\"k\"]\nglobex = [\"Bearer k\"]",
                 "two tenants",

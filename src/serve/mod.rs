@@ -7,6 +7,7 @@
 mod admin;
 mod api_key;
 mod app;
+mod body_timeout;
 mod client;
 pub mod config;
 mod demo;

@@ -12,7 +12,9 @@ use http::{HeaderMap, HeaderValue, Request, StatusCode, Uri, Version};
 use hyper_util::client::legacy::connect::HttpConnector;
 use tollgate_tower::Problem;
 
+use super::body_timeout::IdleTimeout;
 use super::client::ClientConnection;
+use super::config::UpstreamConfig;
 use super::routes::Route;
 use super::upstream::UpstreamConnections;
 
@@ -55,15 +57,17 @@ impl Proxy {
     }
 
     /// Sends `request` of `client` to `route`'s upstream, waiting at most
-    /// `timeout` for the response headers (connecting and the client's upload
-    /// of the request body included).
+    /// `limits.timeout` for the response headers (connecting and the client's
+    /// upload of the request body included), and at most
+    /// `limits.body_idle_timeout` for each later part of the response body.
     pub(crate) async fn forward(
         &self,
         client: &ClientConnection,
         route: &Route,
         mut request: Request<Body>,
-        timeout: Duration,
+        limits: &UpstreamConfig,
     ) -> Response {
+        let timeout = limits.timeout;
         let path_and_query = match route.upstream_path_and_query(request.uri()) {
             Ok(path_and_query) => path_and_query,
             Err(error) => {
@@ -99,7 +103,7 @@ impl Proxy {
                 // The client's protocol, not the upstream's: an HTTP/1.0
                 // upstream must not end the client's keep-alive.
                 *response.version_mut() = client_version;
-                response
+                response.map(|body| Body::new(IdleTimeout::new(body, limits.body_idle_timeout)))
             }
             Ok(Err(error)) => {
                 tracing::warn!(route = %route.name, %error, "upstream unreachable");

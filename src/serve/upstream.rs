@@ -189,7 +189,7 @@ impl UpstreamConnections {
         self: &Arc<Self>,
         target: &Arc<UpstreamTarget>,
         mut request: Request<Body>,
-    ) -> Result<Response<Body>, BoxError> {
+    ) -> Result<Response<ReturnWhenDone>, BoxError> {
         loop {
             let reused = self.take_idle(target, Instant::now());
             let fresh = reused.is_none();
@@ -201,7 +201,7 @@ impl UpstreamConnections {
                 Ok(response) => {
                     let (parts, body) = response.into_parts();
                     let body = ReturnWhenDone::new(body, sender, self, target);
-                    return Ok(Response::from_parts(parts, Body::new(body)));
+                    return Ok(Response::from_parts(parts, body));
                 }
                 Err(mut error) => match error.take_message() {
                     Some(unsent) if !fresh => request = unsent,
@@ -232,7 +232,7 @@ impl UpstreamConnections {
 /// once it has ended. Dropped before its end (the client went away), it
 /// closes the connection instead: the rest of the response would still be on
 /// it.
-struct ReturnWhenDone {
+pub(crate) struct ReturnWhenDone {
     body: Incoming,
     /// Until given back or dropped.
     connection: Option<Borrowed>,

@@ -59,6 +59,19 @@ impl Upstream {
                 }),
             )
             .route("/close", any(|| async { ([("connection", "close")], "closing") }))
+            // Headers and a first part of the body, then nothing, for ever.
+            .route(
+                "/stall",
+                get(|| async {
+                    let first = futures_util::stream::once(async {
+                        Ok::<_, std::convert::Infallible>("first part;")
+                    });
+                    Body::from_stream(futures_util::StreamExt::chain(
+                        first,
+                        futures_util::stream::pending(),
+                    ))
+                }),
+            )
             .fallback(|| async { "upstream" })
             .layer(axum::middleware::from_fn(move |request: Request, next: axum::middleware::Next| {
                 counted.fetch_add(1, Ordering::SeqCst);

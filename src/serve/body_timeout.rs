@@ -1,0 +1,144 @@
+//! A response body that fails when its upstream pauses too long in the middle
+//! of it: [`IdleTimeout`]. Without it, an upstream that sends its headers and
+//! then stalls would hold the client's connection (and the upstream's) for
+//! ever; with it, the client's connection is closed after the pause, before
+//! the body's end, so the client can tell the response was cut short.
+
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use tokio::time::{Instant, Sleep};
+
+/// The error of a body whose upstream paused longer than the idle timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("the upstream sent nothing of the response body for {}", humantime::format_duration(*.0))]
+pub(crate) struct BodyPaused(pub(crate) Duration);
+
+/// `body`, failing with [`BodyPaused`] once `timeout` passes with the gateway
+/// waiting for its next part. The timer starts only when a part is not ready
+/// at once, so a body already at hand costs no timer.
+pub(crate) struct IdleTimeout<B> {
+    body: B,
+    timeout: Duration,
+    /// Created on the first wait, then reset for each later one.
+    deadline: Option<Pin<Box<Sleep>>>,
+    /// Whether `deadline` runs for the current wait (when false, a part
+    /// arrived since it was set).
+    waiting: bool,
+}
+
+impl<B> IdleTimeout<B> {
+    /// `body`, allowed pauses of at most `timeout` between its parts.
+    pub(crate) fn new(body: B, timeout: Duration) -> Self {
+        IdleTimeout {
+            body,
+            timeout,
+            deadline: None,
+            waiting: false,
+        }
+    }
+}
+
+impl<B> HttpBody for IdleTimeout<B>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(context) {
+            this.waiting = false;
+            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
+        let deadline = Instant::now() + this.timeout;
+        let sleep = match &mut this.deadline {
+            Some(sleep) => {
+                if !this.waiting {
+                    sleep.as_mut().reset(deadline);
+                }
+                sleep
+            }
+            None => this
+                .deadline
+                .insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        this.waiting = true;
+        ready!(sleep.as_mut().poll(context));
+        tracing::warn!(timeout = ?this.timeout, "upstream paused in a response body; cutting it off");
+        Poll::Ready(Some(Err(BodyPaused(this.timeout).into())))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, StreamBody};
+    use tokio::sync::mpsc;
+    use tokio_stream::wrappers::ReceiverStream;
+
+    type Part = Result<Frame<Bytes>, std::io::Error>;
+
+    fn streamed() -> (mpsc::Sender<Part>, StreamBody<ReceiverStream<Part>>) {
+        let (sender, receiver) = mpsc::channel(4);
+        (sender, StreamBody::new(ReceiverStream::new(receiver)))
+    }
+
+    fn part(text: &'static str) -> Part {
+        Ok(Frame::data(Bytes::from_static(text.as_bytes())))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pauses_shorter_than_the_timeout_pass_and_a_longer_one_fails() {
+        let (sender, body) = streamed();
+        let mut body = IdleTimeout::new(body, Duration::from_secs(10));
+        let started = Instant::now();
+        tokio::spawn(async move {
+            // Pauses of 9 s, 9 s: each under 10 s, 18 s in all.
+            for text in ["a", "b"] {
+                tokio::time::sleep(Duration::from_secs(9)).await;
+                sender.send(part(text)).await.unwrap();
+            }
+            // Then 11 s of silence before the last part.
+            tokio::time::sleep(Duration::from_secs(11)).await;
+            let _ = sender.send(part("too late")).await;
+        });
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(first, "a");
+        let second = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(second, "b");
+        let error = body.frame().await.unwrap().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the upstream sent nothing of the response body for 10s"
+        );
+        // 9 + 9 s of parts, then the 10 s timeout.
+        assert_eq!(started.elapsed(), Duration::from_secs(28));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_ends_in_time_ends_normally() {
+        let (sender, body) = streamed();
+        let body = IdleTimeout::new(body, Duration::from_secs(10));
+        sender.send(part("whole")).await.unwrap();
+        drop(sender);
+        let collected = body.collect().await.unwrap().to_bytes();
+        assert_eq!(collected, "whole");
+    }
+}
