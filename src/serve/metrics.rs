@@ -167,6 +167,12 @@ impl DecisionCounters {
         }
     }
 
+    /// The routes counted, in no order.
+    #[cfg(test)]
+    pub(crate) fn routes(&self) -> Vec<&str> {
+        self.counters.keys().map(|route| &**route).collect()
+    }
+
     pub(crate) fn record_time(&self, elapsed: Duration) {
         if let Some(latency) = &self.latency {
             latency.record(elapsed.as_secs_f64());

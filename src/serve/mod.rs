@@ -138,8 +138,18 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
             let server = url
                 .rsplit_once('@')
                 .map_or(url.as_str(), |(_, server)| server);
-            tracing::info!(server, prefix = %redis.prefix, "limits in Redis");
-            Arc::new(tollgate_redis::RedisStore::connect(redis, &config.limits)?)
+            let prefix = redis.prefix.clone();
+            let store = tollgate_redis::RedisStore::connect(redis, &config.limits).map_err(
+                |error| match (&error, &options.config_path) {
+                    // A policy of the file that the Redis store cannot hold.
+                    (tollgate_redis::RedisStoreError::Policy(_), Some(path)) => {
+                        anyhow::anyhow!("{}: [limits]: {error}", path.display())
+                    }
+                    _ => error.into(),
+                },
+            )?;
+            tracing::info!(server, %prefix, "limits in Redis");
+            Arc::new(store)
         }
     };
     let runtime = Runtime::build(&config, store.as_ref())?;

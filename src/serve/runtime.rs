@@ -51,7 +51,9 @@ impl Runtime {
             .map(|tier| Arc::from(tier.as_str()))
             .chain([DEFAULT_TIER, "exempt"].map(Arc::from))
             .collect();
-        let decisions = DecisionCounters::new(routes.names().chain([&demo_route]), &tiers);
+        // The demo backend answers only when no route is configured.
+        let demo = routes.is_empty().then_some(&demo_route);
+        let decisions = DecisionCounters::new(routes.names().chain(demo), &tiers);
         Ok(Runtime {
             routes,
             host_tenant: config.host.tenant.map(budget).transpose()?,
@@ -67,5 +69,37 @@ impl Runtime {
             demo_route,
             decisions,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate_core::{ManualClock, MemoryStore};
+
+    fn decision_routes(toml: &str) -> Vec<String> {
+        let config = ServeConfig::from_toml_str(toml).unwrap();
+        let store = MemoryStore::new(&config.limits, Arc::new(ManualClock::new(0))).unwrap();
+        let runtime = Runtime::build(&config, &store).unwrap();
+        let mut routes: Vec<String> = runtime
+            .decisions
+            .routes()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        routes.sort();
+        routes
+    }
+
+    #[test]
+    fn the_demo_route_is_counted_only_without_routes() {
+        assert_eq!(decision_routes(""), ["demo"]);
+        assert_eq!(
+            decision_routes(
+                "[[routes]]\nname = \"orders\"\nprefix = \"/orders\"\nupstream = \"http://127.0.0.1:1\"\n\
+                 [[routes]]\nname = \"users\"\nprefix = \"/users\"\nupstream = \"http://127.0.0.1:1\"\n"
+            ),
+            ["orders", "users"]
+        );
     }
 }

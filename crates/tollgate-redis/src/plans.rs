@@ -107,7 +107,9 @@ impl Plans {
             .iter()
             .map(|(name, policy)| {
                 let version = format!("t{}", canonical(policy));
-                let rule = ScriptRule::new(*policy, version)?;
+                let rule = ScriptRule::new(*policy, version).map_err(|error| {
+                    PolicyError::Unsupported(format!("the policy of tier {name}: {error}"))
+                })?;
                 Ok((Arc::from(name.as_str()), Arc::new(rule)))
             })
             .collect::<Result<_, PolicyError>>()?;
@@ -146,7 +148,9 @@ impl Plans {
 
 fn default_rule(policy: Policy, generation: u64) -> Result<Arc<ScriptRule>, PolicyError> {
     let version = format!("d{generation}.{}", canonical(&policy));
-    Ok(Arc::new(ScriptRule::new(policy, version)?))
+    let rule = ScriptRule::new(policy, version)
+        .map_err(|error| PolicyError::Unsupported(format!("the default policy: {error}")))?;
+    Ok(Arc::new(rule))
 }
 
 /// A policy as text that every build and platform writes the same way, for
@@ -190,5 +194,23 @@ mod tests {
                 .contains("burst x window_s")
         );
         assert!(check_exact(&Policy::sliding_log(1 << 53, 1).unwrap()).is_err());
+    }
+
+    #[test]
+    fn a_policy_out_of_range_is_named_by_its_tier() {
+        let deep_bucket = Policy::token_bucket(1, 3600, 2_000_000_000).unwrap();
+        let mut config = GatewayConfig::default();
+        config.tiers.insert("gold".to_owned(), deep_bucket);
+        let error = Plans::new(&config, config.default_policy, 0).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the policy of tier gold: the Redis store computes exactly up to 2^52: \
+             burst x window_s in microseconds is larger"
+        );
+        let error = Plans::new(&GatewayConfig::default(), deep_bucket, 0).unwrap_err();
+        assert!(
+            error.to_string().starts_with("the default policy: "),
+            "{error}"
+        );
     }
 }
