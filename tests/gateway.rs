@@ -637,14 +637,14 @@ async fn an_upstream_that_stalls_in_a_body_has_the_response_cut_off() {
     let upstream = Upstream::start().await;
     let toml = plans(&upstream, "").replace(
         "[[routes]]",
-        "[upstream]\nbody_idle_timeout = \"200ms\"\n[[routes]]",
+        "[upstream]\nbody_idle_timeout = \"1s\"\n[[routes]]",
     );
     let gateway = Gateway::start(&toml, 0).await;
     let mut response = gateway.get("/stall", "sk_a").await;
     assert_eq!(response.status(), 200);
     let first = response.chunk().await.unwrap().unwrap();
     assert_eq!(&first[..], b"first part;");
-    // The upstream sends nothing more; after 200 ms the gateway cuts the
+    // The upstream sends nothing more; after 1 s the gateway cuts the
     // response off, and the client sees the body end in an error (not a
     // clean end, which would pass a truncated body for a whole one).
     let rest = tokio::time::timeout(Duration::from_secs(10), response.chunk())
@@ -700,4 +700,28 @@ async fn an_api_key_over_256_bytes_is_refused() {
     assert_eq!(gateway.status("/", &"k".repeat(256)).await, 200);
     assert_eq!(gateway.status("/", &"k".repeat(257)).await, 401);
     assert_eq!(upstream.requests(), 1);
+}
+
+#[tokio::test]
+async fn a_policy_the_redis_store_cannot_hold_is_named_with_its_file() {
+    // Nothing listens on port 1: the policy is refused before any connection.
+    let toml = config(
+        "[store]\nurl = \"redis://127.0.0.1:1\"\n\
+         [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow_s = 60\n\
+         [limits.tiers.gold]\nalgorithm = \"token_bucket\"\nlimit = 1\n\
+         window_s = 1000000000\nburst = 1000000000\n",
+    );
+    let path = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("too-large.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let config = tollgate::serve::ServeConfig::from_file(&path).unwrap();
+    let options = tollgate::serve::ServeOptions::new(config, Some(path.clone()));
+    let error = tollgate::serve::start(options).await.err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{}: [limits]: the policy of tier gold: the Redis store computes exactly up to \
+             2^52: burst x window_s in microseconds is larger",
+            path.display()
+        )
+    );
 }

@@ -2,9 +2,14 @@
 //! of it: [`IdleTimeout`]. Without it, an upstream that sends its headers and
 //! then stalls would hold the client's connection (and the upstream's) for
 //! ever; with it, the client's connection is closed after the pause, before
-//! the body's end, so the client can tell the response was cut short.
+//! the body's end. An HTTP/1.1 client (a `Content-Length` short of its bytes,
+//! or a chunked body without its last chunk) and an HTTP/2 client (a reset
+//! stream) can tell the response was cut short; an HTTP/1.0 client reading a
+//! body of unknown length cannot, since for it the connection's end is the
+//! body's end.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -23,6 +28,8 @@ pub(crate) struct BodyPaused(pub(crate) Duration);
 pub(crate) struct IdleTimeout<B> {
     body: B,
     timeout: Duration,
+    /// The route, for the log line.
+    route: Arc<str>,
     /// Created on the first wait, then reset for each later one.
     deadline: Option<Pin<Box<Sleep>>>,
     /// Whether `deadline` runs for the current wait (when false, a part
@@ -31,11 +38,13 @@ pub(crate) struct IdleTimeout<B> {
 }
 
 impl<B> IdleTimeout<B> {
-    /// `body`, allowed pauses of at most `timeout` between its parts.
-    pub(crate) fn new(body: B, timeout: Duration) -> Self {
+    /// `body` of a response on `route`, allowed pauses of at most `timeout`
+    /// between its parts.
+    pub(crate) fn new(body: B, timeout: Duration, route: Arc<str>) -> Self {
         IdleTimeout {
             body,
             timeout,
+            route,
             deadline: None,
             waiting: false,
         }
@@ -59,7 +68,10 @@ where
             this.waiting = false;
             return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
-        let deadline = Instant::now() + this.timeout;
+        // A timeout too long to count from now is no timeout.
+        let Some(deadline) = Instant::now().checked_add(this.timeout) else {
+            return Poll::Pending;
+        };
         let sleep = match &mut this.deadline {
             Some(sleep) => {
                 if !this.waiting {
@@ -73,7 +85,11 @@ where
         };
         this.waiting = true;
         ready!(sleep.as_mut().poll(context));
-        tracing::warn!(timeout = ?this.timeout, "upstream paused in a response body; cutting it off");
+        tracing::warn!(
+            route = %this.route,
+            timeout = ?this.timeout,
+            "upstream paused in a response body; cutting it off"
+        );
         Poll::Ready(Some(Err(BodyPaused(this.timeout).into())))
     }
 
@@ -107,7 +123,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn pauses_shorter_than_the_timeout_pass_and_a_longer_one_fails() {
         let (sender, body) = streamed();
-        let mut body = IdleTimeout::new(body, Duration::from_secs(10));
+        let mut body = IdleTimeout::new(body, Duration::from_secs(10), Arc::from("test"));
         let started = Instant::now();
         tokio::spawn(async move {
             // Pauses of 9 s, 9 s: each under 10 s, 18 s in all.
@@ -133,9 +149,23 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_timeout_too_long_to_count_never_fires() {
+        let (sender, body) = streamed();
+        let mut body = IdleTimeout::new(body, Duration::MAX, Arc::from("test"));
+        let started = Instant::now();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(365 * 86_400)).await;
+            sender.send(part("a year later")).await.unwrap();
+        });
+        let late = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(late, "a year later");
+        assert_eq!(started.elapsed(), Duration::from_secs(365 * 86_400));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_body_that_ends_in_time_ends_normally() {
         let (sender, body) = streamed();
-        let body = IdleTimeout::new(body, Duration::from_secs(10));
+        let body = IdleTimeout::new(body, Duration::from_secs(10), Arc::from("test"));
         sender.send(part("whole")).await.unwrap();
         drop(sender);
         let collected = body.collect().await.unwrap().to_bytes();

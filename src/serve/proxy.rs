@@ -20,8 +20,9 @@ use super::upstream::UpstreamConnections;
 
 /// The headers that describe one connection and are never forwarded, besides
 /// those `Connection` names (RFC 9110 section 7.6.1; `Keep-Alive`,
-/// `Proxy-Connection` from older practice).
-const HOP_BY_HOP: [&str; 8] = [
+/// `Proxy-Connection` from older practice). `Transfer-Encoding` is one: hyper
+/// frames each body anew for its own connection.
+const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -29,8 +30,12 @@ const HOP_BY_HOP: [&str; 8] = [
     "proxy-authorization",
     "te",
     "trailer",
+    "transfer-encoding",
     "upgrade",
 ];
+
+// One bit per name in `remove_hop_by_hop`.
+const _: () = assert!(HOP_BY_HOP.len() <= 32);
 
 /// Where `name` (lowercase) stands in [`HOP_BY_HOP`], if it is there.
 fn hop_by_hop_index(name: &str) -> Option<usize> {
@@ -103,7 +108,10 @@ impl Proxy {
                 // The client's protocol, not the upstream's: an HTTP/1.0
                 // upstream must not end the client's keep-alive.
                 *response.version_mut() = client_version;
-                response.map(|body| Body::new(IdleTimeout::new(body, limits.body_idle_timeout)))
+                response.map(|body| {
+                    let route = Arc::clone(&route.name);
+                    Body::new(IdleTimeout::new(body, limits.body_idle_timeout, route))
+                })
             }
             Ok(Err(error)) => {
                 tracing::warn!(route = %route.name, %error, "upstream unreachable");
@@ -135,7 +143,7 @@ fn problem(status: StatusCode, detail: String) -> Response {
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
     // One pass over the names, noting which of HOP_BY_HOP are present (bit i
     // for HOP_BY_HOP[i]): usually none, or `Connection` alone.
-    let mut present = 0u8;
+    let mut present = 0u32;
     for name in headers.keys() {
         if let Some(index) = hop_by_hop_index(name.as_str()) {
             present |= 1 << index;
@@ -145,7 +153,7 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
         return;
     }
     // Names `Connection` lists besides the hop-by-hop ones and its `close`
-    // option: usually none, so nothing is allocated.
+    // and `keep-alive` options: usually none, so nothing is allocated.
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
@@ -210,6 +218,27 @@ mod tests {
         remove_hop_by_hop(&mut headers);
         let names: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
         assert_eq!(names, ["content-type"]);
+    }
+
+    #[test]
+    fn names_in_every_connection_line_go_whatever_their_case() {
+        let mut headers = HeaderMap::new();
+        headers.append("connection", HeaderValue::from_static("keep-alive"));
+        headers.append("connection", HeaderValue::from_static("X-A"));
+        headers.append("connection", HeaderValue::from_static("Keep-Alive, x-b"));
+        headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        headers.insert("x-a", HeaderValue::from_static("1"));
+        headers.insert("x-b", HeaderValue::from_static("2"));
+        headers.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        headers.insert("x-kept", HeaderValue::from_static("3"));
+        remove_hop_by_hop(&mut headers);
+        let names: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["x-kept"]);
+        // Nothing hop-by-hop: nothing changes.
+        let mut plain = HeaderMap::new();
+        plain.insert("content-length", HeaderValue::from_static("3"));
+        remove_hop_by_hop(&mut plain);
+        assert_eq!(plain.len(), 1);
     }
 
     #[test]

@@ -43,7 +43,6 @@ fn main() {
         let mut config = RedisConfig::new(url);
         config.prefix = format!("tollgate-bench-{}", std::process::id());
         config.timeout = Duration::from_secs(1);
-        if let Some(ms) = std::env::var("MINIMUM_TTL_MS").ok().and_then(|t| t.parse().ok()) { config.minimum_ttl = Duration::from_millis(ms); }
         let limits = GatewayConfig {
             default_policy: Policy::token_bucket(1_000_000, 60, 1_000_000).unwrap(),
             ..GatewayConfig::default()

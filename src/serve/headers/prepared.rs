@@ -5,12 +5,13 @@
 
 use std::cell::RefCell;
 
+use hashbrown::HashMap;
 use http::HeaderValue;
 use tollgate_tower::HeaderTemplate;
 
-/// The prepared headers of one policy, and what they were prepared for.
+/// The prepared headers of one policy, and the quota and window they were
+/// prepared for (the name is the key they are kept under).
 pub(super) struct Prepared {
-    name: Box<str>,
     quota: u64,
     window_s: u64,
     /// `RateLimit-Policy`, and the start of `RateLimit`.
@@ -19,13 +20,17 @@ pub(super) struct Prepared {
     pub(super) limit: HeaderValue,
 }
 
-/// How many policies a worker thread keeps prepared: tiers times routes is
-/// small in practice; past this all are dropped and prepared again as used.
-const KEPT: usize = 64;
+/// How many policy names a worker thread keeps prepared (tiers and routes:
+/// few in practice); past this all are dropped and prepared again as used.
+const NAMES_KEPT: usize = 1024;
+
+/// How many quotas and windows of one name are kept (a name's policy changes
+/// only when an operator changes it); past this, that name's are dropped.
+const POLICIES_PER_NAME: usize = 8;
 
 thread_local! {
-    /// This thread's prepared policies, in the order first used.
-    static PREPARED: RefCell<Vec<Prepared>> = const { RefCell::new(Vec::new()) };
+    /// This thread's prepared policies, by name.
+    static PREPARED: RefCell<HashMap<String, Vec<Prepared>>> = RefCell::new(HashMap::new());
 }
 
 /// Calls `use_prepared` with the prepared headers of the policy named `name`
@@ -37,26 +42,29 @@ pub(super) fn with_template<T>(
     use_prepared: impl FnOnce(&Prepared) -> T,
 ) -> T {
     PREPARED.with_borrow_mut(|kept| {
-        let found = kept.iter().position(|prepared| {
-            prepared.quota == quota && prepared.window_s == window_s && *prepared.name == *name
-        });
+        if kept.len() >= NAMES_KEPT && !kept.contains_key(name) {
+            kept.clear();
+        }
+        let policies = kept.entry_ref(name).or_default();
+        let found = policies
+            .iter()
+            .position(|prepared| prepared.quota == quota && prepared.window_s == window_s);
         let index = match found {
             Some(index) => index,
             None => {
-                if kept.len() >= KEPT {
-                    kept.clear();
+                if policies.len() >= POLICIES_PER_NAME {
+                    policies.clear();
                 }
-                kept.push(Prepared {
-                    name: name.into(),
+                policies.push(Prepared {
                     quota,
                     window_s,
                     template: HeaderTemplate::new(name, quota, window_s),
                     limit: HeaderValue::from(quota),
                 });
-                kept.len() - 1
+                policies.len() - 1
             }
         };
-        use_prepared(&kept[index])
+        use_prepared(&policies[index])
     })
 }
 
@@ -64,21 +72,23 @@ pub(super) fn with_template<T>(
 mod tests {
     use super::*;
 
+    /// The `RateLimit-Policy` and `X-RateLimit-Limit` values prepared.
+    fn policy(name: &str, quota: u64, window_s: u64) -> (String, String) {
+        with_template(name, quota, window_s, |prepared| {
+            (
+                prepared
+                    .template
+                    .policy()
+                    .to_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                prepared.limit.to_str().unwrap_or_default().to_owned(),
+            )
+        })
+    }
+
     #[test]
     fn each_policy_is_prepared_for_its_own_name_quota_and_window() {
-        let policy = |name, quota, window_s| {
-            with_template(name, quota, window_s, |prepared| {
-                (
-                    prepared
-                        .template
-                        .policy()
-                        .to_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    prepared.limit.to_str().unwrap_or_default().to_owned(),
-                )
-            })
-        };
         assert_eq!(
             policy("gold", 10, 60),
             ("\"gold\";q=10;w=60".to_owned(), "10".to_owned())
@@ -99,9 +109,16 @@ mod tests {
             policy("gold", 10, 60),
             ("\"gold\";q=10;w=60".to_owned(), "10".to_owned())
         );
-        for quota in 0..(KEPT as u64 * 2) {
+        // Many quotas of one name, and many names: each still its own.
+        for quota in 0..(POLICIES_PER_NAME as u64 * 2) {
             let expected = format!("\"many\";q={quota};w=1");
             assert_eq!(policy("many", quota, 1).0, expected);
         }
+        for index in 0..(NAMES_KEPT * 2) {
+            let name = format!("tier{index}");
+            let expected = format!("\"{name}\";q=7;w=60");
+            assert_eq!(policy(&name, 7, 60).0, expected);
+        }
+        assert_eq!(policy("gold", 10, 60).0, "\"gold\";q=10;w=60");
     }
 }
