@@ -294,7 +294,7 @@ impl RedisStore {
         units: u64,
         now: Option<u64>,
     ) -> Result<Vec<script::Outcome>, StoreError> {
-        let deadline = Instant::now() + self.timeout;
+        let deadline = self.deadline();
         for _ in 0..3 {
             let request = batch::Request {
                 limits: targets.iter().map(Target::call).collect(),
@@ -383,12 +383,21 @@ impl RedisStore {
             })
     }
 
+    /// When a call starting now must have ended: after the timeout, or (for a
+    /// timeout too long to count from now) in a hundred years.
+    fn deadline(&self) -> Instant {
+        let now = Instant::now();
+        now.checked_add(self.timeout)
+            .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+            .unwrap_or(now)
+    }
+
     /// `call`, or [`StoreError::Unavailable`] after the timeout.
     async fn within<T>(
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        self.before(Instant::now() + self.timeout, call).await
+        self.before(self.deadline(), call).await
     }
 
     fn remember_tier(&self, key: &str, tier: Arc<str>) {

@@ -51,3 +51,20 @@ async fn calls_fail_within_the_timeout_while_redis_is_down_and_resume_after() {
     }
     assert!(resumed, "decisions did not resume after Redis came back");
 }
+
+#[tokio::test]
+async fn a_timeout_too_long_to_count_is_no_timeout() {
+    let Some(url) = support::redis_url() else {
+        return;
+    };
+    let mut config = RedisConfig::new(url.as_str());
+    config.prefix = support::prefix("long-timeout");
+    let prefix = config.prefix.clone();
+    config.timeout = Duration::MAX;
+    let store = RedisStore::connect(config, &GatewayConfig::default()).unwrap();
+    // The default policy: 5 a minute; this is the first request.
+    let decisions = store.acquire(&[Limit::Plan("sk_a")]).await.unwrap();
+    assert_eq!(decisions[0].decision.remaining, Some(4));
+    assert!(store.reset("sk_a").await.unwrap());
+    support::cleanup(&url, &prefix);
+}
