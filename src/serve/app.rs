@@ -15,6 +15,7 @@ use tollgate_tower::Problem;
 use super::client::ClientConnection;
 use super::config::{ServeConfig, ServeConfigError};
 use super::proxy::Proxy;
+use super::restart::{self, StartSettings};
 use super::runtime::Runtime;
 use super::{demo, limit, path};
 use std::borrow::Cow;
@@ -29,6 +30,8 @@ pub(crate) struct App {
     pub(crate) admin_token: Option<String>,
     /// The file to read again on SIGHUP.
     pub(crate) config_path: Option<PathBuf>,
+    /// The settings a reload cannot change.
+    pub(crate) started: StartSettings,
 }
 
 impl App {
@@ -41,7 +44,17 @@ impl App {
             ));
         };
         let config = ServeConfig::from_file(path)?;
-        self.apply(&config)
+        self.apply(&config)?;
+        let kept = self
+            .started
+            .kept_until_restart(&config, restart::admin_token(&config).as_deref());
+        if !kept.is_empty() {
+            tracing::warn!(
+                settings = kept.join(", "),
+                "these changed settings keep their old values until a restart"
+            );
+        }
+        Ok(())
     }
 
     /// Puts `config` in force: the runtime is built first, so a failure

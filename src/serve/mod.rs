@@ -17,6 +17,7 @@ mod listener;
 mod metrics;
 mod path;
 mod proxy;
+mod restart;
 mod routes;
 mod runtime;
 mod upstream;
@@ -37,6 +38,7 @@ use tollgate_core::{Clock, MemoryStore, Store, SystemClock};
 use app::App;
 pub use config::{ServeConfig, ServeConfigError};
 use proxy::Proxy;
+use restart::StartSettings;
 use runtime::Runtime;
 
 /// How to start a gateway.
@@ -153,10 +155,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
         }
     };
     let runtime = Runtime::build(&config, store.as_ref())?;
-    let admin_token = std::env::var(&config.admin.token_env)
-        .ok()
-        .filter(|token| !token.is_empty())
-        .or_else(|| config.admin.token.clone());
+    let admin_token = restart::admin_token(&config);
     if admin_token.is_none() {
         tracing::warn!(
             "no admin token (admin.token or ${}): every admin call will be refused",
@@ -167,6 +166,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
         store,
         runtime: ArcSwap::from_pointee(runtime),
         draining: AtomicBool::new(false),
+        started: StartSettings::new(&config, admin_token.clone()),
         admin_token,
         config_path: options.config_path,
     });
