@@ -11,21 +11,17 @@ use crate::cli::{LogFormat, ServeArguments};
 /// Runs the gateway until SIGTERM or Ctrl-C.
 pub(crate) fn serve(arguments: &ServeArguments) -> anyhow::Result<()> {
     init_logs(arguments.log_format);
-    let mut config = match &arguments.config {
+    let config = match &arguments.config {
         Some(path) => ServeConfig::from_file(path)?,
         None => ServeConfig::builtin(),
     };
-    if let Some(url) = &arguments.store {
-        config.store.url = Some(url.clone());
-    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve::run(ServeOptions::new(
-        config,
-        arguments.config.clone(),
-    )))
+    let mut options = ServeOptions::new(config, arguments.config.clone());
+    options.store_url.clone_from(&arguments.store);
+    runtime.block_on(serve::run(options))
 }
 
 fn init_logs(format: LogFormat) {

@@ -32,6 +32,8 @@ pub(crate) struct App {
     pub(crate) config_path: Option<PathBuf>,
     /// The settings a reload cannot change.
     pub(crate) started: StartSettings,
+    /// The Redis URL given outside the file, which stands for the file's.
+    pub(crate) store_url: Option<String>,
 }
 
 impl App {
@@ -43,8 +45,15 @@ impl App {
                 "no configuration file to reload: started on the built-in defaults".into(),
             ));
         };
-        let config = ServeConfig::from_file(path)?;
-        self.apply(&config)?;
+        let mut config = ServeConfig::from_file(path)?;
+        if let Some(url) = &self.store_url {
+            config.store.url = Some(url.clone());
+        }
+        self.apply(&config)
+            .map_err(|error| ServeConfigError::File {
+                path: path.display().to_string(),
+                reason: Box::new(error),
+            })?;
         let kept = self
             .started
             .kept_until_restart(&config, restart::admin_token(&config).as_deref());

@@ -52,6 +52,9 @@ pub struct ServeOptions {
     pub clock: Arc<dyn Clock>,
     /// The limit store; `None` builds the in-memory store from the config.
     pub store: Option<Arc<dyn Store>>,
+    /// A Redis URL given outside the file (the command line's `--store`): it
+    /// stands for `[store] url` at start and on every reload.
+    pub store_url: Option<String>,
 }
 
 impl ServeOptions {
@@ -63,6 +66,7 @@ impl ServeOptions {
             config_path,
             clock: Arc::new(SystemClock::new()),
             store: None,
+            store_url: None,
         }
     }
 }
@@ -118,6 +122,14 @@ impl Running {
     }
 }
 
+/// The worker threads for `configured` (`workers` of the file): one per CPU
+/// when absent, at least one.
+pub(crate) fn worker_count(configured: Option<usize>) -> usize {
+    configured
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+        .max(1)
+}
+
 /// Binds both listeners and starts serving: the gateway listener on `workers`
 /// threads of their own, the admin listener on the calling runtime.
 ///
@@ -125,7 +137,10 @@ impl Running {
 ///
 /// When a listener cannot be bound or the configuration cannot be used.
 pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
-    let config = options.config;
+    let mut config = options.config;
+    if let Some(url) = &options.store_url {
+        config.store.url = Some(url.clone());
+    }
     let store: Arc<dyn Store> = match (options.store, &config.store.url) {
         (Some(store), _) => store,
         (None, None) => Arc::new(MemoryStore::new(&config.limits, options.clock)?),
@@ -167,13 +182,11 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
         runtime: ArcSwap::from_pointee(runtime),
         draining: AtomicBool::new(false),
         started: StartSettings::new(&config, admin_token.clone()),
+        store_url: options.store_url,
         admin_token,
         config_path: options.config_path,
     });
-    let workers = config
-        .workers
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
-        .max(1);
+    let workers = worker_count(config.workers);
     // One listening socket per worker on one port (SO_REUSEPORT): the kernel
     // spreads connections over them.
     ensure_port_free(config.listen)

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use http::header::{CONNECTION, HOST, HeaderName};
+use http::header::{CONNECTION, CONTENT_LENGTH, HOST, HeaderName, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderValue, Request, StatusCode, Uri, Version};
 use hyper_util::client::legacy::connect::HttpConnector;
 use tollgate_tower::Problem;
@@ -20,9 +20,11 @@ use super::upstream::UpstreamConnections;
 
 /// The headers that describe one connection and are never forwarded, besides
 /// those `Connection` names (RFC 9110 section 7.6.1; `Keep-Alive`,
-/// `Proxy-Connection` from older practice). `Transfer-Encoding` is one: hyper
-/// frames each body anew for its own connection.
-const HOP_BY_HOP: [&str; 9] = [
+/// `Proxy-Connection` from older practice). `Transfer-Encoding` is not among
+/// them: hyper reads it to frame each body and writes it again for the next
+/// connection (dropping it where HTTP/1.0, `HEAD`, 204 or 304 have no body
+/// framing), and codings other than `chunked` must reach the other side.
+const HOP_BY_HOP: [&str; 8] = [
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -30,7 +32,6 @@ const HOP_BY_HOP: [&str; 9] = [
     "proxy-authorization",
     "te",
     "trailer",
-    "transfer-encoding",
     "upgrade",
 ];
 
@@ -90,6 +91,7 @@ impl Proxy {
         });
         let headers = request.headers_mut();
         remove_hop_by_hop(headers);
+        drop_length_beside_transfer_encoding(headers);
         headers.insert(HOST, route.upstream.host.clone());
         append_forwarded_for(headers, &client.forwarded_for);
         if let Some(host) = original_host {
@@ -105,6 +107,7 @@ impl Proxy {
         match tokio::time::timeout(timeout, exchange).await {
             Ok(Ok(mut response)) => {
                 remove_hop_by_hop(response.headers_mut());
+                drop_length_beside_transfer_encoding(response.headers_mut());
                 // The client's protocol, not the upstream's: an HTTP/1.0
                 // upstream must not end the client's keep-alive.
                 *response.version_mut() = client_version;
@@ -175,6 +178,15 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// Drops `Content-Length` from a message that also carries
+/// `Transfer-Encoding`: the body was framed by the latter, and an
+/// intermediary must not pass both on (RFC 9112 section 6.3).
+fn drop_length_beside_transfer_encoding(headers: &mut HeaderMap) {
+    if headers.contains_key(TRANSFER_ENCODING) {
+        headers.remove(CONTENT_LENGTH);
+    }
+}
+
 /// Whether a `Connection` value (or one of its options) is `close` or
 /// `keep-alive` alone, in any case: the usual values, naming no header.
 fn is_plain_connection_option(option: &[u8]) -> bool {
@@ -229,16 +241,33 @@ mod tests {
         headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         headers.insert("x-a", HeaderValue::from_static("1"));
         headers.insert("x-b", HeaderValue::from_static("2"));
-        headers.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        headers.insert(
+            "transfer-encoding",
+            HeaderValue::from_static("gzip, chunked"),
+        );
         headers.insert("x-kept", HeaderValue::from_static("3"));
         remove_hop_by_hop(&mut headers);
         let names: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
-        assert_eq!(names, ["x-kept"]);
+        assert_eq!(names, ["transfer-encoding", "x-kept"]);
         // Nothing hop-by-hop: nothing changes.
         let mut plain = HeaderMap::new();
         plain.insert("content-length", HeaderValue::from_static("3"));
         remove_hop_by_hop(&mut plain);
         assert_eq!(plain.len(), 1);
+    }
+
+    #[test]
+    fn a_length_beside_transfer_encoding_goes() {
+        let mut both = HeaderMap::new();
+        both.insert("content-length", HeaderValue::from_static("3"));
+        both.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        drop_length_beside_transfer_encoding(&mut both);
+        let names: Vec<&str> = both.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["transfer-encoding"]);
+        let mut length_only = HeaderMap::new();
+        length_only.insert("content-length", HeaderValue::from_static("3"));
+        drop_length_beside_transfer_encoding(&mut length_only);
+        assert_eq!(length_only["content-length"], "3");
     }
 
     #[test]

@@ -6,13 +6,16 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::config::{ServeConfig, StoreTime};
+use tollgate_core::Policy;
 
-/// The settings read once, at start.
-#[derive(Debug)]
+use super::config::{ServeConfig, StoreTime};
+use super::worker_count;
+
+/// The settings read once, at start. No `Debug`: it holds the admin token.
 pub(crate) struct StartSettings {
     listen: SocketAddr,
-    workers: Option<usize>,
+    /// The worker threads started.
+    workers: usize,
     admin_listen: SocketAddr,
     /// The admin token in force (from the environment or the file).
     admin_token: Option<String>,
@@ -21,6 +24,9 @@ pub(crate) struct StartSettings {
     store_prefix: String,
     store_timeout: Duration,
     store_time: StoreTime,
+    /// The file's default policy: with the Redis store, the one in Redis
+    /// rules (changed through the admin API), not the file's.
+    default_policy: Policy,
 }
 
 impl StartSettings {
@@ -28,7 +34,7 @@ impl StartSettings {
     pub(crate) fn new(config: &ServeConfig, admin_token: Option<String>) -> Self {
         StartSettings {
             listen: config.listen,
-            workers: config.workers,
+            workers: worker_count(config.workers),
             admin_listen: config.admin.listen,
             admin_token,
             connect_timeout: config.upstream.connect_timeout,
@@ -36,13 +42,14 @@ impl StartSettings {
             store_prefix: config.store.prefix.clone(),
             store_timeout: config.store.timeout,
             store_time: config.store.time,
+            default_policy: config.limits.default_policy,
         }
     }
 
     /// The names of the settings `reloaded` changes that keep their start
     /// values until a restart. `admin_token` is the token `reloaded` would put
-    /// in force. A file without `[store] url` changes no store setting: the
-    /// store may have come from the command line.
+    /// in force; `reloaded.store.url` is the URL in force (the command line's
+    /// when given).
     pub(crate) fn kept_until_restart(
         &self,
         reloaded: &ServeConfig,
@@ -55,7 +62,7 @@ impl StartSettings {
             }
         };
         compare(reloaded.listen != self.listen, "listen");
-        compare(reloaded.workers != self.workers, "workers");
+        compare(worker_count(reloaded.workers) != self.workers, "workers");
         compare(reloaded.admin.listen != self.admin_listen, "admin.listen");
         compare(
             admin_token != self.admin_token.as_deref(),
@@ -65,14 +72,18 @@ impl StartSettings {
             reloaded.upstream.connect_timeout != self.connect_timeout,
             "upstream.connect_timeout",
         );
-        if reloaded.store.url.is_some() {
-            compare(reloaded.store.url != self.store_url, "store.url");
+        compare(reloaded.store.url != self.store_url, "store.url");
+        if self.store_url.is_some() {
             compare(reloaded.store.prefix != self.store_prefix, "store.prefix");
             compare(
                 reloaded.store.timeout != self.store_timeout,
                 "store.timeout",
             );
             compare(reloaded.store.time != self.store_time, "store.time");
+            compare(
+                reloaded.limits.default_policy != self.default_policy,
+                "limits.default_policy (with Redis, set it through PUT /admin/policy)",
+            );
         }
         kept
     }
@@ -98,7 +109,7 @@ mod tests {
     #[test]
     fn a_reload_names_every_setting_it_cannot_change() {
         let started = config(
-            "listen = \"127.0.0.1:8080\"\n[admin]\ntoken = \"old\"\n\
+            "listen = \"127.0.0.1:8080\"\nworkers = 1\n[admin]\ntoken = \"old\"\n\
              [store]\nurl = \"redis://127.0.0.1:6379\"\n",
         );
         let start = StartSettings::new(&started, Some("old".to_owned()));
@@ -124,13 +135,35 @@ mod tests {
                 "store.time",
             ]
         );
-        // No [store] url in the file: the store (perhaps from --store) stays,
-        // and nothing about it is reported.
-        let without_store = config("listen = \"127.0.0.1:8080\"\n[admin]\ntoken = \"old\"\n");
-        assert!(
-            start
-                .kept_until_restart(&without_store, Some("old"))
-                .is_empty()
+        // The in-memory store: a file that names no Redis changes nothing
+        // about the store, and its default policy applies at once.
+        let memory = config(
+            "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow_s = 60\n",
+        );
+        let start = StartSettings::new(&memory, None);
+        let other_policy = config(
+            "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 9\nwindow_s = 60\n\
+             [store]\nprefix = \"other\"\n",
+        );
+        assert!(start.kept_until_restart(&other_policy, None).is_empty());
+        // With Redis, the default policy is Redis's.
+        let start = StartSettings::new(&started, Some("old".to_owned()));
+        let mut redis_policy = config(
+            "listen = \"127.0.0.1:8080\"\nworkers = 1\n[admin]\ntoken = \"old\"\n\
+             [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 9\nwindow_s = 60\n",
+        );
+        // The URL in force comes from the command line, not the file.
+        redis_policy.store.url = Some("redis://127.0.0.1:6379".to_owned());
+        assert_eq!(
+            start.kept_until_restart(&redis_policy, Some("old")),
+            ["limits.default_policy (with Redis, set it through PUT /admin/policy)"]
+        );
+        // A file that drops the Redis URL cannot move the limits back in memory.
+        let dropped =
+            config("listen = \"127.0.0.1:8080\"\nworkers = 1\n[admin]\ntoken = \"old\"\n");
+        assert_eq!(
+            start.kept_until_restart(&dropped, Some("old")),
+            ["store.url"]
         );
     }
 }

@@ -177,7 +177,8 @@ impl Default for GatewayConfig {
     }
 }
 
-/// A TOML error on one line: `line L, column C (`the line`): message`.
+/// A TOML error on one line: `line L, column C (`setting = ...`): message`,
+/// naming the line's setting but never its value (which may be a secret).
 pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
     let message = error.message().trim().replace('\n', " ");
     let Some(span) = error.span() else {
@@ -190,15 +191,23 @@ pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
         .next()
         .map_or(0, |line| line.chars().count())
         + 1;
-    let source: String = text
+    // The setting's name, never its value: a value may be a secret (an admin
+    // token, an API key, a password in a URL) and this text goes to logs.
+    let setting: String = text
         .lines()
         .nth(line - 1)
         .unwrap_or_default()
-        .trim()
+        .split_once('=')
+        .map(|(name, _)| name.trim())
+        .filter(|name| !name.is_empty() && !name.contains(['"', '\'']))
+        .unwrap_or_default()
         .chars()
         .take(80)
         .collect();
-    format!("line {line}, column {column} (`{source}`): {message}")
+    if setting.is_empty() {
+        return format!("line {line}, column {column}: {message}");
+    }
+    format!("line {line}, column {column} (`{setting} = ...`): {message}")
 }
 
 /// Fixed window, 5 requests per 60 s.
@@ -217,6 +226,35 @@ fn builtin_max_tracked_keys() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_toml_error_names_the_setting_and_never_shows_a_value() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Admin {
+            #[allow(dead_code)]
+            token: String,
+        }
+        let text = "# admin\ntoken = \"s3cret-admin-token\" x\n";
+        let error = toml::from_str::<Admin>(text).unwrap_err();
+        let described = describe_toml_error(text, &error);
+        assert!(
+            described.starts_with("line 2, column 30 (`token = ...`): "),
+            "{described}"
+        );
+        assert!(!described.contains("s3cret"), "{described}");
+        // A line that is only a value (in an array over several lines): no
+        // part of it is shown.
+        let text = "exempt_keys = [\n  \"sk_secret\" \"sk_other\",\n]\n";
+        #[derive(Debug, serde::Deserialize)]
+        struct Keys {
+            #[allow(dead_code)]
+            exempt_keys: Vec<String>,
+        }
+        let error = toml::from_str::<Keys>(text).unwrap_err();
+        let described = describe_toml_error(text, &error);
+        assert!(described.starts_with("line 2, column "), "{described}");
+        assert!(!described.contains("sk_"), "{described}");
+    }
 
     #[test]
     fn builtin_defaults_are_the_contract_table() {

@@ -511,7 +511,7 @@ impl RedisStore {
         let pattern = format!("{}:{{*}}:s", glob_escaped(&self.prefix));
         let scan = count::count_keys(&self.connection, &pattern);
         // A scan visits every key: allow it more time than one decision.
-        match tokio::time::timeout(self.timeout * 100, scan).await {
+        match tokio::time::timeout(self.timeout.saturating_mul(100), scan).await {
             Ok(Ok(count)) => {
                 *self.counted.lock() = Some((Instant::now(), count));
                 Ok(count)

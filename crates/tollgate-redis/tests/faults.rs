@@ -65,6 +65,9 @@ async fn a_timeout_too_long_to_count_is_no_timeout() {
     // The default policy: 5 a minute; this is the first request.
     let decisions = store.acquire(&[Limit::Plan("sk_a")]).await.unwrap();
     assert_eq!(decisions[0].decision.remaining, Some(4));
+    // Counting keys allows a hundred timeouts: still no overflow. sk_a's
+    // state is the one key under this prefix.
+    assert_eq!(store.stats().await.unwrap().tracked_keys, 1);
     assert!(store.reset("sk_a").await.unwrap());
     support::cleanup(&url, &prefix);
 }
