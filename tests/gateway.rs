@@ -719,9 +719,68 @@ async fn a_policy_the_redis_store_cannot_hold_is_named_with_its_file() {
     assert_eq!(
         error.to_string(),
         format!(
-            "{}: [limits]: the policy of tier gold: the Redis store computes exactly up to \
+            "{}: invalid limits: the policy of tier gold: the Redis store computes exactly up to \
              2^52: burst x window_s in microseconds is larger",
             path.display()
         )
     );
+}
+
+#[tokio::test]
+async fn a_response_framed_twice_reaches_the_client_by_its_transfer_encoding() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // An upstream that frames its body both ways (RFC 9112 section 6.3 says
+    // the chunked framing wins, and a proxy drops the length).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut connection, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buffer = [0; 1024];
+                while !head.windows(4).any(|end| end == b"\r\n\r\n") {
+                    match connection.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => head.extend_from_slice(&buffer[..read]),
+                    }
+                }
+                let _ = connection
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\
+                          Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+                    )
+                    .await;
+            });
+        }
+    });
+    let toml = config(&format!(
+        "[[routes]]\nprefix = \"/\"\nupstream = \"http://{address}\"\n"
+    ));
+    let gateway = Gateway::start(&toml, 0).await;
+    let response = gateway.get("/", "sk_a").await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(&response, "content-length"), None);
+    assert_eq!(response.text().await.unwrap(), "hello");
+}
+
+#[tokio::test]
+async fn a_chunked_get_body_reaches_the_upstream() {
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&plans(&upstream, ""), 0).await;
+    let body = reqwest::Body::wrap_stream(futures_util::stream::iter([Ok::<_, std::io::Error>(
+        "query",
+    )]));
+    let response = gateway
+        .client
+        .get(gateway.url("/echo"))
+        .header("authorization", "Bearer sk_a")
+        // hyper (under reqwest) sends a GET body of unknown length only when
+        // asked to chunk it.
+        .header("transfer-encoding", "chunked")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), "query");
 }

@@ -160,7 +160,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
                 |error| match (&error, &options.config_path) {
                     // A policy of the file that the Redis store cannot hold.
                     (tollgate_redis::RedisStoreError::Policy(_), Some(path)) => {
-                        anyhow::anyhow!("{}: [limits]: {error}", path.display())
+                        anyhow::anyhow!("{}: invalid limits: {error}", path.display())
                     }
                     _ => error.into(),
                 },

@@ -22,8 +22,8 @@ use super::upstream::UpstreamConnections;
 /// those `Connection` names (RFC 9110 section 7.6.1; `Keep-Alive`,
 /// `Proxy-Connection` from older practice). `Transfer-Encoding` is not among
 /// them: hyper reads it to frame each body and writes it again for the next
-/// connection (dropping it where HTTP/1.0, `HEAD`, 204 or 304 have no body
-/// framing), and codings other than `chunked` must reach the other side.
+/// connection (dropping it where HTTP/1.0, HTTP/2, `HEAD`, 204 or 304 have no
+/// such framing), so an HTTP/1.1 peer gets codings other than `chunked` too.
 const HOP_BY_HOP: [&str; 8] = [
     "connection",
     "keep-alive",

@@ -177,10 +177,12 @@ impl Default for GatewayConfig {
     }
 }
 
-/// A TOML error on one line: `line L, column C (`setting = ...`): message`,
-/// naming the line's setting but never its value (which may be a secret).
+/// A TOML error on one line: `line L, column C: message`. The text goes to
+/// logs, so it never shows a value, which may be a secret (an admin token, an
+/// API key, a password in a URL): not the line, and not the value serde's
+/// `invalid type` / `invalid value` messages quote.
 pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
-    let message = error.message().trim().replace('\n', " ");
+    let message = without_value(&error.message().trim().replace('\n', " "));
     let Some(span) = error.span() else {
         return message;
     };
@@ -191,23 +193,22 @@ pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
         .next()
         .map_or(0, |line| line.chars().count())
         + 1;
-    // The setting's name, never its value: a value may be a secret (an admin
-    // token, an API key, a password in a URL) and this text goes to logs.
-    let setting: String = text
-        .lines()
-        .nth(line - 1)
-        .unwrap_or_default()
-        .split_once('=')
-        .map(|(name, _)| name.trim())
-        .filter(|name| !name.is_empty() && !name.contains(['"', '\'']))
-        .unwrap_or_default()
-        .chars()
-        .take(80)
-        .collect();
-    if setting.is_empty() {
-        return format!("line {line}, column {column}: {message}");
+    format!("line {line}, column {column}: {message}")
+}
+
+/// `message` without the value serde quotes in `invalid type: string "x",
+/// expected ...` (and `invalid value: ...`): `invalid type: string, expected
+/// ...`.
+fn without_value(message: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some((found, expected)) = rest.rsplit_once(", expected ")
+        {
+            let kind = found.split_whitespace().next().unwrap_or("value");
+            return format!("{prefix}{kind}, expected {expected}");
+        }
     }
-    format!("line {line}, column {column} (`{setting} = ...`): {message}")
+    message.to_owned()
 }
 
 /// Fixed window, 5 requests per 60 s.
@@ -228,32 +229,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_toml_error_names_the_setting_and_never_shows_a_value() {
+    fn a_toml_error_names_the_line_and_never_shows_a_value() {
         #[derive(Debug, serde::Deserialize)]
-        struct Admin {
-            #[allow(dead_code)]
-            token: String,
+        #[allow(dead_code)]
+        struct Settings {
+            token: Option<String>,
+            exempt_keys: Option<Vec<String>>,
         }
+        let described = |text: &str| {
+            let error = toml::from_str::<Settings>(text).unwrap_err();
+            describe_toml_error(text, &error)
+        };
+        // A syntax error after a secret on the same line.
         let text = "# admin\ntoken = \"s3cret-admin-token\" x\n";
-        let error = toml::from_str::<Admin>(text).unwrap_err();
-        let described = describe_toml_error(text, &error);
-        assert!(
-            described.starts_with("line 2, column 30 (`token = ...`): "),
-            "{described}"
+        let message = described(text);
+        assert!(message.starts_with("line 2, column 30: "), "{message}");
+        assert!(!message.contains("s3cret"), "{message}");
+        // Inside an array over several lines.
+        let message = described("exempt_keys = [\n  \"sk_secret\" \"sk_other\",\n]\n");
+        assert!(message.starts_with("line 2, column "), "{message}");
+        assert!(!message.contains("sk_"), "{message}");
+        // A value of the wrong type, which serde would quote.
+        let message = described("exempt_keys = \"sk_internal\"\n");
+        assert_eq!(
+            message,
+            "line 1, column 15: invalid type: string, expected a sequence"
         );
-        assert!(!described.contains("s3cret"), "{described}");
-        // A line that is only a value (in an array over several lines): no
-        // part of it is shown.
-        let text = "exempt_keys = [\n  \"sk_secret\" \"sk_other\",\n]\n";
-        #[derive(Debug, serde::Deserialize)]
-        struct Keys {
-            #[allow(dead_code)]
-            exempt_keys: Vec<String>,
-        }
-        let error = toml::from_str::<Keys>(text).unwrap_err();
-        let described = describe_toml_error(text, &error);
-        assert!(described.starts_with("line 2, column "), "{described}");
-        assert!(!described.contains("sk_"), "{described}");
+        let message = described("token = 123456789\n");
+        assert_eq!(
+            message,
+            "line 1, column 9: invalid type: integer, expected a string"
+        );
     }
 
     #[test]

@@ -4,10 +4,11 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tollgate_core::{GatewayConfig, Limit, Store, StoreError};
-use tollgate_redis::{RedisConfig, RedisStore};
+use tollgate_core::{GatewayConfig, Limit, ManualClock, Store, StoreError};
+use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_fail_within_the_timeout_while_redis_is_down_and_resume_after() {
@@ -61,6 +62,9 @@ async fn a_timeout_too_long_to_count_is_no_timeout() {
     config.prefix = support::prefix("long-timeout");
     let prefix = config.prefix.clone();
     config.timeout = Duration::MAX;
+    // At second 0 of a manual clock: the minute's window (and the state's
+    // TTL) cannot end during the test.
+    config.time = TimeSource::Clock(Arc::new(ManualClock::new(0)));
     let store = RedisStore::connect(config, &GatewayConfig::default()).unwrap();
     // The default policy: 5 a minute; this is the first request.
     let decisions = store.acquire(&[Limit::Plan("sk_a")]).await.unwrap();
