@@ -299,9 +299,8 @@ impl ServeConfig {
     ///
     /// [`ServeConfigError`] naming the first problem.
     pub fn from_toml_str(text: &str) -> Result<Self, ServeConfigError> {
-        let config: ServeConfig = toml::from_str(text).map_err(|error| {
-            ServeConfigError::Toml(tollgate_core::describe_toml_error(text, &error))
-        })?;
+        let config: ServeConfig =
+            tollgate_core::parse_toml(text).map_err(ServeConfigError::Toml)?;
         config.validate()?;
         Ok(config)
     }

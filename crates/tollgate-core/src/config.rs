@@ -120,8 +120,7 @@ impl GatewayConfig {
     ///
     /// [`ConfigError`] naming the first problem found.
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        let config: GatewayConfig = toml::from_str(text)
-            .map_err(|error| ConfigError::Toml(describe_toml_error(text, &error)))?;
+        let config: GatewayConfig = parse_toml(text).map_err(ConfigError::Toml)?;
         config.validate()?;
         Ok(config)
     }
@@ -175,6 +174,31 @@ impl Default for GatewayConfig {
             max_tracked_keys: DEFAULT_MAX_TRACKED_KEYS,
         }
     }
+}
+
+/// Parses TOML `text` into a `T`. The error names the line and column, and
+/// the setting by its path (`upstream.timeout`, `routes[0].prefix`), but never
+/// a value: see [`describe_toml_error`].
+///
+/// # Errors
+///
+/// That description, when `text` is not TOML or not a `T`.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    let document =
+        toml::Deserializer::parse(text).map_err(|error| describe_toml_error(text, &error))?;
+    serde_path_to_error::deserialize(document).map_err(|error| {
+        let path = error.path().to_string();
+        let described = describe_toml_error(text, error.inner());
+        if path.is_empty() || path == "." || path == "?" {
+            return described;
+        }
+        match described.split_once(": ") {
+            Some((place, message)) if place.starts_with("line ") => {
+                format!("{place} (`{path}`): {message}")
+            }
+            _ => format!("`{path}`: {described}"),
+        }
+    })
 }
 
 /// A TOML error on one line: `line L, column C: message`. The text goes to
@@ -236,10 +260,7 @@ mod tests {
             token: Option<String>,
             exempt_keys: Option<Vec<String>>,
         }
-        let described = |text: &str| {
-            let error = toml::from_str::<Settings>(text).unwrap_err();
-            describe_toml_error(text, &error)
-        };
+        let described = |text: &str| parse_toml::<Settings>(text).unwrap_err();
         // A syntax error after a secret on the same line.
         let text = "# admin\ntoken = \"s3cret-admin-token\" x\n";
         let message = described(text);
@@ -253,12 +274,12 @@ mod tests {
         let message = described("exempt_keys = \"sk_internal\"\n");
         assert_eq!(
             message,
-            "line 1, column 15: invalid type: string, expected a sequence"
+            "line 1, column 15 (`exempt_keys`): invalid type: string, expected a sequence"
         );
         let message = described("token = 123456789\n");
         assert_eq!(
             message,
-            "line 1, column 9: invalid type: integer, expected a string"
+            "line 1, column 9 (`token`): invalid type: integer, expected a string"
         );
     }
 

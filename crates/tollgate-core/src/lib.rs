@@ -43,7 +43,7 @@ mod store;
 pub use clock::{Clock, DurationParseError, ManualClock, SystemClock};
 pub use config::{
     ConfigError, DEFAULT_IDLE_EVICTION_S, DEFAULT_MAX_TRACKED_KEYS, DEFAULT_TIER, GatewayConfig,
-    describe_toml_error,
+    describe_toml_error, parse_toml,
 };
 pub use decision::Decision;
 pub use gateway::{Gateway, Limit, LimitDecision, PreparedPolicy, Stats, UnknownTier};
