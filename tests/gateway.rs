@@ -404,6 +404,18 @@ async fn an_unreachable_upstream_gives_502_and_a_silent_one_504() {
     assert!(header(&slow, "ratelimit").is_some());
     // Unknown paths with routes configured: 404.
     assert_eq!(gateway.status("/nowhere", "sk_a").await, 404);
+    // Each failure counted once, by route (named by prefix here: no other
+    // test uses these).
+    let metrics = gateway.metrics().await;
+    for line in [
+        "tollgate_upstream_failures_total{route=\"/closed\",failure=\"unreachable\"} 1",
+        "tollgate_upstream_failures_total{route=\"/silent\",failure=\"timeout\"} 1",
+    ] {
+        assert!(
+            metrics.lines().any(|metric| metric == line),
+            "{line} missing from\n{metrics}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -651,6 +663,13 @@ async fn an_upstream_that_stalls_in_a_body_has_the_response_cut_off() {
         .await
         .expect("the gateway cut the stalled body off");
     assert!(rest.is_err(), "the body ended cleanly: {rest:?}");
+    // No other test stalls a body on its route "all".
+    let metrics = gateway.metrics().await;
+    let line = "tollgate_upstream_failures_total{route=\"all\",failure=\"body_stalled\"} 1";
+    assert!(
+        metrics.lines().any(|metric| metric == line),
+        "{line} missing from\n{metrics}"
+    );
 }
 
 #[tokio::test]

@@ -17,6 +17,8 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
+use super::metrics::{UpstreamFailure, record_upstream_failure};
+
 /// The error of a body whose upstream paused longer than the idle timeout.
 #[derive(Debug, thiserror::Error)]
 #[error("the upstream sent nothing of the response body for {}", humantime::format_duration(*.0))]
@@ -90,6 +92,7 @@ where
             timeout = ?this.timeout,
             "upstream paused in a response body; cutting it off"
         );
+        record_upstream_failure(&this.route, UpstreamFailure::BodyStalled);
         Poll::Ready(Some(Err(BodyPaused(this.timeout).into())))
     }
 

@@ -17,6 +17,41 @@ pub(crate) const DECISION_SECONDS: &str = "tollgate_decision_seconds";
 pub(crate) const TRACKED_KEYS: &str = "tollgate_tracked_keys";
 /// Requests the store could not decide, by the failure `policy` applied.
 pub(crate) const STORE_FAILURES: &str = "tollgate_store_failures_total";
+/// Forwarded requests whose upstream failed them, by `route` and `failure`.
+pub(crate) const UPSTREAM_FAILURES: &str = "tollgate_upstream_failures_total";
+
+/// How an upstream failed a forwarded request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UpstreamFailure {
+    /// It could not be reached (the client got 502).
+    Unreachable,
+    /// It sent no response headers in time (504).
+    Timeout,
+    /// It paused in the middle of the response body longer than allowed, and
+    /// the response was cut off.
+    BodyStalled,
+}
+
+impl UpstreamFailure {
+    /// The `failure` label.
+    fn label(self) -> &'static str {
+        match self {
+            UpstreamFailure::Unreachable => "unreachable",
+            UpstreamFailure::Timeout => "timeout",
+            UpstreamFailure::BodyStalled => "body_stalled",
+        }
+    }
+}
+
+/// Counts a request `route`'s upstream failed.
+pub(crate) fn record_upstream_failure(route: &Arc<str>, failure: UpstreamFailure) {
+    metrics::counter!(
+        UPSTREAM_FAILURES,
+        "route" => Arc::clone(route),
+        "failure" => failure.label(),
+    )
+    .increment(1);
+}
 
 /// Counts a store failure, and logs it (at most once a second, so a Redis
 /// outage does not flood the logs).

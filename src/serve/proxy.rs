@@ -15,6 +15,7 @@ use tollgate_tower::Problem;
 use super::body_timeout::IdleTimeout;
 use super::client::ClientConnection;
 use super::config::UpstreamConfig;
+use super::metrics::{UpstreamFailure, record_upstream_failure};
 use super::routes::Route;
 use super::upstream::UpstreamConnections;
 
@@ -118,6 +119,7 @@ impl Proxy {
             }
             Ok(Err(error)) => {
                 tracing::warn!(route = %route.name, %error, "upstream unreachable");
+                record_upstream_failure(&route.name, UpstreamFailure::Unreachable);
                 problem(
                     StatusCode::BAD_GATEWAY,
                     format!("the upstream of {} could not be reached", route.name),
@@ -125,6 +127,7 @@ impl Proxy {
             }
             Err(_) => {
                 tracing::warn!(route = %route.name, ?timeout, "upstream timed out");
+                record_upstream_failure(&route.name, UpstreamFailure::Timeout);
                 problem(
                     StatusCode::GATEWAY_TIMEOUT,
                     format!(
