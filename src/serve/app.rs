@@ -46,9 +46,7 @@ impl App {
             ));
         };
         let mut config = ServeConfig::from_file(path)?;
-        if let Some(url) = &self.store_url {
-            config.store.url = Some(url.clone());
-        }
+        config.override_store_url(self.store_url.as_deref());
         self.apply(&config)
             .map_err(|error| ServeConfigError::File {
                 path: path.display().to_string(),

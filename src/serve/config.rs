@@ -305,6 +305,14 @@ impl ServeConfig {
         Ok(config)
     }
 
+    /// Puts `url` (a Redis URL from outside the file, such as `--store`) in
+    /// place of `[store] url`; `None` changes nothing.
+    pub(crate) fn override_store_url(&mut self, url: Option<&str>) {
+        if let Some(url) = url {
+            self.store.url = Some(url.to_owned());
+        }
+    }
+
     /// Reads, parses and validates a configuration file.
     ///
     /// # Errors

@@ -138,9 +138,7 @@ pub(crate) fn worker_count(configured: Option<usize>) -> usize {
 /// When a listener cannot be bound or the configuration cannot be used.
 pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
     let mut config = options.config;
-    if let Some(url) = &options.store_url {
-        config.store.url = Some(url.clone());
-    }
+    config.override_store_url(options.store_url.as_deref());
     let store: Arc<dyn Store> = match (options.store, &config.store.url) {
         (Some(store), _) => store,
         (None, None) => Arc::new(MemoryStore::new(&config.limits, options.clock)?),

@@ -91,8 +91,9 @@ impl Proxy {
             HeaderValue::from_str(authority.as_str()).ok()
         });
         let headers = request.headers_mut();
+        // (hyper's server has already dropped a request's `Content-Length`
+        // beside `Transfer-Encoding`; its client has not, for responses.)
         remove_hop_by_hop(headers);
-        drop_length_beside_transfer_encoding(headers);
         headers.insert(HOST, route.upstream.host.clone());
         append_forwarded_for(headers, &client.forwarded_for);
         if let Some(host) = original_host {

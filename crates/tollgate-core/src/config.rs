@@ -188,16 +188,9 @@ pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Strin
         toml::Deserializer::parse(text).map_err(|error| describe_toml_error(text, &error))?;
     serde_path_to_error::deserialize(document).map_err(|error| {
         let path = error.path().to_string();
-        let described = describe_toml_error(text, error.inner());
-        if path.is_empty() || path == "." || path == "?" {
-            return described;
-        }
-        match described.split_once(": ") {
-            Some((place, message)) if place.starts_with("line ") => {
-                format!("{place} (`{path}`): {message}")
-            }
-            _ => format!("`{path}`: {described}"),
-        }
+        // `.` is the document itself, `?` a place serde could not name.
+        let setting = (!matches!(path.as_str(), "" | "." | "?")).then_some(path.as_str());
+        describe(text, error.inner(), setting)
     })
 }
 
@@ -206,9 +199,18 @@ pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Strin
 /// API key, a password in a URL): not the line, and not the value serde's
 /// `invalid type` / `invalid value` messages quote.
 pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
+    describe(text, error, None)
+}
+
+/// [`describe_toml_error`], naming `setting` (a path such as
+/// `upstream.timeout`) after the place when there is one.
+fn describe(text: &str, error: &toml::de::Error, setting: Option<&str>) -> String {
     let message = without_value(&error.message().trim().replace('\n', " "));
     let Some(span) = error.span() else {
-        return message;
+        return match setting {
+            Some(setting) => format!("`{setting}`: {message}"),
+            None => message,
+        };
     };
     let before = text.get(..span.start).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
@@ -217,7 +219,10 @@ pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
         .next()
         .map_or(0, |line| line.chars().count())
         + 1;
-    format!("line {line}, column {column}: {message}")
+    match setting {
+        Some(setting) => format!("line {line}, column {column} (`{setting}`): {message}"),
+        None => format!("line {line}, column {column}: {message}"),
+    }
 }
 
 /// `message` without the value serde quotes in `invalid type: string "x",
