@@ -607,9 +607,10 @@ impl Store for RedisStore {
     }
 }
 
-/// Keeps the shared default policy in step: sets it from the configuration if
-/// Redis has none, then follows the channel `PREFIX:config` (and re-reads every
-/// five seconds, in case a message was missed while disconnected).
+/// Keeps the shared default policy in step: subscribes to the channel
+/// `PREFIX:config`, then sets the policy from the configuration if Redis has
+/// none and reads it, then re-reads it on every message on the channel (and
+/// every five seconds, in case a message was missed while disconnected).
 async fn sync_default_policy(
     client: redis::Client,
     mut connection: Connection,
@@ -644,10 +645,12 @@ async fn sync_default_policy(
         }
     };
     loop {
-        refresh(&mut connection).await;
         let subscribed = async {
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&key).await?;
+            // Read only once subscribed: a change published between a read
+            // and the subscription would otherwise wait for the next re-read.
+            refresh(&mut connection).await;
             let mut messages = pubsub.on_message();
             loop {
                 match tokio::time::timeout(Duration::from_secs(5), messages.next()).await {
@@ -658,6 +661,8 @@ async fn sync_default_policy(
         };
         if let Err(error) = subscribed.await {
             tracing::debug!(%error, "config channel lost; retrying");
+            // Without the channel, keep the policy in step by reading it.
+            refresh(&mut connection).await;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

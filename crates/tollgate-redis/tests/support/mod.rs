@@ -209,15 +209,17 @@ pub fn keys(url: &str, pattern: &str) -> Vec<String> {
         .unwrap()
 }
 
-/// Waits until `store` has `policy` as its default policy (a change made
-/// through another store travels through a Redis channel), at most two
-/// seconds; what it has at the end.
+/// Waits until `store` has `policy` as its default policy, at most eight
+/// seconds; what it has at the end. A change made through another store
+/// travels through a Redis channel, usually within milliseconds; a store
+/// that missed the message re-reads the policy every five seconds, so a slow
+/// machine still sees it within the wait.
 pub async fn wait_for_default_policy(
     store: &impl tollgate_core::Store,
     policy: tollgate_core::Policy,
 ) -> tollgate_core::Policy {
     let mut seen = store.default_policy().await.unwrap();
-    for _ in 0..200 {
+    for _ in 0..800 {
         if seen == policy {
             break;
         }
