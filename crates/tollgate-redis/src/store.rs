@@ -557,8 +557,23 @@ impl Store for RedisStore {
                         .invoke_async(&mut connection),
                 )
                 .await?;
-            let plans = self.plans.load().with_default(policy, generation)?;
-            self.plans.store(Arc::new(plans));
+            // `rcu`: a reload or the sync task storing at the same moment
+            // is not overwritten with what it replaced.
+            let mut refused = None;
+            self.plans
+                .rcu(|current| match current.with_default(policy, generation) {
+                    Ok(next) => {
+                        refused = None;
+                        Arc::new(next)
+                    }
+                    Err(error) => {
+                        refused = Some(error);
+                        Arc::clone(current)
+                    }
+                });
+            if let Some(error) = refused {
+                return Err(error.into());
+            }
             let _: Result<i64, _> = self.timed(connection.publish(&key, generation)).await;
             Ok(policy)
         })
@@ -593,24 +608,44 @@ impl Store for RedisStore {
 
     fn reconfigure(&self, config: &GatewayConfig) -> Result<(), tollgate_core::ConfigError> {
         config.validate()?;
-        let current = self.plans.load();
-        let plans =
-            Plans::new(config, current.default.policy, current.generation).map_err(|reason| {
-                tollgate_core::ConfigError::Policy {
-                    name: "limits".into(),
-                    reason,
+        // `rcu`: the default policy the sync task or `configure` stores at
+        // the same moment is kept.
+        let mut refused = None;
+        self.plans.rcu(|current| {
+            match Plans::new(config, current.default.policy, current.generation) {
+                Ok(next) => {
+                    refused = None;
+                    Arc::new(next)
                 }
-            })?;
-        self.plans.store(Arc::new(plans));
+                Err(reason) => {
+                    refused = Some(reason);
+                    Arc::clone(current)
+                }
+            }
+        });
+        if let Some(reason) = refused {
+            return Err(tollgate_core::ConfigError::Policy {
+                name: "limits".into(),
+                reason,
+            });
+        }
         self.tiers.lock().clear();
         Ok(())
     }
 }
 
-/// Keeps the shared default policy in step: subscribes to the channel
-/// `PREFIX:config`, then sets the policy from the configuration if Redis has
-/// none and reads it, then re-reads it on every message on the channel (and
-/// every five seconds, in case a message was missed while disconnected).
+/// How long subscribing to the channel `PREFIX:config` (connecting included)
+/// may take before the sync task gives up and tries again.
+const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Keeps the shared default policy in step. Sets the policy from the
+/// configuration if Redis has none and reads it; subscribes to the channel
+/// `PREFIX:config` (at most [`SUBSCRIBE_TIMEOUT`]) and reads it again, then
+/// re-reads it on every message and five seconds after the last one (a
+/// `PUBLISH` that failed, a message the cluster bus lost, a connection that
+/// died silently). Without the channel it reads the policy about every half
+/// second while subscribing is refused, every five and a half while it hangs,
+/// and warns once per outage.
 async fn sync_default_policy(
     client: redis::Client,
     mut connection: Connection,
@@ -634,36 +669,68 @@ async fn sync_default_policy(
         {
             let generation = generation.unwrap_or(0);
             let current = plans.load();
-            if current.generation != generation || current.default.policy != policy {
-                match current.with_default(policy, generation) {
-                    Ok(next) => plans.store(Arc::new(next)),
-                    Err(error) => {
-                        tracing::warn!(%error, "the shared default policy cannot be used")
-                    }
+            if current.generation == generation && current.default.policy == policy {
+                return;
+            }
+            // `rcu`: tiers a reload stores at the same moment are kept.
+            let mut refused = None;
+            plans.rcu(|current| match current.with_default(policy, generation) {
+                Ok(next) => {
+                    refused = None;
+                    Arc::new(next)
                 }
+                Err(error) => {
+                    refused = Some(error);
+                    Arc::clone(current)
+                }
+            });
+            if let Some(error) = refused {
+                tracing::warn!(%error, "the shared default policy cannot be used");
             }
         }
     };
+    // Whether this outage of the channel has been warned about.
+    let mut warned = false;
     loop {
-        let subscribed = async {
+        refresh(&mut connection).await;
+        let subscribing = async {
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&key).await?;
-            // Read only once subscribed: a change published between a read
-            // and the subscription would otherwise wait for the next re-read.
-            refresh(&mut connection).await;
-            let mut messages = pubsub.on_message();
-            loop {
-                match tokio::time::timeout(Duration::from_secs(5), messages.next()).await {
-                    Ok(Some(_)) | Err(_) => refresh(&mut connection).await,
-                    Ok(None) => return Ok::<(), redis::RedisError>(()),
+            Ok::<_, redis::RedisError>(pubsub)
+        };
+        let mut pubsub = match tokio::time::timeout(SUBSCRIBE_TIMEOUT, subscribing).await {
+            Ok(Ok(pubsub)) => pubsub,
+            failed => {
+                let error = match failed {
+                    Ok(Err(error)) => error.to_string(),
+                    _ => format!("no answer within {SUBSCRIBE_TIMEOUT:?}"),
+                };
+                if warned {
+                    tracing::debug!(%error, "cannot subscribe to the default policy's channel");
+                } else {
+                    tracing::warn!(
+                        %error,
+                        "cannot subscribe to the default policy's channel; \
+                         reading the policy from Redis until it can"
+                    );
+                    warned = true;
                 }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
             }
         };
-        if let Err(error) = subscribed.await {
-            tracing::debug!(%error, "config channel lost; retrying");
-            // Without the channel, keep the policy in step by reading it.
+        warned = false;
+        // Read again once subscribed: a change published between the read
+        // above and the subscription would otherwise wait for a re-read.
+        refresh(&mut connection).await;
+        let mut messages = pubsub.on_message();
+        // A message, or five seconds without one: read; the channel closed: stop.
+        while let Ok(Some(_)) | Err(_) =
+            tokio::time::timeout(Duration::from_secs(5), messages.next()).await
+        {
             refresh(&mut connection).await;
         }
+        tracing::debug!("the default policy's channel closed; subscribing again");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

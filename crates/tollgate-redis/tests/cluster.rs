@@ -280,3 +280,36 @@ async fn a_default_policy_replaced_through_one_gateway_reaches_another() {
     assert_eq!(passed, 2);
     support::cleanup(&url, &prefix);
 }
+
+#[tokio::test]
+async fn a_first_node_that_never_answers_does_not_stop_the_shared_default_policy() {
+    let Some(url) = support::redis_cluster_url() else {
+        return;
+    };
+    let prefix = support::prefix("cluster-silent-node");
+    let clock = Arc::new(ManualClock::new(START));
+    let policy = Policy::fixed_window(3, 60).unwrap();
+    store(&url, &prefix, &clock)
+        .configure(policy)
+        .await
+        .unwrap();
+    // The first node listed, where the channel is subscribed, is a socket
+    // that accepts connections (the kernel's backlog) and never answers; the
+    // real nodes follow it.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nodes = url.trim_start_matches("redis-cluster://");
+    let through_silent = format!("redis-cluster://{},{nodes}", silent.local_addr().unwrap());
+    let mut redis = RedisConfig::new(through_silent.as_str());
+    redis.prefix = prefix.clone();
+    redis.timeout = Duration::from_millis(500);
+    redis.time = TimeSource::Clock(Arc::clone(&clock) as Arc<dyn tollgate_core::Clock>);
+    let late = RedisStore::connect(redis, &GatewayConfig::default()).unwrap();
+    // The policy already in Redis is read without waiting for the channel
+    // (whose subscription never completes).
+    assert_eq!(
+        support::wait_for_default_policy(&late, policy).await,
+        policy
+    );
+    drop(silent);
+    support::cleanup(&url, &prefix);
+}

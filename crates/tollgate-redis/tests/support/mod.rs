@@ -209,17 +209,16 @@ pub fn keys(url: &str, pattern: &str) -> Vec<String> {
         .unwrap()
 }
 
-/// Waits until `store` has `policy` as its default policy, at most eight
+/// Waits until `store` has `policy` as its default policy, at most four
 /// seconds; what it has at the end. A change made through another store
-/// travels through a Redis channel, usually within milliseconds; a store
-/// that missed the message re-reads the policy every five seconds, so a slow
-/// machine still sees it within the wait.
+/// travels through a Redis channel within milliseconds; the wait stays under
+/// the store's five-second re-read, so a message missed is still caught.
 pub async fn wait_for_default_policy(
     store: &impl tollgate_core::Store,
     policy: tollgate_core::Policy,
 ) -> tollgate_core::Policy {
     let mut seen = store.default_policy().await.unwrap();
-    for _ in 0..800 {
+    for _ in 0..400 {
         if seen == policy {
             break;
         }
