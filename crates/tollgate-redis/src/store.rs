@@ -557,8 +557,9 @@ impl Store for RedisStore {
                         .invoke_async(&mut connection),
                 )
                 .await?;
-            // `rcu`: a reload or the sync task storing at the same moment
-            // is not overwritten with what it replaced.
+            // `rcu`: tiers a reload stores at the same moment are kept. (A
+            // read of the older policy the sync task stores just after is
+            // put right by the message published below.)
             let mut refused = None;
             self.plans
                 .rcu(|current| match current.with_default(policy, generation) {
@@ -638,14 +639,22 @@ impl Store for RedisStore {
 /// may take before the sync task gives up and tries again.
 const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the sync task waits for a message on the channel before it reads
+/// the default policy anyway.
+const REREAD_AFTER: Duration = Duration::from_secs(5);
+
+/// How long the sync task waits after the channel failed or closed before it
+/// reads the policy and subscribes again.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
+
 /// Keeps the shared default policy in step. Sets the policy from the
 /// configuration if Redis has none and reads it; subscribes to the channel
 /// `PREFIX:config` (at most [`SUBSCRIBE_TIMEOUT`]) and reads it again, then
-/// re-reads it on every message and five seconds after the last one (a
-/// `PUBLISH` that failed, a message the cluster bus lost, a connection that
-/// died silently). Without the channel it reads the policy about every half
-/// second while subscribing is refused, every five and a half while it hangs,
-/// and warns once per outage.
+/// re-reads it on every message and after every [`REREAD_AFTER`] without one
+/// (for a `PUBLISH` that failed, a message the cluster bus lost, a connection
+/// that died silently). Without the channel it reads the policy about every
+/// half second while subscribing is refused and every five and a half while
+/// it hangs; it warns once per outage and logs when the channel is back.
 async fn sync_default_policy(
     client: redis::Client,
     mut connection: Connection,
@@ -672,6 +681,7 @@ async fn sync_default_policy(
             if current.generation == generation && current.default.policy == policy {
                 return;
             }
+            drop(current);
             // `rcu`: tiers a reload stores at the same moment are kept.
             let mut refused = None;
             plans.rcu(|current| match current.with_default(policy, generation) {
@@ -698,40 +708,44 @@ async fn sync_default_policy(
             pubsub.subscribe(&key).await?;
             Ok::<_, redis::RedisError>(pubsub)
         };
-        let mut pubsub = match tokio::time::timeout(SUBSCRIBE_TIMEOUT, subscribing).await {
-            Ok(Ok(pubsub)) => pubsub,
-            failed => {
-                let error = match failed {
-                    Ok(Err(error)) => error.to_string(),
-                    _ => format!("no answer within {SUBSCRIBE_TIMEOUT:?}"),
-                };
+        let error = match tokio::time::timeout(SUBSCRIBE_TIMEOUT, subscribing).await {
+            Ok(Ok(mut pubsub)) => {
                 if warned {
-                    tracing::debug!(%error, "cannot subscribe to the default policy's channel");
-                } else {
-                    tracing::warn!(
-                        %error,
-                        "cannot subscribe to the default policy's channel; \
-                         reading the policy from Redis until it can"
-                    );
-                    warned = true;
+                    tracing::info!("subscribed to the default policy's channel again");
+                    warned = false;
                 }
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                // Read again once subscribed: a change published between the
+                // read above and the subscription would otherwise wait for a
+                // re-read.
+                refresh(&mut connection).await;
+                let mut messages = pubsub.on_message();
+                // A message, or none for a while: read; the channel closed: stop.
+                while let Ok(Some(_)) | Err(_) =
+                    tokio::time::timeout(REREAD_AFTER, messages.next()).await
+                {
+                    refresh(&mut connection).await;
+                }
+                tracing::debug!("the default policy's channel closed; subscribing again");
+                tokio::time::sleep(RESUBSCRIBE_AFTER).await;
                 continue;
             }
+            Ok(Err(error)) => error.to_string(),
+            Err(_elapsed) => format!(
+                "Redis did not answer within {} ms",
+                SUBSCRIBE_TIMEOUT.as_millis()
+            ),
         };
-        warned = false;
-        // Read again once subscribed: a change published between the read
-        // above and the subscription would otherwise wait for a re-read.
-        refresh(&mut connection).await;
-        let mut messages = pubsub.on_message();
-        // A message, or five seconds without one: read; the channel closed: stop.
-        while let Ok(Some(_)) | Err(_) =
-            tokio::time::timeout(Duration::from_secs(5), messages.next()).await
-        {
-            refresh(&mut connection).await;
+        if warned {
+            tracing::debug!(%error, "cannot subscribe to the default policy's channel");
+        } else {
+            tracing::warn!(
+                %error,
+                "cannot subscribe to the default policy's channel; \
+                 reading the policy from Redis until it can"
+            );
+            warned = true;
         }
-        tracing::debug!("the default policy's channel closed; subscribing again");
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(RESUBSCRIBE_AFTER).await;
     }
 }
 

@@ -288,11 +288,9 @@ async fn a_first_node_that_never_answers_does_not_stop_the_shared_default_policy
     };
     let prefix = support::prefix("cluster-silent-node");
     let clock = Arc::new(ManualClock::new(START));
+    let first = store(&url, &prefix, &clock);
     let policy = Policy::fixed_window(3, 60).unwrap();
-    store(&url, &prefix, &clock)
-        .configure(policy)
-        .await
-        .unwrap();
+    first.configure(policy).await.unwrap();
     // The first node listed, where the channel is subscribed, is a socket
     // that accepts connections (the kernel's backlog) and never answers; the
     // real nodes follow it.
@@ -301,14 +299,22 @@ async fn a_first_node_that_never_answers_does_not_stop_the_shared_default_policy
     let through_silent = format!("redis-cluster://{},{nodes}", silent.local_addr().unwrap());
     let mut redis = RedisConfig::new(through_silent.as_str());
     redis.prefix = prefix.clone();
-    redis.timeout = Duration::from_millis(500);
+    redis.timeout = Duration::from_millis(1500);
     redis.time = TimeSource::Clock(Arc::clone(&clock) as Arc<dyn tollgate_core::Clock>);
     let late = RedisStore::connect(redis, &GatewayConfig::default()).unwrap();
-    // The policy already in Redis is read without waiting for the channel
-    // (whose subscription never completes).
+    // The policy already in Redis is read without waiting for the channel,
+    // whose subscription never completes.
     assert_eq!(
         support::wait_for_default_policy(&late, policy).await,
         policy
+    );
+    // A later change arrives by the reads between attempts to subscribe,
+    // each given up after 5 s: within about 5.5 s.
+    let later = Policy::fixed_window(4, 60).unwrap();
+    first.configure(later).await.unwrap();
+    assert_eq!(
+        support::wait_for_default_policy_within(&late, later, 10).await,
+        later
     );
     drop(silent);
     support::cleanup(&url, &prefix);

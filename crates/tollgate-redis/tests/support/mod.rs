@@ -212,13 +212,24 @@ pub fn keys(url: &str, pattern: &str) -> Vec<String> {
 /// Waits until `store` has `policy` as its default policy, at most four
 /// seconds; what it has at the end. A change made through another store
 /// travels through a Redis channel within milliseconds; the wait stays under
-/// the store's five-second re-read, so a message missed is still caught.
+/// the store's five-second re-read, so a message that does not arrive fails
+/// the test rather than being made up for by the re-read.
 pub async fn wait_for_default_policy(
     store: &impl tollgate_core::Store,
     policy: tollgate_core::Policy,
 ) -> tollgate_core::Policy {
+    wait_for_default_policy_within(store, policy, 4).await
+}
+
+/// Waits until `store` has `policy` as its default policy, at most `seconds`;
+/// what it has at the end.
+pub async fn wait_for_default_policy_within(
+    store: &impl tollgate_core::Store,
+    policy: tollgate_core::Policy,
+    seconds: u64,
+) -> tollgate_core::Policy {
     let mut seen = store.default_policy().await.unwrap();
-    for _ in 0..400 {
+    for _ in 0..seconds * 100 {
         if seen == policy {
             break;
         }
