@@ -77,12 +77,13 @@ pub(crate) struct LazyCluster {
 
 impl Connection {
     /// A connection to `target` with `timeout` per connection attempt and per
-    /// response, and a client for pub/sub (the first node's, for a cluster:
-    /// a cluster carries every `PUBLISH` to every node).
+    /// response, and clients for pub/sub: the server's, or one per seed node
+    /// of a cluster in the order given (a cluster carries every `PUBLISH` to
+    /// every node, so any one of them will do).
     pub(crate) fn open(
         target: &Target,
         timeout: Duration,
-    ) -> Result<(Connection, redis::Client), redis::RedisError> {
+    ) -> Result<(Connection, Vec<redis::Client>), redis::RedisError> {
         match target {
             Target::Standalone(url) => {
                 let client = redis::Client::open(url.as_str())?;
@@ -92,10 +93,13 @@ impl Connection {
                     .set_number_of_retries(1)
                     .set_max_delay(Duration::from_millis(500));
                 let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
-                Ok((Connection::Standalone(connection), client))
+                Ok((Connection::Standalone(connection), vec![client]))
             }
             Target::Cluster(nodes) => {
-                let pubsub = redis::Client::open(nodes[0].as_str())?;
+                let pubsub = nodes
+                    .iter()
+                    .map(|node| redis::Client::open(node.as_str()))
+                    .collect::<Result<Vec<_>, _>>()?;
                 let client = ClusterClient::builder(nodes.iter().map(String::as_str))
                     .connection_timeout(timeout)
                     .response_timeout(timeout)

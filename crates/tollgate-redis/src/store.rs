@@ -149,13 +149,13 @@ impl RedisStore {
             return Err(RedisStoreError::Prefix(config.prefix));
         }
         let target = RedisTarget::parse(&config.url).map_err(RedisStoreError::Url)?;
-        let (connection, client) = Connection::open(&target, config.timeout)
+        let (connection, clients) = Connection::open(&target, config.timeout)
             .map_err(|error| RedisStoreError::Url(error.to_string()))?;
         let plans =
             Plans::new(limits, limits.default_policy, 0).map_err(RedisStoreError::Policy)?;
         let plans = Arc::new(ArcSwap::from_pointee(plans));
         let sync = tokio::spawn(sync_default_policy(
-            client,
+            clients,
             connection.clone(),
             config.prefix.clone(),
             limits.default_policy,
@@ -649,14 +649,15 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
 
 /// Keeps the shared default policy in step. Sets the policy from the
 /// configuration if Redis has none and reads it; subscribes to the channel
-/// `PREFIX:config` (at most [`SUBSCRIBE_TIMEOUT`]) and reads it again, then
+/// `PREFIX:config` through one of `clients` (at most [`SUBSCRIBE_TIMEOUT`];
+/// the next client after a failure) and reads it again, then
 /// re-reads it on every message and after every [`REREAD_AFTER`] without one
 /// (for a `PUBLISH` that failed, a message the cluster bus lost, a connection
 /// that died silently). Without the channel it reads the policy about every
 /// half second while subscribing is refused and every five and a half while
 /// it hangs; it warns once per outage and logs when the channel is back.
 async fn sync_default_policy(
-    client: redis::Client,
+    clients: Vec<redis::Client>,
     mut connection: Connection,
     prefix: String,
     configured: Policy,
@@ -701,8 +702,15 @@ async fn sync_default_policy(
     };
     // Whether this outage of the channel has been warned about.
     let mut warned = false;
+    // The node the channel is subscribed on; the next one after a failure.
+    let mut node = 0;
     loop {
         refresh(&mut connection).await;
+        let Some(client) = clients.get(node % clients.len().max(1)) else {
+            // No node to subscribe on (a cluster URL always names one): read only.
+            tokio::time::sleep(REREAD_AFTER).await;
+            continue;
+        };
         let subscribing = async {
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&key).await?;
@@ -735,6 +743,7 @@ async fn sync_default_policy(
                 SUBSCRIBE_TIMEOUT.as_millis()
             ),
         };
+        node = node.wrapping_add(1);
         if warned {
             tracing::debug!(%error, "cannot subscribe to the default policy's channel");
         } else {

@@ -291,9 +291,9 @@ async fn a_first_node_that_never_answers_does_not_stop_the_shared_default_policy
     let first = store(&url, &prefix, &clock);
     let policy = Policy::fixed_window(3, 60).unwrap();
     first.configure(policy).await.unwrap();
-    // The first node listed, where the channel is subscribed, is a socket
-    // that accepts connections (the kernel's backlog) and never answers; the
-    // real nodes follow it.
+    // The first node listed, where the channel is subscribed first, is a
+    // socket that accepts connections (the kernel's backlog) and never
+    // answers; the real nodes follow it.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let nodes = url.trim_start_matches("redis-cluster://");
     let through_silent = format!("redis-cluster://{},{nodes}", silent.local_addr().unwrap());
@@ -308,13 +308,21 @@ async fn a_first_node_that_never_answers_does_not_stop_the_shared_default_policy
         support::wait_for_default_policy(&late, policy).await,
         policy
     );
-    // A later change arrives by the reads between attempts to subscribe,
-    // each given up after 5 s: within about 5.5 s.
+    // A later change arrives once the channel is subscribed on the next node,
+    // the attempt on the silent one given up after 5 s: within about 5.5 s.
     let later = Policy::fixed_window(4, 60).unwrap();
     first.configure(later).await.unwrap();
     assert_eq!(
         support::wait_for_default_policy_within(&late, later, 10).await,
         later
+    );
+    // Subscribed on a real node now, the next change comes by message, not
+    // by a read 5.5 s later.
+    let last = Policy::fixed_window(6, 60).unwrap();
+    first.configure(last).await.unwrap();
+    assert_eq!(
+        support::wait_for_default_policy_within(&late, last, 2).await,
+        last
     );
     drop(silent);
     support::cleanup(&url, &prefix);
