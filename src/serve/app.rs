@@ -47,11 +47,22 @@ impl App {
         };
         let mut config = ServeConfig::from_file(path)?;
         config.override_store_url(self.store_url.as_deref());
+        let tiers_before = self.runtime.load().tier_names.clone();
         self.apply(&config)
             .map_err(|error| ServeConfigError::File {
                 path: path.display().to_string(),
                 reason: Box::new(error),
             })?;
+        for warning in config.warnings() {
+            tracing::warn!("{warning}");
+        }
+        for tier in restart::removed_tiers(&tiers_before, &config) {
+            tracing::warn!(
+                tier,
+                "this tier is no longer configured: keys assigned to it are held to the \
+                 default policy until assigned another tier"
+            );
+        }
         let kept = self
             .started
             .kept_until_restart(&config, restart::admin_token(&config).as_deref());

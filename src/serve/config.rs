@@ -13,6 +13,8 @@ use serde::{Deserialize, Deserializer};
 use tollgate_core::{ConfigError, GatewayConfig};
 use tollgate_tower::{Budget, HostDefaults};
 
+use super::api_key::MAX_KEY_LENGTH;
+
 /// The whole configuration of `tollgate serve`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -109,6 +111,19 @@ impl Default for StoreConfig {
             failure: FailurePolicy::default(),
             time: StoreTime::default(),
         }
+    }
+}
+
+/// Seconds over which `policy` counts a key's requests: the window, or the
+/// time a token bucket takes to fill from empty (rounded up).
+fn counted_span_s(policy: &tollgate_core::Policy) -> u64 {
+    match policy.algorithm() {
+        tollgate_core::Algorithm::TokenBucket => {
+            let span = (u128::from(policy.capacity()) * u128::from(policy.window_s()))
+                .div_ceil(u128::from(policy.limit()).max(1));
+            u64::try_from(span).unwrap_or(u64::MAX)
+        }
+        _ => policy.window_s(),
     }
 }
 
@@ -328,6 +343,38 @@ impl ServeConfig {
         ServeConfig::from_toml_str(&text).map_err(in_file)
     }
 
+    /// What in a valid configuration works, but probably not as meant: one
+    /// sentence each, for the log (they name settings, never a key or token).
+    ///
+    /// With the in-memory store, a key idle for `limits.idle_eviction_s`
+    /// loses its state (the engine's contract), so a policy counting over a
+    /// longer span (a fixed window or sliding log longer than that, a token
+    /// bucket taking longer to fill) starts a key that paused over again.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.store.url.is_none() {
+            let idle = self.limits.idle_eviction_s;
+            let policies =
+                std::iter::once(("the default policy".to_owned(), self.limits.default_policy))
+                    .chain(
+                        self.limits
+                            .tiers
+                            .iter()
+                            .map(|(name, policy)| (format!("the policy of tier {name}"), *policy)),
+                    );
+            for (name, policy) in policies {
+                let span = counted_span_s(&policy);
+                if span > idle {
+                    warnings.push(format!(
+                        "{name} counts over {span} s, longer than limits.idle_eviction_s \
+                         ({idle} s): a key idle that long starts over with its whole budget"
+                    ));
+                }
+            }
+        }
+        warnings
+    }
+
     /// Checks what the types alone cannot.
     ///
     /// # Errors
@@ -340,10 +387,30 @@ impl ServeConfig {
                 "workers must be at least 1".into(),
             ));
         }
-        if self.upstream.body_idle_timeout.is_zero() {
-            return Err(ServeConfigError::Invalid(
-                "upstream.body_idle_timeout must be more than 0".into(),
-            ));
+        for (name, timeout) in [
+            ("upstream.timeout", self.upstream.timeout),
+            ("upstream.connect_timeout", self.upstream.connect_timeout),
+            (
+                "upstream.body_idle_timeout",
+                self.upstream.body_idle_timeout,
+            ),
+            ("store.timeout", self.store.timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(ServeConfigError::Invalid(format!(
+                    "{name} must be more than 0"
+                )));
+            }
+        }
+        // Longer keys are refused on every request (401): such a key could
+        // never be used.
+        if let Some(position) = self.limits.exempt_keys.iter().position(|key| {
+            tollgate_core::ApiKey::parse(key).is_some_and(|key| key.as_str().len() > MAX_KEY_LENGTH)
+        }) {
+            return Err(ServeConfigError::Invalid(format!(
+                "limits.exempt_keys[{position}] is longer than {MAX_KEY_LENGTH} bytes, \
+                 the longest API key a request may carry"
+            )));
         }
         if self.client_ip.ipv6_prefix > 128 {
             return Err(ServeConfigError::Invalid(format!(
@@ -370,6 +437,12 @@ impl ServeConfig {
                 let parsed = tollgate_core::ApiKey::parse(key).ok_or_else(|| {
                     ServeConfigError::Tenants(format!("tenant {tenant} has an empty key"))
                 })?;
+                if parsed.as_str().len() > MAX_KEY_LENGTH {
+                    return Err(ServeConfigError::Tenants(format!(
+                        "tenant {tenant} has a key longer than {MAX_KEY_LENGTH} bytes, \
+                         the longest API key a request may carry"
+                    )));
+                }
                 if !seen.insert(parsed.as_str().to_owned()) {
                     return Err(ServeConfigError::Tenants(format!(
                         "the key {} belongs to two tenants",
@@ -410,6 +483,13 @@ impl RouteConfig {
         };
         if !self.prefix.starts_with('/') {
             return Err(error("the prefix must start with /"));
+        }
+        if self
+            .name
+            .as_deref()
+            .is_some_and(|name| name.trim().is_empty())
+        {
+            return Err(error("the name must not be empty"));
         }
         if self.upstream.scheme_str() != Some("http") {
             return Err(error("the upstream must be an http:// URL"));
@@ -525,6 +605,11 @@ mod tests {
         let text = include_str!("../../examples/gateway.toml");
         let config = ServeConfig::from_toml_str(text).unwrap();
         assert!(!config.routes.is_empty());
+        assert_eq!(config.warnings(), Vec::<String>::new());
+        assert_eq!(
+            config.admin.token.as_deref(),
+            Some(super::super::restart::EXAMPLE_ADMIN_TOKEN)
+        );
     }
 
     #[test]
@@ -561,6 +646,22 @@ mod tests {
                 "two tenants",
             ),
             ("[limits]\nidle_eviction_s = 0", "idle_eviction_s"),
+            (
+                "[upstream]\ntimeout = \"0s\"",
+                "upstream.timeout must be more than 0",
+            ),
+            (
+                "[upstream]\nconnect_timeout = \"0ms\"",
+                "upstream.connect_timeout must be more than 0",
+            ),
+            (
+                "[store]\ntimeout = \"0s\"",
+                "store.timeout must be more than 0",
+            ),
+            (
+                "[[routes]]\nname = \" \"\nprefix = \"/api\"\nupstream = \"http://h:1\"",
+                "route /api: the name must not be empty",
+            ),
             ("[client_ip]\nipv6_prefix = 129", "ipv6_prefix"),
             ("colour = 1", "colour"),
         ];
@@ -568,5 +669,69 @@ mod tests {
             let error = ServeConfig::from_toml_str(text).unwrap_err().to_string();
             assert!(error.contains(expected), "{text:?}: {error}");
         }
+    }
+
+    #[test]
+    fn keys_no_request_can_carry_are_refused() {
+        let longest = "k".repeat(256);
+        let too_long = "k".repeat(257);
+        let exempt = |key: &str| format!("[limits]\nexempt_keys = [\"a\", \"{key}\"]");
+        assert!(ServeConfig::from_toml_str(&exempt(&longest)).is_ok());
+        assert!(ServeConfig::from_toml_str(&exempt(&format!("Bearer {longest}"))).is_ok());
+        let error = ServeConfig::from_toml_str(&exempt(&too_long))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "limits.exempt_keys[1] is longer than 256 bytes, the longest API key a request may carry"
+        );
+        let tenant = |key: &str| format!("[tenants]\nacme = [\"{key}\"]");
+        assert!(ServeConfig::from_toml_str(&tenant(&longest)).is_ok());
+        let error = ServeConfig::from_toml_str(&tenant(&too_long))
+            .unwrap_err()
+            .to_string();
+        assert!(!error.contains(&too_long), "{error}");
+        assert!(
+            error.contains("tenant acme has a key longer than 256 bytes"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_host_budget_without_burst_has_burst_rpm() {
+        let config = ServeConfig::from_toml_str(
+            "[host]\nip = { rpm = 10 }\ntenant = { rpm = 6, burst = 2 }",
+        )
+        .unwrap();
+        assert_eq!(config.host.ip, Some(Budget::new(10, 10).unwrap()));
+        assert_eq!(config.host.tenant, Some(Budget::new(6, 2).unwrap()));
+    }
+
+    #[test]
+    fn policies_counting_longer_than_idle_eviction_are_warned_about() {
+        let config = ServeConfig::from_toml_str(
+            "[limits]\nidle_eviction_s = 600\n\
+             [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow_s = 601\n\
+             [limits.tiers.a]\nalgorithm = \"sliding_log\"\nlimit = 5\nwindow_s = 600\n\
+             [limits.tiers.b]\nalgorithm = \"token_bucket\"\nlimit = 3\nwindow_s = 400\nburst = 5\n\
+             [limits.tiers.c]\nalgorithm = \"token_bucket\"\nlimit = 2\nwindow_s = 400\nburst = 3",
+        )
+        .unwrap();
+        // a: 600 s, not longer. b: 5 tokens at 3 per 400 s fill in 666.7 s,
+        // 667 rounded up. c: 3 at 2 per 400 s, exactly 600 s.
+        assert_eq!(
+            config.warnings(),
+            [
+                "the default policy counts over 601 s, longer than limits.idle_eviction_s \
+                 (600 s): a key idle that long starts over with its whole budget",
+                "the policy of tier b counts over 667 s, longer than limits.idle_eviction_s \
+                 (600 s): a key idle that long starts over with its whole budget",
+            ]
+        );
+        // The Redis store keeps a key's state for as long as it counts.
+        let mut shared = config.clone();
+        shared.store.url = Some("redis://127.0.0.1:6379".into());
+        assert!(shared.warnings().is_empty());
+        assert!(ServeConfig::builtin().warnings().is_empty());
     }
 }

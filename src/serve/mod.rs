@@ -168,12 +168,21 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
         }
     };
     let runtime = Runtime::build(&config, store.as_ref())?;
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     let admin_token = restart::admin_token(&config);
-    if admin_token.is_none() {
-        tracing::warn!(
+    match admin_token.as_deref() {
+        None => tracing::warn!(
             "no admin token (admin.token or ${}): every admin call will be refused",
             config.admin.token_env
-        );
+        ),
+        Some(restart::EXAMPLE_ADMIN_TOKEN) => tracing::warn!(
+            "the admin token is the example's \"{}\": set your own in admin.token or ${}",
+            restart::EXAMPLE_ADMIN_TOKEN,
+            config.admin.token_env
+        ),
+        Some(_) => {}
     }
     let app = Arc::new(App {
         store,

@@ -89,6 +89,21 @@ impl StartSettings {
     }
 }
 
+/// The tiers of `before` that `reloaded` no longer configures. Keys assigned
+/// to one keep the assignment (the engine never discards it) and are held to
+/// the default policy until assigned another tier.
+pub(crate) fn removed_tiers<'a>(before: &'a [String], reloaded: &ServeConfig) -> Vec<&'a str> {
+    before
+        .iter()
+        .filter(|tier| !reloaded.limits.tiers.contains_key(tier.as_str()))
+        .map(String::as_str)
+        .collect()
+}
+
+/// The admin token of `examples/gateway.toml`, known to everyone: a gateway
+/// started with it warns.
+pub(crate) const EXAMPLE_ADMIN_TOKEN: &str = "change-me";
+
 /// The admin token `config` puts in force: the environment variable it names
 /// when set and not empty, else its `admin.token`.
 pub(crate) fn admin_token(config: &ServeConfig) -> Option<String> {
@@ -164,6 +179,25 @@ mod tests {
         assert_eq!(
             start.kept_until_restart(&dropped, Some("old")),
             ["store.url"]
+        );
+    }
+
+    #[test]
+    fn tiers_a_reload_drops_are_named() {
+        let tier = |name: &str| {
+            format!(
+                "[limits.tiers.{name}]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow_s = 60\n"
+            )
+        };
+        let before = ["gold".to_owned(), "silver".to_owned(), "bronze".to_owned()];
+        let reloaded = config(&(tier("silver") + &tier("platinum")));
+        assert_eq!(removed_tiers(&before, &reloaded), ["gold", "bronze"]);
+        assert!(
+            removed_tiers(
+                &before,
+                &config(&(tier("gold") + &tier("silver") + &tier("bronze")))
+            )
+            .is_empty()
         );
     }
 }

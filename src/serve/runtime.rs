@@ -30,6 +30,8 @@ pub(crate) struct Runtime {
     /// The route name of requests without a route (the demo backend).
     pub(crate) demo_route: Arc<str>,
     pub(crate) decisions: DecisionCounters,
+    /// The tiers of `[limits.tiers]`, by name.
+    pub(crate) tier_names: Vec<String>,
 }
 
 impl Runtime {
@@ -68,6 +70,7 @@ impl Runtime {
             failure: config.store.failure,
             demo_route,
             decisions,
+            tier_names: config.limits.tiers.keys().cloned().collect(),
         })
     }
 }

@@ -180,7 +180,10 @@ impl ConnectionLike for Connection {
 /// standalone server behind `redis-cluster://`).
 pub(crate) fn unavailable(error: &redis::RedisError) -> StoreError {
     let text = error.to_string();
-    let hint = if text.contains("Moved") || text.contains("MOVED") {
+    let hint = if ["Moved", "MOVED", "CrossSlot", "CROSSSLOT"]
+        .iter()
+        .any(|word| text.contains(word))
+    {
         " (if this Redis is part of a cluster, give its nodes as redis-cluster://host:port,...)"
     } else if text.contains("cluster support disabled") {
         " (this Redis is not a cluster: give it as redis://host:port)"

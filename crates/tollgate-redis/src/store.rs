@@ -106,7 +106,10 @@ impl Drop for RedisStore {
 #[derive(Debug, thiserror::Error)]
 pub enum RedisStoreError {
     /// The URL is not a Redis URL.
-    #[error("invalid Redis URL: {0}")]
+    #[error(
+        "invalid Redis URL (expected redis://[user:password@]host:port[/db] or \
+         redis-cluster://[user:password@]host:port[,host:port...]): {0}"
+    )]
     Url(String),
     /// A policy cannot be computed exactly in Redis.
     #[error("{0}")]

@@ -327,3 +327,35 @@ async fn a_first_node_that_never_answers_does_not_stop_the_shared_default_policy
     drop(silent);
     support::cleanup(&url, &prefix);
 }
+
+#[tokio::test]
+async fn a_cluster_node_given_as_a_server_is_named_in_the_error() {
+    let Some(url) = support::redis_cluster_url() else {
+        return;
+    };
+    // One node of the cluster behind `redis://`: a call whose keys sit in two
+    // slots is refused (CROSSSLOT), a key served by another node is moved
+    // (MOVED); either way the error says which URL to give.
+    let node = support::cluster_nodes(&url).remove(0);
+    let prefix = support::prefix("cluster-as-server");
+    let mut redis = RedisConfig::new(node.as_str());
+    redis.prefix = prefix.clone();
+    redis.timeout = Duration::from_secs(5);
+    let store = RedisStore::connect(redis, &GatewayConfig::default()).unwrap();
+    let route = store
+        .prepare(Policy::token_bucket(10, 60, 10).unwrap())
+        .unwrap();
+    let limits = [
+        Limit::Plan("sk_a"),
+        Limit::Policy {
+            key: "route:/x",
+            policy: &route,
+        },
+    ];
+    let error = store.acquire(&limits).await.unwrap_err().to_string();
+    assert!(
+        error.contains("if this Redis is part of a cluster, give its nodes as redis-cluster://"),
+        "{error}"
+    );
+    support::cleanup(&url, &prefix);
+}

@@ -4,7 +4,8 @@ use serde::Deserialize;
 use tollgate_core::{MAX_VALUE, Policy};
 
 /// A token-bucket budget: refills at `rpm / 60` tokens per second up to `burst`
-/// tokens; each request takes one token. In JSON: `{"rpm": 60, "burst": 5}`.
+/// tokens; each request takes one token. In JSON: `{"rpm": 60, "burst": 5}`;
+/// `burst` may be left out, and is then `rpm`.
 ///
 /// ```
 /// use tollgate_tower::Budget;
@@ -74,20 +75,30 @@ impl Budget {
 #[serde(deny_unknown_fields)]
 struct BudgetDocument {
     rpm: u64,
-    burst: u64,
+    #[serde(default)]
+    burst: Option<u64>,
 }
 
 impl TryFrom<BudgetDocument> for Budget {
     type Error = BudgetError;
 
     fn try_from(document: BudgetDocument) -> Result<Self, BudgetError> {
-        Budget::new(document.rpm, document.burst)
+        Budget::new(document.rpm, document.burst.unwrap_or(document.rpm))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn burst_defaults_to_rpm() {
+        let budget: Budget = serde_json::from_str(r#"{"rpm": 90}"#).unwrap();
+        assert_eq!((budget.rpm(), budget.burst()), (90, 90));
+        let budget: Budget = serde_json::from_str(r#"{"rpm": 90, "burst": 4}"#).unwrap();
+        assert_eq!((budget.rpm(), budget.burst()), (90, 4));
+        assert!(serde_json::from_str::<Budget>(r#"{"burst": 4}"#).is_err());
+    }
 
     #[test]
     fn time_to_fill_rounds_up() {

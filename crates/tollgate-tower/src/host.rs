@@ -9,7 +9,7 @@ use crate::budget::Budget;
 /// Default budgets for the routes of a host that declare none of their own.
 ///
 /// `host.json`: `{"tenant": {"rpm": 600, "burst": 50}, "ip": {"rpm": 60, "burst": 10}}`,
-/// both optional. On a route without its own budget, a request with a resolved
+/// both optional (as is each `burst`, which is then `rpm`). On a route without its own budget, a request with a resolved
 /// [`Tenant`](crate::Tenant) is limited per tenant by `tenant`; any other request
 /// is limited per client IP by `ip`. Each route has its own buckets. When neither
 /// applies, the request passes straight through and no state is kept.
@@ -75,9 +75,12 @@ mod tests {
         let host = HostDefaults::from_json(r#"{"tenant": {"rpm": 100, "burst": 10}}"#).unwrap();
         assert_eq!(host.tenant, Some(Budget::new(100, 10).unwrap()));
         assert_eq!(host.ip, None);
+        // `burst` left out is `rpm`, as on a gateway route.
+        let host = HostDefaults::from_json(r#"{"ip": {"rpm": 7}}"#).unwrap();
+        assert_eq!(host.ip, Some(Budget::new(7, 7).unwrap()));
         for bad in [
             r#"{"tenant": {"rpm": 0, "burst": 10}}"#,
-            r#"{"ip": {"rpm": 1}}"#,
+            r#"{"ip": {"burst": 1}}"#,
             r#"{"ips": {"rpm": 1, "burst": 1}}"#,
             r#"{"ip": {"rpm": 1.5, "burst": 1}}"#,
         ] {
