@@ -803,3 +803,79 @@ async fn a_chunked_get_body_reaches_the_upstream() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.unwrap(), "query");
 }
+
+#[tokio::test]
+async fn route_budgets_keyed_by_a_header_or_by_tenant() {
+    let upstream = Upstream::start().await;
+    // Plans of 100 per minute, out of the way; two tenant keys and one without.
+    let toml = config(&format!(
+        "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow_s = 60\n\
+         [tenants]\nacme = [\"sk_a\", \"sk_b\"]\n\
+         [[routes]]\nname = \"search\"\nprefix = \"/search\"\nupstream = \"http://{0}\"\n\
+         rpm = 2\nkey = \"header:X-Client-Id\"\n\
+         [[routes]]\nname = \"orders\"\nprefix = \"/orders\"\nupstream = \"http://{0}\"\n\
+         rpm = 3\nkey = \"tenant\"\n",
+        upstream.address
+    ));
+    let gateway = Gateway::start(&toml, 0).await;
+    let search = |key: &'static str, client: Option<&'static str>| {
+        let mut request = gateway
+            .client
+            .get(gateway.url("/search"))
+            .header("authorization", format!("Bearer {key}"));
+        if let Some(client) = client {
+            request = request.header("x-client-id", client);
+        }
+        request.send()
+    };
+    // /search: 2 per minute per X-Client-Id, whatever the API key.
+    assert_eq!(search("sk_a", Some("c1")).await.unwrap().status(), 200);
+    assert_eq!(search("sk_c", Some("c1")).await.unwrap().status(), 200);
+    let refused = search("sk_b", Some("c1")).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    // One token every 30 s.
+    assert_eq!(header(&refused, "retry-after").as_deref(), Some("30"));
+    assert_eq!(search("sk_a", Some("c2")).await.unwrap().status(), 200);
+    for client in [None, Some(""), Some("   ")] {
+        let missing = search("sk_a", client).await.unwrap();
+        assert_eq!(missing.status(), 401, "{client:?}");
+        assert_eq!(
+            header(&missing, "content-type").as_deref(),
+            Some("application/problem+json")
+        );
+        let body: serde_json::Value = missing.json().await.unwrap();
+        assert_eq!(
+            body["detail"],
+            "search is rate limited per x-client-id header, and this request has no usable one \
+             (1 to 256 visible ASCII characters)"
+        );
+    }
+    let too_long = "c".repeat(257);
+    let request = gateway
+        .client
+        .get(gateway.url("/search"))
+        .header("authorization", "Bearer sk_a")
+        .header("x-client-id", &too_long);
+    assert_eq!(request.send().await.unwrap().status(), 401);
+    // /orders: 3 per minute per tenant; a key without a tenant gets 401.
+    for key in ["sk_a", "sk_b", "sk_a"] {
+        assert_eq!(gateway.status("/orders", key).await, 200, "{key}");
+    }
+    assert_eq!(gateway.status("/orders", "sk_b").await, 429);
+    let untenanted = gateway.get("/orders", "sk_c").await;
+    assert_eq!(untenanted.status(), 401);
+    let body: serde_json::Value = untenanted.json().await.unwrap();
+    assert_eq!(
+        body["detail"],
+        "orders is rate limited per tenant, and this API key has no tenant"
+    );
+    // Only the admitted requests reached the upstream: 3 searches, 3 orders.
+    assert_eq!(upstream.requests(), 6);
+    let metrics = gateway.metrics().await;
+    for line in [
+        "api_rate_limit_exceeded_total{plugin=\"tollgate\",route=\"search\",key_kind=\"custom\"} 1",
+        "api_rate_limit_exceeded_total{plugin=\"tollgate\",route=\"orders\",key_kind=\"tenant\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line}\n{metrics}");
+    }
+}

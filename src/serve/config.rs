@@ -207,9 +207,10 @@ impl From<ForwardingHeader> for tollgate_tower::ForwardedHeader {
     }
 }
 
-/// What a route's own budget is keyed by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// What a route's own budget is keyed by: in TOML `"principal"`, `"tenant"`,
+/// `"ip"` or `"header:NAME"`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
 pub enum RouteKey {
     /// The API key (the default).
     Principal,
@@ -217,6 +218,31 @@ pub enum RouteKey {
     Tenant,
     /// The client IP.
     Ip,
+    /// The value of a request header, such as a client or account id set by
+    /// an authentication proxy in front; a request without it (or with a
+    /// value that is empty, not visible ASCII, or longer than 256 bytes) is
+    /// refused (401).
+    Header(http::HeaderName),
+}
+
+impl TryFrom<String> for RouteKey {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        match text.as_str() {
+            "principal" => Ok(RouteKey::Principal),
+            "tenant" => Ok(RouteKey::Tenant),
+            "ip" => Ok(RouteKey::Ip),
+            _ => match text.strip_prefix("header:") {
+                Some(name) => http::HeaderName::from_bytes(name.trim().as_bytes())
+                    .map(RouteKey::Header)
+                    .map_err(|_| "key = \"header:NAME\" needs a valid header name".to_owned()),
+                None => Err(
+                    "key must be \"principal\", \"tenant\", \"ip\" or \"header:NAME\"".to_owned(),
+                ),
+            },
+        }
+    }
 }
 
 /// One route: a path prefix, its upstream and, optionally, its own budget.
@@ -636,6 +662,18 @@ mod tests {
                 "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nkey = \"ip\"",
                 "set rpm too",
             ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"cookie\"",
+                "key must be \"principal\", \"tenant\", \"ip\" or \"header:NAME\"",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:\"",
+                "needs a valid header name",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:a b\"",
+                "needs a valid header name",
+            ),
             ("[upstream]\ntimeout = \"soon\"", "timeout"),
             (
                 "[upstream]\nbody_idle_timeout = \"0s\"",
@@ -733,5 +771,26 @@ mod tests {
         shared.store.url = Some("redis://127.0.0.1:6379".into());
         assert!(shared.warnings().is_empty());
         assert!(ServeConfig::builtin().warnings().is_empty());
+    }
+
+    #[test]
+    fn route_keys_are_read() {
+        let key = |text: &str| {
+            let toml = format!(
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"{text}\""
+            );
+            ServeConfig::from_toml_str(&toml).unwrap().routes[0]
+                .key
+                .clone()
+        };
+        assert_eq!(key("principal"), Some(RouteKey::Principal));
+        assert_eq!(key("tenant"), Some(RouteKey::Tenant));
+        assert_eq!(key("ip"), Some(RouteKey::Ip));
+        assert_eq!(
+            key("header:X-Client-Id"),
+            Some(RouteKey::Header(http::HeaderName::from_static(
+                "x-client-id"
+            )))
+        );
     }
 }

@@ -10,7 +10,7 @@ use http::{HeaderMap, StatusCode};
 use tollgate_core::{Limit, LimitDecision, Redacted};
 use tollgate_tower::{Problem, RateLimitField, advertised_quota, record_denial};
 
-use super::api_key::api_key;
+use super::api_key::{MAX_KEY_LENGTH, api_key};
 use super::app::App;
 use super::config::{FailurePolicy, RouteKey};
 use super::headers::{RateLimitHeaders, rate_limit_headers};
@@ -24,7 +24,7 @@ pub(crate) const DEMO_ROUTE: &str = "demo";
 /// The route budget that applies to a request, with its key.
 struct RouteLimit<'a> {
     budget: &'a RouteBudget,
-    kind: RouteKey,
+    kind: &'a RouteKey,
     key: String,
 }
 
@@ -43,12 +43,8 @@ pub(crate) async fn admit(
         runtime.decisions.record(true, "exempt", route_name);
         return Ok(RateLimitHeaders::default());
     }
-    let route_limit =
-        route_limit(runtime, route, route_name, key, headers, peer).map_err(|()| {
-            respond(Problem::unauthorized(format!(
-                "{route_name} is rate limited per tenant, and this API key has no tenant"
-            )))
-        })?;
+    let route_limit = route_limit(runtime, route, route_name, key, headers, peer)
+        .map_err(|reason| respond(Problem::unauthorized(reason)))?;
     let mut limits = vec![Limit::Plan(key)];
     if let Some(route_limit) = &route_limit {
         limits.push(Limit::Policy {
@@ -144,7 +140,8 @@ fn route_field<'a>(
 
 /// The route budget of a request: the route's own, else the host default per
 /// tenant (for keys with a tenant), else per IP; `None` when none applies.
-/// `Err` when the route is limited per tenant and the key has none.
+/// `Err` holds why the request is refused (401) when the route's key is
+/// missing: a tenant for a key without one, a header the request lacks.
 fn route_limit<'a>(
     runtime: &'a Runtime,
     route: Option<&'a Route>,
@@ -152,22 +149,34 @@ fn route_limit<'a>(
     key: &str,
     headers: &HeaderMap,
     peer: SocketAddr,
-) -> Result<Option<RouteLimit<'a>>, ()> {
+) -> Result<Option<RouteLimit<'a>>, String> {
     let tenant = runtime.tenants.get(key);
     let own = route.and_then(|route| route.budget.as_ref());
     let (budget, kind) = if let Some((budget, kind)) = own {
-        (budget, *kind)
+        (budget, kind)
     } else if let (Some(_), Some(budget)) = (tenant, &runtime.host_tenant) {
-        (budget, RouteKey::Tenant)
+        (budget, &RouteKey::Tenant)
     } else if let Some(budget) = &runtime.host_ip {
-        (budget, RouteKey::Ip)
+        (budget, &RouteKey::Ip)
     } else {
         return Ok(None);
     };
     let value = match kind {
         RouteKey::Principal => key.to_owned(),
-        RouteKey::Tenant => tenant.ok_or(())?.to_string(),
+        RouteKey::Tenant => tenant
+            .ok_or_else(|| {
+                format!("{route_name} is rate limited per tenant, and this API key has no tenant")
+            })?
+            .to_string(),
         RouteKey::Ip => runtime.client_ip.client_key_of(peer.ip(), headers),
+        RouteKey::Header(name) => header_key(headers, name)
+            .ok_or_else(|| {
+                format!(
+                    "{route_name} is rate limited per {name} header, and this request has no \
+                     usable one (1 to {MAX_KEY_LENGTH} visible ASCII characters)"
+                )
+            })?
+            .to_owned(),
     };
     Ok(Some(RouteLimit {
         budget,
@@ -180,13 +189,22 @@ fn respond(response: http::Response<http_body_util::Full<bytes::Bytes>>) -> Resp
     response.map(Body::new)
 }
 
+/// The value of header `name` as a route key: trimmed, not empty, visible
+/// ASCII and at most [`MAX_KEY_LENGTH`] bytes, as an API key.
+fn header_key<'a>(headers: &'a HeaderMap, name: &http::HeaderName) -> Option<&'a str> {
+    let value = headers.get(name)?.to_str().ok()?.trim();
+    (!value.is_empty() && value.len() <= MAX_KEY_LENGTH).then_some(value)
+}
+
 impl RouteKey {
-    /// The `key_kind` label: `principal`, `tenant` or `ip`.
-    pub(crate) fn label(self) -> &'static str {
+    /// The `key_kind` label: `principal`, `tenant`, `ip` or `custom` (a
+    /// header, as `tollgate-tower` labels a custom key).
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             RouteKey::Principal => "principal",
             RouteKey::Tenant => "tenant",
             RouteKey::Ip => "ip",
+            RouteKey::Header(_) => "custom",
         }
     }
 }

@@ -45,7 +45,7 @@ impl Route {
         let budget = match config.budget()? {
             Some(budget) => Some((
                 RouteBudget::new(budget, store)?,
-                config.key.unwrap_or(RouteKey::Principal),
+                config.key.clone().unwrap_or(RouteKey::Principal),
             )),
             None => None,
         };
