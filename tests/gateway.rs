@@ -836,7 +836,7 @@ async fn route_budgets_keyed_by_a_header_or_by_tenant() {
     // One token every 30 s.
     assert_eq!(header(&refused, "retry-after").as_deref(), Some("30"));
     assert_eq!(search("sk_a", Some("c2")).await.unwrap().status(), 200);
-    for client in [None, Some(""), Some("   ")] {
+    for client in [None, Some(""), Some("   "), Some("c 1")] {
         let missing = search("sk_a", client).await.unwrap();
         assert_eq!(missing.status(), 401, "{client:?}");
         assert_eq!(
@@ -847,7 +847,7 @@ async fn route_budgets_keyed_by_a_header_or_by_tenant() {
         assert_eq!(
             body["detail"],
             "search is rate limited per x-client-id header, and this request has no usable one \
-             (1 to 256 visible ASCII characters)"
+             (exactly one, of 1 to 256 visible ASCII characters)"
         );
     }
     let too_long = "c".repeat(257);
@@ -856,6 +856,14 @@ async fn route_budgets_keyed_by_a_header_or_by_tenant() {
         .get(gateway.url("/search"))
         .header("authorization", "Bearer sk_a")
         .header("x-client-id", &too_long);
+    assert_eq!(request.send().await.unwrap().status(), 401);
+    // Sent twice (a client's own beside a proxy's): neither is trusted.
+    let request = gateway
+        .client
+        .get(gateway.url("/search"))
+        .header("authorization", "Bearer sk_a")
+        .header("x-client-id", "c3")
+        .header("x-client-id", "c4");
     assert_eq!(request.send().await.unwrap().status(), 401);
     // /orders: 3 per minute per tenant; a key without a tenant gets 401.
     for key in ["sk_a", "sk_b", "sk_a"] {

@@ -53,7 +53,7 @@ impl App {
                 path: path.display().to_string(),
                 reason: Box::new(error),
             })?;
-        for warning in config.warnings() {
+        for warning in config.warnings(self.started.in_memory_store()) {
             tracing::warn!("{warning}");
         }
         for tier in restart::removed_tiers(&tiers_before, &config) {

@@ -225,6 +225,25 @@ pub enum RouteKey {
     Header(http::HeaderName),
 }
 
+/// Why header `name` cannot key a route budget, if it cannot.
+fn unusable_key_header(name: &http::HeaderName) -> Option<&'static str> {
+    match name.as_str() {
+        "authorization" | "x-api-key" => Some("the API key is key = \"principal\""),
+        "host" => Some("HTTP/2 requests carry no Host header, and HTTP/1 clients choose it"),
+        "connection"
+        | "keep-alive"
+        | "proxy-connection"
+        | "proxy-authenticate"
+        | "proxy-authorization"
+        | "te"
+        | "trailer"
+        | "upgrade"
+        | "transfer-encoding"
+        | "content-length" => Some("it describes the connection or the body, not the client"),
+        _ => None,
+    }
+}
+
 impl TryFrom<String> for RouteKey {
     type Error = String;
 
@@ -234,9 +253,16 @@ impl TryFrom<String> for RouteKey {
             "tenant" => Ok(RouteKey::Tenant),
             "ip" => Ok(RouteKey::Ip),
             _ => match text.strip_prefix("header:") {
-                Some(name) => http::HeaderName::from_bytes(name.trim().as_bytes())
-                    .map(RouteKey::Header)
-                    .map_err(|_| "key = \"header:NAME\" needs a valid header name".to_owned()),
+                Some(name) => {
+                    let name =
+                        http::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+                            "key = \"header:NAME\" needs a valid header name".to_owned()
+                        })?;
+                    if let Some(reason) = unusable_key_header(&name) {
+                        return Err(format!("key = \"header:{name}\" cannot work: {reason}"));
+                    }
+                    Ok(RouteKey::Header(name))
+                }
                 None => Err(
                     "key must be \"principal\", \"tenant\", \"ip\" or \"header:NAME\"".to_owned(),
                 ),
@@ -371,31 +397,44 @@ impl ServeConfig {
 
     /// What in a valid configuration works, but probably not as meant: one
     /// sentence each, for the log (they name settings, never a key or token).
+    /// `in_memory`: whether the store running is the in-memory one (on a
+    /// reload, the store started with, whatever the file now says).
     ///
     /// With the in-memory store, a key idle for `limits.idle_eviction_s`
-    /// loses its state (the engine's contract), so a policy counting over a
-    /// longer span (a fixed window or sliding log longer than that, a token
-    /// bucket taking longer to fill) starts a key that paused over again.
-    pub fn warnings(&self) -> Vec<String> {
+    /// loses its state (the engine's contract), route budgets' keys included,
+    /// so a policy counting over a longer span (a fixed window or sliding log
+    /// longer than that, a token bucket taking longer to fill) starts a key
+    /// that paused over again.
+    pub fn warnings(&self, in_memory: bool) -> Vec<String> {
         let mut warnings = Vec::new();
-        if self.store.url.is_none() {
-            let idle = self.limits.idle_eviction_s;
-            let policies =
-                std::iter::once(("the default policy".to_owned(), self.limits.default_policy))
-                    .chain(
-                        self.limits
-                            .tiers
-                            .iter()
-                            .map(|(name, policy)| (format!("the policy of tier {name}"), *policy)),
-                    );
-            for (name, policy) in policies {
-                let span = counted_span_s(&policy);
-                if span > idle {
-                    warnings.push(format!(
-                        "{name} counts over {span} s, longer than limits.idle_eviction_s \
-                         ({idle} s): a key idle that long starts over with its whole budget"
-                    ));
-                }
+        if !in_memory {
+            return warnings;
+        }
+        let idle = self.limits.idle_eviction_s;
+        let mut spans = vec![(
+            "the default policy".to_owned(),
+            counted_span_s(&self.limits.default_policy),
+        )];
+        for (name, policy) in &self.limits.tiers {
+            spans.push((format!("the policy of tier {name}"), counted_span_s(policy)));
+        }
+        for route in &self.routes {
+            if let Ok(Some(budget)) = route.budget() {
+                let name = format!("the budget of route {}", route.name());
+                spans.push((name, counted_span_s(&budget.policy())));
+            }
+        }
+        for (name, budget) in [("tenant", self.host.tenant), ("ip", self.host.ip)] {
+            if let Some(budget) = budget {
+                spans.push((format!("host.{name}"), counted_span_s(&budget.policy())));
+            }
+        }
+        for (name, span) in spans {
+            if span > idle {
+                warnings.push(format!(
+                    "{name} counts over {span} s, longer than limits.idle_eviction_s \
+                     ({idle} s): a key idle that long starts over with its whole budget"
+                ));
             }
         }
         warnings
@@ -631,7 +670,7 @@ mod tests {
         let text = include_str!("../../examples/gateway.toml");
         let config = ServeConfig::from_toml_str(text).unwrap();
         assert!(!config.routes.is_empty());
-        assert_eq!(config.warnings(), Vec::<String>::new());
+        assert_eq!(config.warnings(true), Vec::<String>::new());
         assert_eq!(
             config.admin.token.as_deref(),
             Some(super::super::restart::EXAMPLE_ADMIN_TOKEN)
@@ -673,6 +712,18 @@ mod tests {
             (
                 "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:a b\"",
                 "needs a valid header name",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:Host\"",
+                "key = \"header:host\" cannot work: HTTP/2 requests carry no Host header",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:Connection\"",
+                "key = \"header:connection\" cannot work: it describes the connection",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:X-API-Key\"",
+                "the API key is key = \"principal\"",
             ),
             ("[upstream]\ntimeout = \"soon\"", "timeout"),
             (
@@ -758,7 +809,7 @@ mod tests {
         // a: 600 s, not longer. b: 5 tokens at 3 per 400 s fill in 666.7 s,
         // 667 rounded up. c: 3 at 2 per 400 s, exactly 600 s.
         assert_eq!(
-            config.warnings(),
+            config.warnings(true),
             [
                 "the default policy counts over 601 s, longer than limits.idle_eviction_s \
                  (600 s): a key idle that long starts over with its whole budget",
@@ -767,10 +818,28 @@ mod tests {
             ]
         );
         // The Redis store keeps a key's state for as long as it counts.
-        let mut shared = config.clone();
-        shared.store.url = Some("redis://127.0.0.1:6379".into());
-        assert!(shared.warnings().is_empty());
-        assert!(ServeConfig::builtin().warnings().is_empty());
+        assert!(config.warnings(false).is_empty());
+        assert!(ServeConfig::builtin().warnings(true).is_empty());
+        // Route and host budgets: 1 per minute in bursts of 11 fills in
+        // 660 s, of 10 in exactly 600 s.
+        let budgets = ServeConfig::from_toml_str(
+            "[limits]\nidle_eviction_s = 600\n\
+             [host]\ntenant = { rpm = 1, burst = 11 }\nip = { rpm = 1, burst = 10 }\n\
+             [[routes]]\nname = \"slow\"\nprefix = \"/slow\"\nupstream = \"http://h:1\"\n\
+             rpm = 1\nburst = 11\n\
+             [[routes]]\nprefix = \"/fast\"\nupstream = \"http://h:1\"\nrpm = 1\nburst = 10",
+        )
+        .unwrap();
+        assert_eq!(
+            budgets.warnings(true),
+            [
+                "the budget of route slow counts over 660 s, longer than \
+                 limits.idle_eviction_s (600 s): a key idle that long starts over with its \
+                 whole budget",
+                "host.tenant counts over 660 s, longer than limits.idle_eviction_s (600 s): \
+                 a key idle that long starts over with its whole budget",
+            ]
+        );
     }
 
     #[test]

@@ -173,7 +173,7 @@ fn route_limit<'a>(
             .ok_or_else(|| {
                 format!(
                     "{route_name} is rate limited per {name} header, and this request has no \
-                     usable one (1 to {MAX_KEY_LENGTH} visible ASCII characters)"
+                     usable one (exactly one, of 1 to {MAX_KEY_LENGTH} visible ASCII characters)"
                 )
             })?
             .to_owned(),
@@ -189,11 +189,20 @@ fn respond(response: http::Response<http_body_util::Full<bytes::Bytes>>) -> Resp
     response.map(Body::new)
 }
 
-/// The value of header `name` as a route key: trimmed, not empty, visible
-/// ASCII and at most [`MAX_KEY_LENGTH`] bytes, as an API key.
+/// The value of header `name` as a route key: the header sent once (a second
+/// one, as from a client beside a proxy that appends, is refused rather than
+/// either trusted), trimmed, 1 to [`MAX_KEY_LENGTH`] bytes of visible ASCII
+/// (no spaces).
 fn header_key<'a>(headers: &'a HeaderMap, name: &http::HeaderName) -> Option<&'a str> {
-    let value = headers.get(name)?.to_str().ok()?.trim();
-    (!value.is_empty() && value.len() <= MAX_KEY_LENGTH).then_some(value)
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    let value = value.to_str().ok()?.trim();
+    let usable = (1..=MAX_KEY_LENGTH).contains(&value.len())
+        && value.bytes().all(|byte| byte.is_ascii_graphic());
+    usable.then_some(value)
 }
 
 impl RouteKey {

@@ -139,6 +139,7 @@ pub(crate) fn worker_count(configured: Option<usize>) -> usize {
 pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
     let mut config = options.config;
     config.override_store_url(options.store_url.as_deref());
+    let in_memory = options.store.is_none() && config.store.url.is_none();
     let store: Arc<dyn Store> = match (options.store, &config.store.url) {
         (Some(store), _) => store,
         (None, None) => Arc::new(MemoryStore::new(&config.limits, options.clock)?),
@@ -168,7 +169,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
         }
     };
     let runtime = Runtime::build(&config, store.as_ref())?;
-    for warning in config.warnings() {
+    for warning in config.warnings(in_memory) {
         tracing::warn!("{warning}");
     }
     let admin_token = restart::admin_token(&config);

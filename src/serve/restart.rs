@@ -46,6 +46,12 @@ impl StartSettings {
         }
     }
 
+    /// Whether the gateway started with the in-memory store (no store URL),
+    /// which a reload cannot change.
+    pub(crate) fn in_memory_store(&self) -> bool {
+        self.store_url.is_none()
+    }
+
     /// The names of the settings `reloaded` changes that keep their start
     /// values until a restart. `admin_token` is the token `reloaded` would put
     /// in force; `reloaded.store.url` is the URL in force (the command line's
