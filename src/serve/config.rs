@@ -484,12 +484,20 @@ impl ServeConfig {
             )));
         }
         let mut prefixes = std::collections::HashSet::new();
+        let mut names = std::collections::HashSet::new();
         for route in &self.routes {
             route.validate()?;
             if !prefixes.insert(route.prefix.trim_end_matches('/')) {
                 return Err(ServeConfigError::Route {
                     route: route.prefix.clone(),
                     reason: "another route has the same prefix".into(),
+                });
+            }
+            // A route's name keys its budget and its metrics.
+            if !names.insert(route.name()) {
+                return Err(ServeConfigError::Route {
+                    route: route.prefix.clone(),
+                    reason: "another route has the same name".into(),
                 });
             }
         }
@@ -724,6 +732,16 @@ mod tests {
             (
                 "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:X-API-Key\"",
                 "the API key is key = \"principal\"",
+            ),
+            (
+                "[[routes]]\nname = \"x\"\nprefix = \"/a\"\nupstream = \"http://h:1\"\n\
+                 [[routes]]\nname = \"x\"\nprefix = \"/b\"\nupstream = \"http://h:1\"",
+                "route /b: another route has the same name",
+            ),
+            (
+                "[[routes]]\nname = \"/b\"\nprefix = \"/a\"\nupstream = \"http://h:1\"\n\
+                 [[routes]]\nprefix = \"/b\"\nupstream = \"http://h:1\"",
+                "route /b: another route has the same name",
             ),
             ("[upstream]\ntimeout = \"soon\"", "timeout"),
             (

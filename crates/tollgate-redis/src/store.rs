@@ -655,8 +655,9 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
 /// `PREFIX:config` through one of `clients` (at most [`SUBSCRIBE_TIMEOUT`];
 /// the next client after a failure) and reads it again, then
 /// re-reads it on every message and after every [`REREAD_AFTER`] without one
-/// (for a `PUBLISH` that failed, a message the cluster bus lost, a connection
-/// that died silently). Without the channel it reads the policy about every
+/// (for a `PUBLISH` that failed, a message the cluster bus lost), then pings
+/// the node, and subscribes on the next one if it does not answer within
+/// [`SUBSCRIBE_TIMEOUT`]. Without the channel it reads the policy about every
 /// half second while subscribing is refused and every five and a half while
 /// it hangs; it warns once per outage and logs when the channel is back.
 async fn sync_default_policy(
@@ -720,7 +721,7 @@ async fn sync_default_policy(
             Ok::<_, redis::RedisError>(pubsub)
         };
         let error = match tokio::time::timeout(SUBSCRIBE_TIMEOUT, subscribing).await {
-            Ok(Ok(mut pubsub)) => {
+            Ok(Ok(pubsub)) => {
                 if warned {
                     tracing::info!("subscribed to the default policy's channel again");
                     warned = false;
@@ -729,12 +730,25 @@ async fn sync_default_policy(
                 // read above and the subscription would otherwise wait for a
                 // re-read.
                 refresh(&mut connection).await;
-                let mut messages = pubsub.on_message();
-                // A message, or none for a while: read; the channel closed: stop.
-                while let Ok(Some(_)) | Err(_) =
-                    tokio::time::timeout(REREAD_AFTER, messages.next()).await
-                {
-                    refresh(&mut connection).await;
+                let (mut sink, mut messages) = pubsub.split();
+                loop {
+                    match tokio::time::timeout(REREAD_AFTER, messages.next()).await {
+                        Ok(Some(_)) => refresh(&mut connection).await,
+                        Ok(None) => break,
+                        Err(_silence) => {
+                            refresh(&mut connection).await;
+                            // A node that stopped answering without closing
+                            // the connection: subscribe on the next one.
+                            let ping = sink.ping::<redis::Value>();
+                            if !matches!(
+                                tokio::time::timeout(SUBSCRIBE_TIMEOUT, ping).await,
+                                Ok(Ok(_))
+                            ) {
+                                node = node.wrapping_add(1);
+                                break;
+                            }
+                        }
+                    }
                 }
                 tracing::debug!("the default policy's channel closed; subscribing again");
                 tokio::time::sleep(RESUBSCRIBE_AFTER).await;

@@ -6,7 +6,10 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use tollgate_core::{GatewayConfig, Limit, ManualClock, Policy, PreparedPolicy, Store};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
@@ -357,5 +360,95 @@ async fn a_cluster_node_given_as_a_server_is_named_in_the_error() {
         error.contains("if this Redis is part of a cluster, give its nodes as redis-cluster://"),
         "{error}"
     );
+    support::cleanup(&url, &prefix);
+}
+
+/// A TCP relay to `target` that can be frozen: it then keeps every connection
+/// open and passes nothing on, as a node that stopped answering.
+async fn freezable_relay(target: String) -> (std::net::SocketAddr, Arc<AtomicBool>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let frozen = Arc::new(AtomicBool::new(false));
+    let relay_frozen = Arc::clone(&frozen);
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
+                continue;
+            };
+            let (client_read, client_write) = client.into_split();
+            let (server_read, server_write) = server.into_split();
+            for (mut from, mut to) in [(client_read, server_write), (server_read, client_write)] {
+                let frozen = Arc::clone(&relay_frozen);
+                tokio::spawn(async move {
+                    let mut buffer = [0u8; 4096];
+                    loop {
+                        let Ok(read) = from.read(&mut buffer).await else {
+                            return;
+                        };
+                        if read == 0 {
+                            return;
+                        }
+                        while frozen.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        if to.write_all(&buffer[..read]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    (address, frozen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_stops_answering_after_subscribing_is_left_for_the_next() {
+    let Some(url) = support::redis_cluster_url() else {
+        return;
+    };
+    let prefix = support::prefix("cluster-frozen-node");
+    let nodes: Vec<String> = url
+        .trim_start_matches("redis-cluster://")
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    // The channel is subscribed first through a relay to the last node; the
+    // next node listed is the first real one.
+    let (relay, frozen) = freezable_relay(nodes[nodes.len() - 1].clone()).await;
+    let mut redis =
+        RedisConfig::new(format!("redis-cluster://{relay},{}", nodes.join(",")).as_str());
+    redis.prefix = prefix.clone();
+    redis.timeout = Duration::from_millis(1500);
+    let _store = RedisStore::connect(redis, &GatewayConfig::default()).unwrap();
+    let channel = format!("{prefix}:config");
+    let subscribers = |node: &str| -> i64 {
+        let (_, count): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query(&mut support::connect(&format!("redis://{node}")))
+            .unwrap();
+        count
+    };
+    let mut waited = 0;
+    while subscribers(&nodes[nodes.len() - 1]) != 1 && waited < 400 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += 1;
+    }
+    assert_eq!(
+        subscribers(&nodes[nodes.len() - 1]),
+        1,
+        "subscribed through the relay"
+    );
+    assert_eq!(subscribers(&nodes[0]), 0);
+    // Frozen: after 5 s without a message the store pings, gives up after 5 s
+    // more and subscribes on the first real node: within about 10.5 s.
+    frozen.store(true, Ordering::SeqCst);
+    let mut waited = 0;
+    while subscribers(&nodes[0]) != 1 && waited < 200 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += 1;
+    }
+    assert_eq!(subscribers(&nodes[0]), 1, "subscribed on the next node");
     support::cleanup(&url, &prefix);
 }
