@@ -219,9 +219,10 @@ pub enum RouteKey {
     /// The client IP.
     Ip,
     /// The value of a request header, such as a client or account id set by
-    /// an authentication proxy in front; a request without it (or with a
-    /// value that is empty, not visible ASCII, or longer than 256 bytes) is
-    /// refused (401).
+    /// an authentication proxy in front; a request without it, with it twice,
+    /// or with a value that is not 1 to 256 bytes of visible ASCII without
+    /// spaces is refused (401). Names that cannot work (`Authorization`,
+    /// `X-API-Key`, `Host`, `Content-Length`, hop-by-hop ones) are refused.
     Header(http::HeaderName),
 }
 

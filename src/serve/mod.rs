@@ -189,7 +189,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Running> {
         store,
         runtime: ArcSwap::from_pointee(runtime),
         draining: AtomicBool::new(false),
-        started: StartSettings::new(&config, admin_token.clone()),
+        started: StartSettings::new(&config, admin_token.clone(), in_memory),
         store_url: options.store_url,
         admin_token,
         config_path: options.config_path,

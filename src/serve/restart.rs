@@ -24,14 +24,21 @@ pub(crate) struct StartSettings {
     store_prefix: String,
     store_timeout: Duration,
     store_time: StoreTime,
+    /// Whether the store running is the in-memory one.
+    in_memory_store: bool,
     /// The file's default policy: with the Redis store, the one in Redis
     /// rules (changed through the admin API), not the file's.
     default_policy: Policy,
 }
 
 impl StartSettings {
-    /// The settings of `config` as started, with the admin token in force.
-    pub(crate) fn new(config: &ServeConfig, admin_token: Option<String>) -> Self {
+    /// The settings of `config` as started, with the admin token in force;
+    /// `in_memory_store`: whether the store started is the in-memory one.
+    pub(crate) fn new(
+        config: &ServeConfig,
+        admin_token: Option<String>,
+        in_memory_store: bool,
+    ) -> Self {
         StartSettings {
             listen: config.listen,
             workers: worker_count(config.workers),
@@ -42,6 +49,7 @@ impl StartSettings {
             store_prefix: config.store.prefix.clone(),
             store_timeout: config.store.timeout,
             store_time: config.store.time,
+            in_memory_store,
             default_policy: config.limits.default_policy,
         }
     }
@@ -49,7 +57,7 @@ impl StartSettings {
     /// Whether the gateway started with the in-memory store (no store URL),
     /// which a reload cannot change.
     pub(crate) fn in_memory_store(&self) -> bool {
-        self.store_url.is_none()
+        self.in_memory_store
     }
 
     /// The names of the settings `reloaded` changes that keep their start
@@ -133,7 +141,7 @@ mod tests {
             "listen = \"127.0.0.1:8080\"\nworkers = 1\n[admin]\ntoken = \"old\"\n\
              [store]\nurl = \"redis://127.0.0.1:6379\"\n",
         );
-        let start = StartSettings::new(&started, Some("old".to_owned()));
+        let start = StartSettings::new(&started, Some("old".to_owned()), false);
         assert!(start.kept_until_restart(&started, Some("old")).is_empty());
         let changed = config(
             "listen = \"127.0.0.1:8085\"\nworkers = 3\n\
@@ -161,14 +169,14 @@ mod tests {
         let memory = config(
             "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow_s = 60\n",
         );
-        let start = StartSettings::new(&memory, None);
+        let start = StartSettings::new(&memory, None, true);
         let other_policy = config(
             "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 9\nwindow_s = 60\n\
              [store]\nprefix = \"other\"\n",
         );
         assert!(start.kept_until_restart(&other_policy, None).is_empty());
         // With Redis, the default policy is Redis's.
-        let start = StartSettings::new(&started, Some("old".to_owned()));
+        let start = StartSettings::new(&started, Some("old".to_owned()), false);
         let mut redis_policy = config(
             "listen = \"127.0.0.1:8080\"\nworkers = 1\n[admin]\ntoken = \"old\"\n\
              [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 9\nwindow_s = 60\n",

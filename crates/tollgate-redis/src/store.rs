@@ -744,6 +744,13 @@ async fn sync_default_policy(
                                 tokio::time::timeout(SUBSCRIBE_TIMEOUT, ping).await,
                                 Ok(Ok(_))
                             ) {
+                                tracing::warn!(
+                                    "the node of the default policy's channel did not answer \
+                                     a ping within {} ms; subscribing on the next",
+                                    SUBSCRIBE_TIMEOUT.as_millis()
+                                );
+                                // The info line says when the channel is back.
+                                warned = true;
                                 node = node.wrapping_add(1);
                                 break;
                             }

@@ -431,7 +431,7 @@ async fn a_node_that_stops_answering_after_subscribing_is_left_for_the_next() {
         count
     };
     let mut waited = 0;
-    while subscribers(&nodes[nodes.len() - 1]) != 1 && waited < 400 {
+    while subscribers(&nodes[nodes.len() - 1]) != 1 && waited < 1000 {
         tokio::time::sleep(Duration::from_millis(10)).await;
         waited += 1;
     }
