@@ -6,6 +6,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+
 use tollgate_core::{
     Algorithm, ApiKey, DEFAULT_TIER, GatewayConfig, Policy, PolicyError, PreparedPolicy, Resolution,
 };
@@ -131,6 +133,27 @@ impl Plans {
             return &self.default;
         }
         self.tiers.get(tier).unwrap_or(&self.default)
+    }
+
+    /// Stores `next(current)` in `plans`, built again on whatever another
+    /// writer stores at the same moment (`rcu`), so that neither change is
+    /// lost; an `Err` stores nothing.
+    pub(crate) fn update(
+        plans: &ArcSwap<Plans>,
+        mut next: impl FnMut(&Plans) -> Result<Plans, PolicyError>,
+    ) -> Result<(), PolicyError> {
+        let mut refused = None;
+        plans.rcu(|current| match next(current) {
+            Ok(next) => {
+                refused = None;
+                Arc::new(next)
+            }
+            Err(error) => {
+                refused = Some(error);
+                Arc::clone(current)
+            }
+        });
+        refused.map_or(Ok(()), Err)
     }
 
     pub(crate) fn with_default(

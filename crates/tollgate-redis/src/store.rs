@@ -560,24 +560,12 @@ impl Store for RedisStore {
                         .invoke_async(&mut connection),
                 )
                 .await?;
-            // `rcu`: tiers a reload stores at the same moment are kept. (A
-            // read of the older policy the sync task stores just after is
-            // put right by the message published below.)
-            let mut refused = None;
-            self.plans
-                .rcu(|current| match current.with_default(policy, generation) {
-                    Ok(next) => {
-                        refused = None;
-                        Arc::new(next)
-                    }
-                    Err(error) => {
-                        refused = Some(error);
-                        Arc::clone(current)
-                    }
-                });
-            if let Some(error) = refused {
-                return Err(error.into());
-            }
+            // Tiers a reload stores at the same moment are kept. (A read of
+            // the older policy the sync task stores just after is put right
+            // by the message published below.)
+            Plans::update(&self.plans, |current| {
+                current.with_default(policy, generation)
+            })?;
             let _: Result<i64, _> = self.timed(connection.publish(&key, generation)).await;
             Ok(policy)
         })
@@ -612,27 +600,15 @@ impl Store for RedisStore {
 
     fn reconfigure(&self, config: &GatewayConfig) -> Result<(), tollgate_core::ConfigError> {
         config.validate()?;
-        // `rcu`: the default policy the sync task or `configure` stores at
-        // the same moment is kept.
-        let mut refused = None;
-        self.plans.rcu(|current| {
-            match Plans::new(config, current.default.policy, current.generation) {
-                Ok(next) => {
-                    refused = None;
-                    Arc::new(next)
-                }
-                Err(reason) => {
-                    refused = Some(reason);
-                    Arc::clone(current)
-                }
-            }
-        });
-        if let Some(reason) = refused {
-            return Err(tollgate_core::ConfigError::Policy {
-                name: "limits".into(),
-                reason,
-            });
-        }
+        // The default policy the sync task or `configure` stores at the
+        // same moment is kept.
+        Plans::update(&self.plans, |current| {
+            Plans::new(config, current.default.policy, current.generation)
+        })
+        .map_err(|reason| tollgate_core::ConfigError::Policy {
+            name: "limits".into(),
+            reason,
+        })?;
         self.tiers.lock().clear();
         Ok(())
     }
@@ -667,49 +643,17 @@ async fn sync_default_policy(
     configured: Policy,
     plans: Arc<ArcSwap<Plans>>,
 ) {
-    let key = config_key(&prefix);
-    let json = serde_json::to_string(&configured).unwrap_or_default();
-    let refresh = async |connection: &mut Connection| {
-        let _: redis::RedisResult<bool> = connection.hset_nx(&key, "policy", &json).await;
-        let read: redis::RedisResult<(Option<String>, Option<u64>)> = redis::cmd("HMGET")
-            .arg(&key)
-            .arg("policy")
-            .arg("generation")
-            .query_async(connection)
-            .await;
-        if let Ok((Some(policy), generation)) = read
-            && let Ok(value) = serde_json::from_str::<serde_json::Value>(&policy)
-            && let Ok(policy) = Policy::from_json(&value)
-        {
-            let generation = generation.unwrap_or(0);
-            let current = plans.load();
-            if current.generation == generation && current.default.policy == policy {
-                return;
-            }
-            drop(current);
-            // `rcu`: tiers a reload stores at the same moment are kept.
-            let mut refused = None;
-            plans.rcu(|current| match current.with_default(policy, generation) {
-                Ok(next) => {
-                    refused = None;
-                    Arc::new(next)
-                }
-                Err(error) => {
-                    refused = Some(error);
-                    Arc::clone(current)
-                }
-            });
-            if let Some(error) = refused {
-                tracing::warn!(%error, "the shared default policy cannot be used");
-            }
-        }
+    let sync = PolicySync {
+        key: config_key(&prefix),
+        json: serde_json::to_string(&configured).unwrap_or_default(),
+        plans,
     };
     // Whether this outage of the channel has been warned about.
     let mut warned = false;
     // The node the channel is subscribed on; the next one after a failure.
     let mut node = 0;
     loop {
-        refresh(&mut connection).await;
+        sync.refresh(&mut connection).await;
         let Some(client) = clients.get(node % clients.len().max(1)) else {
             // No node to subscribe on (a cluster URL always names one): read only.
             tokio::time::sleep(REREAD_AFTER).await;
@@ -717,7 +661,7 @@ async fn sync_default_policy(
         };
         let subscribing = async {
             let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&key).await?;
+            pubsub.subscribe(&sync.key).await?;
             Ok::<_, redis::RedisError>(pubsub)
         };
         let error = match tokio::time::timeout(SUBSCRIBE_TIMEOUT, subscribing).await {
@@ -729,35 +673,19 @@ async fn sync_default_policy(
                 // Read again once subscribed: a change published between the
                 // read above and the subscription would otherwise wait for a
                 // re-read.
-                refresh(&mut connection).await;
-                let (mut sink, mut messages) = pubsub.split();
-                loop {
-                    match tokio::time::timeout(REREAD_AFTER, messages.next()).await {
-                        Ok(Some(_)) => refresh(&mut connection).await,
-                        Ok(None) => break,
-                        Err(_silence) => {
-                            refresh(&mut connection).await;
-                            // A node that stopped answering without closing
-                            // the connection: subscribe on the next one.
-                            let ping = sink.ping::<redis::Value>();
-                            if !matches!(
-                                tokio::time::timeout(SUBSCRIBE_TIMEOUT, ping).await,
-                                Ok(Ok(_))
-                            ) {
-                                tracing::warn!(
-                                    "the node of the default policy's channel did not answer \
-                                     a ping within {} ms; subscribing on the next",
-                                    SUBSCRIBE_TIMEOUT.as_millis()
-                                );
-                                // The info line says when the channel is back.
-                                warned = true;
-                                node = node.wrapping_add(1);
-                                break;
-                            }
-                        }
-                    }
+                sync.refresh(&mut connection).await;
+                if !follow_channel(pubsub, &mut connection, &sync).await {
+                    tracing::warn!(
+                        "the node of the default policy's channel did not answer a ping \
+                         within {} ms; subscribing on the next",
+                        SUBSCRIBE_TIMEOUT.as_millis()
+                    );
+                    // The info line says when the channel is back.
+                    warned = true;
+                    node = node.wrapping_add(1);
+                } else {
+                    tracing::debug!("the default policy's channel closed; subscribing again");
                 }
-                tracing::debug!("the default policy's channel closed; subscribing again");
                 tokio::time::sleep(RESUBSCRIBE_AFTER).await;
                 continue;
             }
@@ -779,6 +707,74 @@ async fn sync_default_policy(
             warned = true;
         }
         tokio::time::sleep(RESUBSCRIBE_AFTER).await;
+    }
+}
+
+/// What the sync task keeps in step: the key `PREFIX:config`, the
+/// configuration's default policy as JSON (set there when Redis has none),
+/// and the store's plans.
+struct PolicySync {
+    key: String,
+    json: String,
+    plans: Arc<ArcSwap<Plans>>,
+}
+
+impl PolicySync {
+    /// Sets the configured default policy if Redis has none, reads the one in
+    /// Redis and puts it in force when it or its generation changed.
+    async fn refresh(&self, connection: &mut Connection) {
+        let _: redis::RedisResult<bool> = connection.hset_nx(&self.key, "policy", &self.json).await;
+        let read: redis::RedisResult<(Option<String>, Option<u64>)> = redis::cmd("HMGET")
+            .arg(&self.key)
+            .arg("policy")
+            .arg("generation")
+            .query_async(connection)
+            .await;
+        if let Ok((Some(policy), generation)) = read
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(&policy)
+            && let Ok(policy) = Policy::from_json(&value)
+        {
+            let generation = generation.unwrap_or(0);
+            let current = self.plans.load();
+            if current.generation == generation && current.default.policy == policy {
+                return;
+            }
+            drop(current);
+            // Tiers a reload stores at the same moment are kept.
+            if let Err(error) = Plans::update(&self.plans, |current| {
+                current.with_default(policy, generation)
+            }) {
+                tracing::warn!(%error, "the shared default policy cannot be used");
+            }
+        }
+    }
+}
+
+/// Follows the subscribed channel of `pubsub`: [`PolicySync::refresh`] on
+/// every message and after every [`REREAD_AFTER`] without one, then a ping of the node. `true`
+/// when the channel closed, `false` when the node did not answer the ping
+/// within [`SUBSCRIBE_TIMEOUT`] (it stopped answering without closing).
+async fn follow_channel(
+    pubsub: redis::aio::PubSub,
+    connection: &mut Connection,
+    sync: &PolicySync,
+) -> bool {
+    let (mut sink, mut messages) = pubsub.split();
+    loop {
+        match tokio::time::timeout(REREAD_AFTER, messages.next()).await {
+            Ok(Some(_)) => sync.refresh(connection).await,
+            Ok(None) => return true,
+            Err(_silence) => {
+                sync.refresh(connection).await;
+                let ping = sink.ping::<redis::Value>();
+                if !matches!(
+                    tokio::time::timeout(SUBSCRIBE_TIMEOUT, ping).await,
+                    Ok(Ok(_))
+                ) {
+                    return false;
+                }
+            }
+        }
     }
 }
 
