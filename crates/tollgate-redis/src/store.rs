@@ -473,7 +473,10 @@ impl RedisStore {
                 write: false,
             };
             let requests = [&request];
-            let call = batch::call(&mut connection, &self.acquire, "", 0, &requests);
+            // The store's time, as every decision's: Redis's `TIME` by
+            // default, or the caller's clock.
+            let now = (self.now)();
+            let call = batch::call(&mut connection, &self.acquire, &now, 0, &requests);
             match self.within(call).await?.pop() {
                 Some(Reply::Decided(outcomes)) => outcomes.first().map(|outcome| Decision {
                     allowed: 0,
