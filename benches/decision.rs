@@ -14,7 +14,7 @@ use criterion::{
     BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
 };
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use tollgate_core::{Clock, Gateway, GatewayConfig, Policy, Resolution, SystemClock};
+use tollgate_core::{Clock, Limiter, LimiterConfig, Policy, Resolution, SystemClock};
 
 const DISTINCT_KEYS: usize = 1_000_000;
 
@@ -27,13 +27,13 @@ fn policies() -> [(&'static str, Policy); 3] {
     ]
 }
 
-fn tollgate(policy: Policy) -> Gateway {
-    let config = GatewayConfig {
+fn tollgate(policy: Policy) -> Limiter {
+    let config = LimiterConfig {
         default_policy: policy,
         max_tracked_keys: 2 * DISTINCT_KEYS,
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
-    Gateway::new(&config, Resolution::Nanoseconds).unwrap()
+    Limiter::new(&config, Resolution::Nanoseconds).unwrap()
 }
 
 fn governor() -> DefaultKeyedRateLimiter<String> {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use tollgate_core::{GatewayConfig, Harness};
+use tollgate_core::{Harness, LimiterConfig};
 
 const OPERATIONS: usize = 1_000_000;
 const KEYS: u64 = 100_000;
@@ -71,7 +71,7 @@ fn run_throughput(criterion: &mut Criterion) {
     });
     group.bench_function("harness_in_process", |bencher| {
         bencher.iter(|| {
-            let mut harness = Harness::new(&GatewayConfig::default()).unwrap();
+            let mut harness = Harness::new(&LimiterConfig::default()).unwrap();
             let mut out = Vec::new();
             harness.run(input.as_bytes(), &mut out).unwrap();
             out.len()

@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 
 use anyhow::Context;
-use tollgate_core::{GatewayConfig, Harness};
+use tollgate_core::{Harness, LimiterConfig};
 
 use crate::cli::RunArguments;
 
@@ -15,7 +15,7 @@ use crate::cli::RunArguments;
 pub(crate) fn run(arguments: &RunArguments) -> anyhow::Result<()> {
     let config = match &arguments.config {
         Some(path) => load_config(path)?,
-        None => GatewayConfig::default(),
+        None => LimiterConfig::default(),
     };
     let input = read_input(&arguments.input)?;
     let mut harness = Harness::new(&config)?;
@@ -29,10 +29,10 @@ pub(crate) fn run(arguments: &RunArguments) -> anyhow::Result<()> {
 }
 
 /// Reads and validates a limiter configuration file.
-pub(crate) fn load_config(path: &Path) -> anyhow::Result<GatewayConfig> {
+pub(crate) fn load_config(path: &Path) -> anyhow::Result<LimiterConfig> {
     let text = fs::read_to_string(path)
         .with_context(|| format!("cannot read the config file {}", path.display()))?;
-    GatewayConfig::from_toml_str(&text).with_context(|| format!("in {}", path.display()))
+    LimiterConfig::from_toml_str(&text).with_context(|| format!("in {}", path.display()))
 }
 
 fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {

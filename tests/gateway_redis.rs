@@ -117,9 +117,9 @@ async fn three_gateways_on_a_redis_cluster_share_plan_and_route_budgets() {
     let mut redis = tollgate_redis::RedisConfig::new(url.as_str());
     redis.prefix = prefix.clone();
     redis.timeout = Duration::from_secs(2);
-    let limits = tollgate_core::GatewayConfig {
+    let limits = tollgate_core::LimiterConfig {
         default_policy: tollgate_core::Policy::fixed_window(20, 3600).unwrap(),
-        ..tollgate_core::GatewayConfig::default()
+        ..tollgate_core::LimiterConfig::default()
     };
     let store = tollgate_redis::RedisStore::connect(redis, &limits).unwrap();
     let plan = tollgate_core::Store::inspect(&store, "sk_a").await.unwrap();

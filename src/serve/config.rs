@@ -10,7 +10,7 @@ use std::time::Duration;
 use http::Uri;
 use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
-use tollgate_core::{ConfigError, GatewayConfig};
+use tollgate_core::{ConfigError, LimiterConfig};
 use tollgate_tower::{Budget, HostDefaults};
 
 use super::api_key::MAX_KEY_LENGTH;
@@ -32,7 +32,7 @@ pub struct ServeConfig {
     pub admin: AdminConfig,
     /// Plans: default policy, tiers, exempt keys, eviction, key cap.
     #[serde(default = "configured_limits")]
-    pub limits: GatewayConfig,
+    pub limits: LimiterConfig,
     /// Upstream connections.
     #[serde(default)]
     pub upstream: UpstreamConfig,
@@ -351,7 +351,7 @@ impl ServeConfig {
             listen: default_listen(),
             workers: None,
             admin: AdminConfig::default(),
-            limits: GatewayConfig::default(),
+            limits: LimiterConfig::default(),
             upstream: UpstreamConfig::default(),
             host: HostDefaults::default(),
             client_ip: ClientIpConfig::default(),
@@ -641,8 +641,8 @@ fn default_ipv6_prefix() -> u8 {
 
 /// `[limits]` absent from a file means an empty table: the built-in default
 /// policy, no tiers, no exempt keys (the built-in tiers are for the demo only).
-fn configured_limits() -> GatewayConfig {
-    GatewayConfig::from_toml_str("").unwrap_or_default()
+fn configured_limits() -> LimiterConfig {
+    LimiterConfig::from_toml_str("").unwrap_or_default()
 }
 
 /// A human duration: `"30s"`, `"250ms"`, `"1m 30s"`.

@@ -143,12 +143,12 @@ impl RouteTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tollgate_core::{GatewayConfig, ManualClock, MemoryStore};
+    use tollgate_core::{LimiterConfig, ManualClock, MemoryStore};
 
     fn table(routes: &str) -> RouteTable {
         let config = super::super::config::ServeConfig::from_toml_str(routes).unwrap();
         let store =
-            MemoryStore::new(&GatewayConfig::default(), Arc::new(ManualClock::new(0))).unwrap();
+            MemoryStore::new(&LimiterConfig::default(), Arc::new(ManualClock::new(0))).unwrap();
         RouteTable::new(&config.routes, &store).unwrap()
     }
 

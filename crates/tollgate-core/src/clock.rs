@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of the current time, in nanoseconds since the Unix epoch.
 ///
-/// A gateway built with [`Resolution::Nanoseconds`](crate::Resolution) takes its
+/// A limiter built with [`Resolution::Nanoseconds`](crate::Resolution) takes its
 /// `now` from a clock. Implementations must never go backwards.
 pub trait Clock: Send + Sync {
     /// The current time in nanoseconds since 1970-01-01T00:00:00Z.

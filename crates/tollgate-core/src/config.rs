@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 use crate::key::ApiKey;
 use crate::policy::{Policy, PolicyError};
 
-/// The name that always means "the default policy" in [`Gateway::assign_tier`];
+/// The name that always means "the default policy" in [`Limiter::assign_tier`];
 /// no configured tier may take it.
 ///
-/// [`Gateway::assign_tier`]: crate::Gateway::assign_tier
+/// [`Limiter::assign_tier`]: crate::Limiter::assign_tier
 pub const DEFAULT_TIER: &str = "default";
 
 /// The idle eviction age of the built-in defaults: 3600 s.
@@ -20,7 +20,7 @@ pub const DEFAULT_IDLE_EVICTION_S: u64 = 3600;
 /// The cap on tracked keys of the built-in defaults: 1,000,000 keys.
 pub const DEFAULT_MAX_TRACKED_KEYS: usize = 1_000_000;
 
-/// How a [`Gateway`](crate::Gateway) limits keys.
+/// How a [`Limiter`](crate::Limiter) limits keys.
 ///
 /// In TOML (every field optional; an absent `default_policy`, `idle_eviction_s`
 /// or `max_tracked_keys` takes the built-in value, absent `tiers` and
@@ -42,12 +42,12 @@ pub const DEFAULT_MAX_TRACKED_KEYS: usize = 1_000_000;
 /// window_s = 60
 /// ```
 ///
-/// [`GatewayConfig::default`] is the contract's built-in table: fixed window 5
+/// [`LimiterConfig::default`] is the contract's built-in table: fixed window 5
 /// per 60 s, tier `pro` sliding log 20 per 60 s, tier `enterprise` fixed window
 /// 1000 per 60 s, exempt `sk_internal`, eviction after 3600 s.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct GatewayConfig {
+pub struct LimiterConfig {
     /// The policy of every key without a tier (or on tier `default`).
     #[serde(default = "builtin_default_policy")]
     pub default_policy: Policy,
@@ -66,15 +66,15 @@ pub struct GatewayConfig {
     /// new key pushes out the least recently used key of its shard (one of
     /// 64, an approximation of the least recently used overall), which starts
     /// afresh when it returns: a key pushed out early may get more than its
-    /// limit. See [`Gateway`](crate::Gateway) for the exact bound.
+    /// limit. See [`Limiter`](crate::Limiter) for the exact bound.
     #[serde(default = "builtin_max_tracked_keys")]
     pub max_tracked_keys: usize,
 }
 
-impl std::fmt::Debug for GatewayConfig {
+impl std::fmt::Debug for LimiterConfig {
     /// Exempt keys are counted, never shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GatewayConfig")
+        f.debug_struct("LimiterConfig")
             .field("default_policy", &self.default_policy)
             .field("tiers", &self.tiers)
             .field("exempt_keys", &self.exempt_keys.len())
@@ -113,14 +113,14 @@ pub enum ConfigError {
     MaxTrackedKeys,
 }
 
-impl GatewayConfig {
+impl LimiterConfig {
     /// Parses and validates a TOML document.
     ///
     /// # Errors
     ///
     /// [`ConfigError`] naming the first problem found.
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        let config: GatewayConfig = parse_toml(text).map_err(ConfigError::Toml)?;
+        let config: LimiterConfig = parse_toml(text).map_err(ConfigError::Toml)?;
         config.validate()?;
         Ok(config)
     }
@@ -155,9 +155,9 @@ impl GatewayConfig {
     }
 }
 
-impl Default for GatewayConfig {
+impl Default for LimiterConfig {
     fn default() -> Self {
-        GatewayConfig {
+        LimiterConfig {
             default_policy: builtin_default_policy(),
             tiers: BTreeMap::from([
                 (
@@ -290,7 +290,7 @@ mod tests {
 
     #[test]
     fn builtin_defaults_are_the_contract_table() {
-        let config = GatewayConfig::default();
+        let config = LimiterConfig::default();
         assert_eq!(config.default_policy, Policy::fixed_window(5, 60).unwrap());
         assert_eq!(config.tiers["pro"], Policy::sliding_log(20, 60).unwrap());
         assert_eq!(
@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn absent_fields_take_builtin_values_but_no_tiers_or_exempt_keys() {
-        let config = GatewayConfig::from_toml_str("").unwrap();
+        let config = LimiterConfig::from_toml_str("").unwrap();
         assert_eq!(config.default_policy, Policy::fixed_window(5, 60).unwrap());
         assert!(config.tiers.is_empty());
         assert!(config.exempt_keys.is_empty());
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn parses_a_full_file() {
-        let config = GatewayConfig::from_toml_str(
+        let config = LimiterConfig::from_toml_str(
             r#"
             idle_eviction_s = 60
             max_tracked_keys = 10
@@ -358,7 +358,7 @@ mod tests {
             ("colour = \"blue\"", "colour"),
         ];
         for (text, reason) in cases {
-            let error = GatewayConfig::from_toml_str(text).unwrap_err().to_string();
+            let error = LimiterConfig::from_toml_str(text).unwrap_err().to_string();
             assert!(error.contains(reason), "{text:?} gave {error:?}");
         }
     }

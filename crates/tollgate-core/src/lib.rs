@@ -1,30 +1,30 @@
 //! The tollgate limiting engine: exact fixed window, sliding log and token bucket
-//! over per-key state, the in-memory [`Gateway`] with tiers, exempt keys and idle
+//! over per-key state, the in-memory [`Limiter`] with tiers, exempt keys and idle
 //! eviction, and the JSON operations [`Harness`] behind `tollgate run`.
 //!
 //! ```
-//! use tollgate_core::{Gateway, GatewayConfig, Policy, Resolution};
+//! use tollgate_core::{Limiter, LimiterConfig, Policy, Resolution};
 //!
 //! // The built-in defaults: 5 requests per 60 s window, tiers `pro` and
 //! // `enterprise`, `sk_internal` exempt. Time is in seconds here.
-//! let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+//! let limiter = Limiter::new(&LimiterConfig::default(), Resolution::Seconds).unwrap();
 //! for _ in 0..5 {
-//!     assert!(gateway.request("sk_a", 600).is_allowed());
+//!     assert!(limiter.request("sk_a", 600).is_allowed());
 //! }
-//! let denied = gateway.request("sk_a", 601);
+//! let denied = limiter.request("sk_a", 601);
 //! assert!(!denied.is_allowed());
 //! assert_eq!(denied.retry_after_seconds(), 59); // the window [600, 660) ends in 59 s
 //!
 //! // A token bucket of 5 tokens refilled at 1 token per second.
-//! gateway.configure(Policy::token_bucket(60, 60, 5).unwrap()).unwrap();
-//! let batch = gateway.request_batch("sk_b", 700, 1_000_000_000_000_000.try_into().unwrap());
+//! limiter.configure(Policy::token_bucket(60, 60, 5).unwrap()).unwrap();
+//! let batch = limiter.request_batch("sk_b", 700, 1_000_000_000_000_000.try_into().unwrap());
 //! assert_eq!((batch.allowed, batch.remaining), (5, Some(0)));
 //! assert_eq!(batch.retry_after_seconds(), 1);
 //! ```
 //!
 //! Every decision is integer arithmetic: no floating point, no overflow for any
 //! value up to 2^63-1, and a batch costs the same whatever its size. For a server,
-//! build the gateway with [`Resolution::Nanoseconds`] and take `now` from a
+//! build the limiter with [`Resolution::Nanoseconds`] and take `now` from a
 //! [`Clock`]: [`SystemClock`] in production, [`ManualClock`] in tests.
 
 #![forbid(unsafe_code)]
@@ -33,22 +33,22 @@ mod algorithm;
 mod clock;
 mod config;
 mod decision;
-mod gateway;
 mod harness;
 mod key;
+mod limiter;
 mod policy;
 mod resolution;
 mod store;
 
 pub use clock::{Clock, DurationParseError, ManualClock, SystemClock};
 pub use config::{
-    ConfigError, DEFAULT_IDLE_EVICTION_S, DEFAULT_MAX_TRACKED_KEYS, DEFAULT_TIER, GatewayConfig,
+    ConfigError, DEFAULT_IDLE_EVICTION_S, DEFAULT_MAX_TRACKED_KEYS, DEFAULT_TIER, LimiterConfig,
     describe_toml_error, parse_toml,
 };
 pub use decision::Decision;
-pub use gateway::{Gateway, Limit, LimitDecision, PreparedPolicy, Stats, UnknownTier};
 pub use harness::{Harness, InputError, Output};
 pub use key::{ApiKey, Redacted};
+pub use limiter::{Limit, LimitDecision, Limiter, PreparedPolicy, Stats, UnknownTier};
 pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};
 pub use resolution::Resolution;
 pub use store::{KeyReport, MemoryStore, Store, StoreError, StoreFuture};

@@ -5,7 +5,7 @@ use std::time::Duration;
 /// How long one tick of engine time is.
 ///
 /// The engine counts time in integer ticks. The operations harness counts whole
-/// seconds (timestamps up to 2^63-1 s); a gateway on a real or manual [`Clock`]
+/// seconds (timestamps up to 2^63-1 s); a limiter on a real or manual [`Clock`]
 /// counts nanoseconds, which holds about 584 years of time in 64 bits.
 ///
 /// [`Clock`]: crate::Clock

@@ -1,15 +1,15 @@
-//! [`Store`]: where a gateway server keeps its limits, behind one async,
+//! [`Store`]: where a server keeps its limits, behind one async,
 //! object-safe interface: [`MemoryStore`] in one process, a Redis store when
-//! several gateway processes share one budget.
+//! several processes share one budget.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::config::{ConfigError, GatewayConfig};
+use crate::config::{ConfigError, LimiterConfig};
 use crate::decision::Decision;
-use crate::gateway::{Gateway, Limit, LimitDecision, PreparedPolicy, Stats, UnknownTier};
+use crate::limiter::{Limit, LimitDecision, Limiter, PreparedPolicy, Stats, UnknownTier};
 use crate::policy::{Policy, PolicyError};
 use crate::resolution::Resolution;
 
@@ -60,7 +60,7 @@ pub trait Store: Send + Sync {
     fn prepare(&self, policy: Policy) -> Result<PreparedPolicy, PolicyError>;
 
     /// One request held to every limit at once, all or nothing; see
-    /// [`Gateway::acquire`].
+    /// [`Limiter::acquire`].
     fn acquire<'a>(&'a self, limits: &'a [Limit<'a>]) -> StoreFuture<'a, Vec<LimitDecision>>;
 
     /// Whether `key` is exempt from its plan.
@@ -69,10 +69,10 @@ pub trait Store: Send + Sync {
     /// The default policy in force.
     fn default_policy(&self) -> StoreFuture<'_, Policy>;
 
-    /// Replaces the default policy; see [`Gateway::configure`].
+    /// Replaces the default policy; see [`Limiter::configure`].
     fn configure(&self, policy: Policy) -> StoreFuture<'_, Policy>;
 
-    /// Puts `key` on `tier`; see [`Gateway::assign_tier`].
+    /// Puts `key` on `tier`; see [`Limiter::assign_tier`].
     fn assign_tier<'a>(&'a self, key: &'a str, tier: &'a str) -> StoreFuture<'a, ()>;
 
     /// Drops `key`'s limiter state; whether it had any.
@@ -84,24 +84,24 @@ pub trait Store: Send + Sync {
     /// Totals, after dropping idle keys.
     fn stats(&self) -> StoreFuture<'_, Stats>;
 
-    /// Puts a reloaded configuration in force; see [`Gateway::reconfigure`].
+    /// Puts a reloaded configuration in force; see [`Limiter::reconfigure`].
     ///
     /// # Errors
     ///
     /// [`ConfigError`] when it is invalid; nothing changes then.
-    fn reconfigure(&self, config: &GatewayConfig) -> Result<(), ConfigError>;
+    fn reconfigure(&self, config: &LimiterConfig) -> Result<(), ConfigError>;
 }
 
-/// The in-memory store: a [`Gateway`] on a nanosecond clock.
+/// The in-memory store: a [`Limiter`] on a nanosecond clock.
 pub struct MemoryStore {
-    gateway: Gateway,
+    limiter: Limiter,
     clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("gateway", &self.gateway)
+            .field("limiter", &self.limiter)
             .finish_non_exhaustive()
     }
 }
@@ -112,16 +112,16 @@ impl MemoryStore {
     /// # Errors
     ///
     /// [`ConfigError`] when the configuration is invalid.
-    pub fn new(config: &GatewayConfig, clock: Arc<dyn Clock>) -> Result<Self, ConfigError> {
+    pub fn new(config: &LimiterConfig, clock: Arc<dyn Clock>) -> Result<Self, ConfigError> {
         Ok(MemoryStore {
-            gateway: Gateway::new(config, Resolution::Nanoseconds)?,
+            limiter: Limiter::new(config, Resolution::Nanoseconds)?,
             clock,
         })
     }
 
-    /// The gateway behind the store.
-    pub fn gateway(&self) -> &Gateway {
-        &self.gateway
+    /// The limiter behind the store.
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
     }
 
     fn now(&self) -> u64 {
@@ -135,51 +135,51 @@ fn ready<'a, T: Send + 'a>(value: Result<T, StoreError>) -> StoreFuture<'a, T> {
 
 impl Store for MemoryStore {
     fn prepare(&self, policy: Policy) -> Result<PreparedPolicy, PolicyError> {
-        self.gateway.prepare(policy)
+        self.limiter.prepare(policy)
     }
 
     fn acquire<'a>(&'a self, limits: &'a [Limit<'a>]) -> StoreFuture<'a, Vec<LimitDecision>> {
-        ready(Ok(self.gateway.acquire(limits, self.now())))
+        ready(Ok(self.limiter.acquire(limits, self.now())))
     }
 
     fn is_exempt(&self, key: &str) -> bool {
-        self.gateway.is_exempt(key)
+        self.limiter.is_exempt(key)
     }
 
     fn default_policy(&self) -> StoreFuture<'_, Policy> {
-        ready(Ok(self.gateway.default_policy()))
+        ready(Ok(self.limiter.default_policy()))
     }
 
     fn configure(&self, policy: Policy) -> StoreFuture<'_, Policy> {
-        ready(self.gateway.configure(policy).map_err(StoreError::from))
+        ready(self.limiter.configure(policy).map_err(StoreError::from))
     }
 
     fn assign_tier<'a>(&'a self, key: &'a str, tier: &'a str) -> StoreFuture<'a, ()> {
         ready(
-            self.gateway
+            self.limiter
                 .assign_tier(key, tier)
                 .map_err(StoreError::from),
         )
     }
 
     fn reset<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool> {
-        ready(Ok(self.gateway.reset(key, self.now())))
+        ready(Ok(self.limiter.reset(key, self.now())))
     }
 
     fn inspect<'a>(&'a self, key: &'a str) -> StoreFuture<'a, KeyReport> {
         let report = KeyReport {
-            tier: self.gateway.tier_of(key),
-            policy: self.gateway.policy_for(key),
-            state: self.gateway.inspect(key, self.now()),
+            tier: self.limiter.tier_of(key),
+            policy: self.limiter.policy_for(key),
+            state: self.limiter.inspect(key, self.now()),
         };
         ready(Ok(report))
     }
 
     fn stats(&self) -> StoreFuture<'_, Stats> {
-        ready(Ok(self.gateway.stats(self.now())))
+        ready(Ok(self.limiter.stats(self.now())))
     }
 
-    fn reconfigure(&self, config: &GatewayConfig) -> Result<(), ConfigError> {
-        self.gateway.reconfigure(config)
+    fn reconfigure(&self, config: &LimiterConfig) -> Result<(), ConfigError> {
+        self.limiter.reconfigure(config)
     }
 }

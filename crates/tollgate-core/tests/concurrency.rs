@@ -1,8 +1,8 @@
-//! Many threads on one gateway: together they never get more than the limit.
+//! Many threads on one limiter: together they never get more than the limit.
 
 use std::num::NonZeroU64;
 
-use tollgate_core::{Gateway, GatewayConfig, Policy, Resolution};
+use tollgate_core::{Limiter, LimiterConfig, Policy, Resolution};
 
 const THREADS: usize = 8;
 const REQUESTS_PER_THREAD: usize = 2_000;
@@ -10,24 +10,24 @@ const REQUESTS_PER_THREAD: usize = 2_000;
 /// Runs `THREADS` threads, each making single requests for `key` at time 0
 /// (and, with `batch`, batches of 3), and returns the units allowed in all.
 fn allowed_by_all_threads(policy: Policy, keys: &[&str]) -> u64 {
-    let config = GatewayConfig {
+    let config = LimiterConfig {
         default_policy: policy,
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
-    let gateway = Gateway::new(&config, Resolution::Seconds).unwrap();
+    let limiter = Limiter::new(&config, Resolution::Seconds).unwrap();
     let three = NonZeroU64::new(3).unwrap();
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..THREADS)
             .map(|thread| {
-                let gateway = &gateway;
+                let limiter = &limiter;
                 scope.spawn(move || {
                     let mut allowed = 0;
                     for i in 0..REQUESTS_PER_THREAD {
                         let key = keys[(i + thread) % keys.len()];
                         allowed += if i % 2 == 0 {
-                            gateway.request(key, 0).allowed
+                            limiter.request(key, 0).allowed
                         } else {
-                            gateway.request_batch(key, 0, three).allowed
+                            limiter.request_batch(key, 0, three).allowed
                         };
                     }
                     allowed

@@ -4,16 +4,16 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use tollgate_core::{
-    Clock, Decision, Gateway, GatewayConfig, MAX_VALUE, ManualClock, Policy, Resolution,
+    Clock, Decision, Limiter, LimiterConfig, MAX_VALUE, ManualClock, Policy, Resolution,
     UnknownTier,
 };
 
-fn gateway_with(policy: Policy) -> Gateway {
-    let config = GatewayConfig {
+fn gateway_with(policy: Policy) -> Limiter {
+    let config = LimiterConfig {
         default_policy: policy,
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
-    Gateway::new(&config, Resolution::Seconds).unwrap()
+    Limiter::new(&config, Resolution::Seconds).unwrap()
 }
 
 fn units(n: u64) -> NonZeroU64 {
@@ -32,107 +32,107 @@ fn outcome(decision: Decision) -> (u64, u64, Option<u64>, u64) {
 #[test]
 fn burst_after_a_long_idle_is_exactly_burst() {
     // 1 token per second, 5 tokens at most.
-    let gateway = gateway_with(Policy::token_bucket(1, 1, 5).unwrap());
+    let limiter = gateway_with(Policy::token_bucket(1, 1, 5).unwrap());
     assert_eq!(
-        outcome(gateway.request_batch("k", 0, units(5))),
+        outcome(limiter.request_batch("k", 0, units(5))),
         (5, 0, Some(0), 0)
     );
     // 3000 s later (no eviction yet): 3000 tokens of refill, capped at 5.
     assert_eq!(
-        outcome(gateway.request_batch("k", 3000, units(10))),
+        outcome(limiter.request_batch("k", 3000, units(10))),
         (5, 5, Some(0), 1)
     );
     // And after an eviction the bucket is full, not fuller.
     assert_eq!(
-        outcome(gateway.request_batch("k", 3000 + 3600, units(10))),
+        outcome(limiter.request_batch("k", 3000 + 3600, units(10))),
         (5, 5, Some(0), 1)
     );
 }
 
 #[test]
 fn eviction_keeps_a_key_idle_3599_s_and_drops_it_at_3600_s() {
-    let gateway = gateway_with(Policy::fixed_window(5, 100_000).unwrap());
-    gateway.request_batch("k", 1000, units(5));
+    let limiter = gateway_with(Policy::fixed_window(5, 100_000).unwrap());
+    limiter.request_batch("k", 1000, units(5));
     // 3599 s idle: the window is still full.
     assert_eq!(
-        outcome(gateway.request("k", 4599)),
+        outcome(limiter.request("k", 4599)),
         (0, 1, Some(0), 100_000 - 4599)
     );
     // The rejected request at 4599 counts as use: 3600 s after it, the state is gone.
-    assert_eq!(gateway.stats(8198).tracked_keys, 1);
-    assert_eq!(gateway.stats(8199).tracked_keys, 0);
-    assert_eq!(outcome(gateway.request("k", 8199)), (1, 0, Some(4), 0));
+    assert_eq!(limiter.stats(8198).tracked_keys, 1);
+    assert_eq!(limiter.stats(8199).tracked_keys, 0);
+    assert_eq!(outcome(limiter.request("k", 8199)), (1, 0, Some(4), 0));
 }
 
 #[test]
 fn a_key_idle_at_now_has_no_state_to_reset() {
-    let gateway = gateway_with(Policy::fixed_window(5, 60).unwrap());
-    gateway.request("a", 0);
-    gateway.request("b", 0);
-    assert!(gateway.reset("a", 3599));
-    assert!(!gateway.reset("b", 3600));
-    assert!(!gateway.reset("never", 0));
+    let limiter = gateway_with(Policy::fixed_window(5, 60).unwrap());
+    limiter.request("a", 0);
+    limiter.request("b", 0);
+    assert!(limiter.reset("a", 3599));
+    assert!(!limiter.reset("b", 3600));
+    assert!(!limiter.reset("never", 0));
 }
 
 #[test]
 fn a_tier_change_discards_state_and_the_same_tier_does_not() {
-    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
-    gateway.assign_tier("k", "pro").unwrap(); // sliding log, 20 per 60 s
-    gateway.request_batch("k", 0, units(15));
-    gateway.assign_tier("k", "pro").unwrap();
-    assert_eq!(gateway.request("k", 1).remaining, Some(4)); // 20 - 16: kept
-    gateway.assign_tier("k", "enterprise").unwrap(); // fixed window, 1000 per 60 s
-    assert_eq!(gateway.request("k", 2).remaining, Some(999)); // discarded
-    gateway.request_batch("k", 3, units(9));
-    gateway.assign_tier("k", "default").unwrap(); // fixed window, 5 per 60 s
-    assert_eq!(gateway.request("k", 4).remaining, Some(4));
-    gateway.assign_tier("k", "default").unwrap();
-    assert_eq!(gateway.request("k", 5).remaining, Some(3));
+    let limiter = Limiter::new(&LimiterConfig::default(), Resolution::Seconds).unwrap();
+    limiter.assign_tier("k", "pro").unwrap(); // sliding log, 20 per 60 s
+    limiter.request_batch("k", 0, units(15));
+    limiter.assign_tier("k", "pro").unwrap();
+    assert_eq!(limiter.request("k", 1).remaining, Some(4)); // 20 - 16: kept
+    limiter.assign_tier("k", "enterprise").unwrap(); // fixed window, 1000 per 60 s
+    assert_eq!(limiter.request("k", 2).remaining, Some(999)); // discarded
+    limiter.request_batch("k", 3, units(9));
+    limiter.assign_tier("k", "default").unwrap(); // fixed window, 5 per 60 s
+    assert_eq!(limiter.request("k", 4).remaining, Some(4));
+    limiter.assign_tier("k", "default").unwrap();
+    assert_eq!(limiter.request("k", 5).remaining, Some(3));
     assert_eq!(
-        gateway.assign_tier("k", "gold"),
+        limiter.assign_tier("k", "gold"),
         Err(UnknownTier("gold".into()))
     );
-    assert_eq!(gateway.request("k", 6).remaining, Some(2)); // an error changes nothing
-    assert_eq!(gateway.tier_of("k"), "default");
+    assert_eq!(limiter.request("k", 6).remaining, Some(2)); // an error changes nothing
+    assert_eq!(limiter.tier_of("k"), "default");
 }
 
 #[test]
 fn configure_discards_only_default_policy_keys() {
-    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
-    gateway.assign_tier("pro", "pro").unwrap();
-    gateway.request_batch("pro", 0, units(3));
-    gateway.request_batch("free", 0, units(3));
-    assert_eq!(gateway.stats(0).tracked_keys, 2);
+    let limiter = Limiter::new(&LimiterConfig::default(), Resolution::Seconds).unwrap();
+    limiter.assign_tier("pro", "pro").unwrap();
+    limiter.request_batch("pro", 0, units(3));
+    limiter.request_batch("free", 0, units(3));
+    assert_eq!(limiter.stats(0).tracked_keys, 2);
     // The same policy again still discards the default-policy keys.
-    gateway
+    limiter
         .configure(Policy::fixed_window(5, 60).unwrap())
         .unwrap();
-    assert_eq!(gateway.stats(0).tracked_keys, 1);
-    assert_eq!(gateway.request("free", 1).remaining, Some(4));
-    assert_eq!(gateway.request("pro", 1).remaining, Some(16)); // 20 - 4
-    assert_eq!(gateway.tier_of("pro"), "pro"); // the assignment survives
+    assert_eq!(limiter.stats(0).tracked_keys, 1);
+    assert_eq!(limiter.request("free", 1).remaining, Some(4));
+    assert_eq!(limiter.request("pro", 1).remaining, Some(16)); // 20 - 4
+    assert_eq!(limiter.tier_of("pro"), "pro"); // the assignment survives
 }
 
 #[test]
 fn a_token_bucket_of_7_per_60_s_refills_exactly() {
     // 7 tokens per 60 s: one token every 60/7 = 8.571... s.
-    let gateway = gateway_with(Policy::token_bucket(7, 60, 7).unwrap());
+    let limiter = gateway_with(Policy::token_bucket(7, 60, 7).unwrap());
     assert_eq!(
-        outcome(gateway.request_batch("k", 0, units(7))),
+        outcome(limiter.request_batch("k", 0, units(7))),
         (7, 0, Some(0), 0)
     );
     // At 8 s: 56/60 of a token; a whole one at 60/7 s, so in ceil(4/7) = 1 s.
-    assert_eq!(outcome(gateway.request("k", 8)), (0, 1, Some(0), 1));
+    assert_eq!(outcome(limiter.request("k", 8)), (0, 1, Some(0), 1));
     // At 9 s: 63/60 tokens; one taken leaves 3/60.
-    assert_eq!(outcome(gateway.request("k", 9)), (1, 0, Some(0), 0));
+    assert_eq!(outcome(limiter.request("k", 9)), (1, 0, Some(0), 0));
     // At 60 s: 3/60 + 51 * 7/60 = 360/60 = 6 tokens exactly.
     assert_eq!(
-        outcome(gateway.request_batch("k", 60, units(7))),
+        outcome(limiter.request_batch("k", 60, units(7))),
         (6, 1, Some(0), 9)
     );
     // After 60 s more, exactly 7 again (the cap), never 7 and a fraction.
     assert_eq!(
-        outcome(gateway.request_batch("k", 120, units(8))),
+        outcome(limiter.request_batch("k", 120, units(8))),
         (7, 1, Some(0), 9)
     );
 }
@@ -141,46 +141,46 @@ fn a_token_bucket_of_7_per_60_s_refills_exactly() {
 fn a_manual_clock_refills_nanosecond_buckets_exactly() {
     // rpm 7 on a nanosecond clock: exactly 7 tokens after 60 s, 0 after 59.999999999 s.
     let clock = ManualClock::new(0);
-    let config = GatewayConfig {
+    let config = LimiterConfig {
         default_policy: Policy::token_bucket(7, 60, 7).unwrap(),
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
-    let gateway = Gateway::new(&config, Resolution::Nanoseconds).unwrap();
+    let limiter = Limiter::new(&config, Resolution::Nanoseconds).unwrap();
     assert_eq!(
-        gateway
+        limiter
             .request_batch("k", clock.now_nanos(), units(7))
             .allowed,
         7
     );
     clock.advance(Duration::from_nanos(60_000_000_000 / 7)); // 8571428571 ns: 0.99999... token
-    let early = gateway.request("k", clock.now_nanos());
+    let early = limiter.request("k", clock.now_nanos());
     assert!(!early.is_allowed());
     // 1 token = 60e9/7 ns = 8571428571.43 ns; 8571428571 ns gives 59999999997/60e9 of one;
     // the missing 3/60e9 token refills in ceil(3 / 7) = 1 ns.
     assert_eq!(early.retry_after, Duration::from_nanos(1));
     assert_eq!(early.retry_after_seconds(), 1);
     clock.advance_by("1ns").unwrap();
-    assert!(gateway.request("k", clock.now_nanos()).is_allowed());
+    assert!(limiter.request("k", clock.now_nanos()).is_allowed());
     // rpm 60, burst 5: empty, then one token exactly after 1 s.
-    let config = GatewayConfig {
+    let config = LimiterConfig {
         default_policy: Policy::token_bucket(60, 60, 5).unwrap(),
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
-    let gateway = Gateway::new(&config, Resolution::Nanoseconds).unwrap();
+    let limiter = Limiter::new(&config, Resolution::Nanoseconds).unwrap();
     assert_eq!(
-        gateway
+        limiter
             .request_batch("r", clock.now_nanos(), units(6))
             .allowed,
         5
     );
     clock.advance_by("1s").unwrap();
-    let batch = gateway.request_batch("r", clock.now_nanos(), units(2));
+    let batch = limiter.request_batch("r", clock.now_nanos(), units(2));
     assert_eq!(
         (batch.allowed, batch.retry_after),
         (1, Duration::from_secs(1))
     );
     clock.advance_by("250ms").unwrap();
-    let partial = gateway.request("r", clock.now_nanos());
+    let partial = limiter.request("r", clock.now_nanos());
     assert_eq!(partial.retry_after, Duration::from_millis(750));
     assert_eq!(partial.retry_after_seconds(), 1);
 }
@@ -189,14 +189,14 @@ const MAX: u64 = MAX_VALUE;
 
 #[test]
 fn fixed_window_at_2_pow_63_minus_1() {
-    let gateway = gateway_with(Policy::fixed_window(MAX, MAX).unwrap());
+    let limiter = gateway_with(Policy::fixed_window(MAX, MAX).unwrap());
     // now = MAX is the first tick of window 1: [MAX, 2 * MAX).
     assert_eq!(
-        outcome(gateway.request_batch("k", MAX, units(MAX))),
+        outcome(limiter.request_batch("k", MAX, units(MAX))),
         (MAX, 0, Some(0), 0)
     );
     assert_eq!(
-        outcome(gateway.request_batch("k", MAX, units(MAX))),
+        outcome(limiter.request_batch("k", MAX, units(MAX))),
         (0, MAX, Some(0), MAX)
     );
     let small = gateway_with(Policy::fixed_window(1, MAX).unwrap());
@@ -210,24 +210,24 @@ fn fixed_window_at_2_pow_63_minus_1() {
 #[test]
 fn sliding_log_at_2_pow_63_minus_1() {
     // Idle eviction as long as the window, so the log survives the wait.
-    let config = GatewayConfig {
+    let config = LimiterConfig {
         default_policy: Policy::sliding_log(MAX, MAX).unwrap(),
         idle_eviction_s: MAX,
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
-    let gateway = Gateway::new(&config, Resolution::Seconds).unwrap();
+    let limiter = Limiter::new(&config, Resolution::Seconds).unwrap();
     assert_eq!(
-        outcome(gateway.request_batch("k", 0, units(MAX - 1))),
+        outcome(limiter.request_batch("k", 0, units(MAX - 1))),
         (MAX - 1, 0, Some(1), 0)
     );
     assert_eq!(
-        outcome(gateway.request_batch("k", MAX - 1, units(MAX))),
+        outcome(limiter.request_batch("k", MAX - 1, units(MAX))),
         (1, MAX - 1, Some(0), 1)
     );
     // At MAX the units of time 0 have expired (0 + MAX <= MAX); those of MAX - 1 count
     // until 2 * MAX - 1, MAX - 1 s away.
     assert_eq!(
-        outcome(gateway.request_batch("k", MAX, units(MAX))),
+        outcome(limiter.request_batch("k", MAX, units(MAX))),
         (MAX - 1, 1, Some(0), MAX - 1)
     );
 }
@@ -235,12 +235,12 @@ fn sliding_log_at_2_pow_63_minus_1() {
 #[test]
 fn token_bucket_at_2_pow_63_minus_1() {
     // MAX tokens per MAX s: 1 token per second, MAX tokens of burst.
-    let gateway = gateway_with(Policy::token_bucket(MAX, MAX, MAX).unwrap());
+    let limiter = gateway_with(Policy::token_bucket(MAX, MAX, MAX).unwrap());
     assert_eq!(
-        outcome(gateway.request_batch("k", MAX, units(MAX))),
+        outcome(limiter.request_batch("k", MAX, units(MAX))),
         (MAX, 0, Some(0), 0)
     );
-    assert_eq!(outcome(gateway.request("k", MAX)), (0, 1, Some(0), 1));
+    assert_eq!(outcome(limiter.request("k", MAX)), (0, 1, Some(0), 1));
     // 1 token per MAX s: the next token comes MAX s later.
     let slow = gateway_with(Policy::token_bucket(1, MAX, MAX).unwrap());
     assert_eq!(
@@ -260,12 +260,12 @@ fn token_bucket_at_2_pow_63_minus_1() {
 
 #[test]
 fn stats_count_past_2_pow_64() {
-    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+    let limiter = Limiter::new(&LimiterConfig::default(), Resolution::Seconds).unwrap();
     for _ in 0..4 {
-        gateway.request_batch("sk_internal", 0, units(MAX));
-        gateway.request_batch("k", 0, units(MAX));
+        limiter.request_batch("sk_internal", 0, units(MAX));
+        limiter.request_batch("k", 0, units(MAX));
     }
-    let stats = gateway.stats(0);
+    let stats = limiter.stats(0);
     assert_eq!(stats.allowed, 4 * u128::from(MAX) + 5);
     assert_eq!(stats.rejected, 4 * u128::from(MAX) - 5);
     assert_eq!(stats.tracked_keys, 1);
@@ -273,63 +273,63 @@ fn stats_count_past_2_pow_64() {
 
 #[test]
 fn exempt_keys_hold_no_state_and_inspect_uses_no_budget() {
-    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+    let limiter = Limiter::new(&LimiterConfig::default(), Resolution::Seconds).unwrap();
     assert_eq!(
-        gateway.request_batch("sk_internal", 0, units(100)),
+        limiter.request_batch("sk_internal", 0, units(100)),
         Decision::exempt(100)
     );
-    assert_eq!(gateway.stats(0).tracked_keys, 0);
-    assert_eq!(gateway.policy_for("sk_internal"), None);
-    assert_eq!(gateway.inspect("k", 0), None);
-    gateway.request_batch("k", 0, units(2));
-    let seen = gateway.inspect("k", 1).unwrap();
+    assert_eq!(limiter.stats(0).tracked_keys, 0);
+    assert_eq!(limiter.policy_for("sk_internal"), None);
+    assert_eq!(limiter.inspect("k", 0), None);
+    limiter.request_batch("k", 0, units(2));
+    let seen = limiter.inspect("k", 1).unwrap();
     assert_eq!(
         (seen.allowed, seen.rejected, seen.remaining),
         (0, 0, Some(3))
     );
-    assert_eq!(gateway.inspect("k", 1).unwrap().remaining, Some(3));
-    assert_eq!(gateway.request("k", 1).remaining, Some(2));
+    assert_eq!(limiter.inspect("k", 1).unwrap().remaining, Some(3));
+    assert_eq!(limiter.request("k", 1).remaining, Some(2));
 }
 
 #[test]
 fn the_key_cap_keeps_the_recently_used_keys() {
     // A cap of 6400 over 64 shards (about 100 keys each), and 20,000 keys.
-    let config = GatewayConfig {
+    let config = LimiterConfig {
         max_tracked_keys: 6400,
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
-    let gateway = Gateway::new(&config, Resolution::Seconds).unwrap();
+    let limiter = Limiter::new(&config, Resolution::Seconds).unwrap();
     // A hundred keys a second for 200 s (no key goes idle).
     for i in 0..20_000 {
-        gateway.request(&format!("key-{i}"), i / 100);
+        limiter.request(&format!("key-{i}"), i / 100);
         if i % 1000 == 0 {
             // A key used again and again stays.
-            gateway.request("regular", i / 100);
+            limiter.request("regular", i / 100);
         }
     }
-    let tracked = gateway.stats(199).tracked_keys;
+    let tracked = limiter.stats(199).tracked_keys;
     // At most the cap plus one key per shard that was empty when the cap hit.
     assert!((6400..=6400 + 64).contains(&tracked), "{tracked}");
     // The oldest keys went; the newest 50 (fewer than any shard's share) stayed.
-    assert_eq!(gateway.inspect("key-0", 199), None);
+    assert_eq!(limiter.inspect("key-0", 199), None);
     for i in 19_950..20_000 {
         assert!(
-            gateway.inspect(&format!("key-{i}"), 199).is_some(),
+            limiter.inspect(&format!("key-{i}"), 199).is_some(),
             "key-{i}"
         );
     }
-    assert!(gateway.inspect("regular", 199).is_some());
+    assert!(limiter.inspect("regular", 199).is_some());
     // A pushed-out key starts afresh.
-    assert_eq!(gateway.request("key-0", 199).remaining, Some(4));
+    assert_eq!(limiter.request("key-0", 199).remaining, Some(4));
 }
 
 #[test]
 fn a_window_too_long_for_nanoseconds_is_refused() {
-    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Nanoseconds).unwrap();
+    let limiter = Limiter::new(&LimiterConfig::default(), Resolution::Nanoseconds).unwrap();
     let long = Policy::fixed_window(1, 20_000_000_000).unwrap();
-    assert!(gateway.configure(long).is_err());
+    assert!(limiter.configure(long).is_err());
     assert_eq!(
-        gateway.default_policy(),
+        limiter.default_policy(),
         Policy::fixed_window(5, 60).unwrap()
     );
 }
@@ -339,12 +339,12 @@ fn a_flood_of_distinct_keys_is_forgotten_as_it_goes_idle() {
     // 100,000 keys, ten new ones a second for 10,000 s; each idles out 3600 s
     // after its only request, so at the end exactly the last 3600 s of keys
     // (36,000) hold state, whatever the total.
-    let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+    let limiter = Limiter::new(&LimiterConfig::default(), Resolution::Seconds).unwrap();
     for i in 0..100_000u64 {
-        gateway.request(&format!("flood-{i}"), i / 10);
+        limiter.request(&format!("flood-{i}"), i / 10);
     }
     // The last request was at 9999; keys from 6400 s on (64,000 onwards) are kept.
-    assert_eq!(gateway.stats(9999).tracked_keys, 36_000);
-    assert_eq!(gateway.stats(9999 + 3600).tracked_keys, 0);
-    assert_eq!(gateway.stats(9999 + 3600).allowed, 100_000);
+    assert_eq!(limiter.stats(9999).tracked_keys, 36_000);
+    assert_eq!(limiter.stats(9999 + 3600).tracked_keys, 0);
+    assert_eq!(limiter.stats(9999 + 3600).allowed, 100_000);
 }

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use tollgate_core::{GatewayConfig, Harness};
+use tollgate_core::{Harness, LimiterConfig};
 
 /// Any JSON value, nested a few levels.
 fn any_json() -> impl Strategy<Value = Value> {
@@ -79,7 +79,7 @@ fn operation() -> impl Strategy<Value = Value> {
 }
 
 fn run(input: &[u8]) -> Result<Vec<Value>, String> {
-    let mut harness = Harness::new(&GatewayConfig::default()).unwrap();
+    let mut harness = Harness::new(&LimiterConfig::default()).unwrap();
     let mut out = Vec::new();
     harness
         .run(input, &mut out)

@@ -7,18 +7,18 @@ use std::num::NonZeroU64;
 
 use models::{Batch, FixedWindowModel, Model, Single, SlidingLogModel, TokenBucketModel};
 use proptest::prelude::*;
-use tollgate_core::{Algorithm, Gateway, GatewayConfig, Limit, Policy, Resolution};
+use tollgate_core::{Algorithm, Limit, Limiter, LimiterConfig, Policy, Resolution};
 
-/// A gateway whose default policy is `policy`, counting seconds, no eviction in
+/// A limiter whose default policy is `policy`, counting seconds, no eviction in
 /// the times these tests use.
-fn gateway(policy: Policy) -> Gateway {
-    let config = GatewayConfig {
+fn limiter(policy: Policy) -> Limiter {
+    let config = LimiterConfig {
         default_policy: policy,
         tiers: Default::default(),
         exempt_keys: vec![],
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
-    Gateway::new(&config, Resolution::Seconds).unwrap()
+    Limiter::new(&config, Resolution::Seconds).unwrap()
 }
 
 fn model(policy: &Policy) -> Box<dyn Model> {
@@ -61,12 +61,12 @@ proptest! {
     /// Single requests give exactly what the model gives.
     #[test]
     fn single_requests_match_the_model(policy in policies(), steps in steps(), start in 0u64..1000) {
-        let gateway = gateway(policy);
+        let limiter = limiter(policy);
         let mut model = model(&policy);
         let mut now = start;
         for (elapsed, _) in steps {
             now += elapsed;
-            let decision = gateway.request("k", now);
+            let decision = limiter.request("k", now);
             let expected = model.request(now);
             let got = Single {
                 allowed: decision.is_allowed(),
@@ -81,8 +81,8 @@ proptest! {
     /// the model gives, and so does one held to a policy limit alone.
     #[test]
     fn acquire_with_one_limit_matches_the_model(policy in policies(), steps in steps(), start in 0u64..1000) {
-        let gateway = gateway(policy);
-        let prepared = gateway.prepare(policy).unwrap();
+        let limiter = limiter(policy);
+        let prepared = limiter.prepare(policy).unwrap();
         let mut plan_model = model(&policy);
         let mut policy_model = model(&policy);
         let mut now = start;
@@ -93,7 +93,7 @@ proptest! {
                 [Limit::Policy { key: "route", policy: &prepared }],
             ];
             for (limit, model) in limits.iter().zip([&mut plan_model, &mut policy_model]) {
-                let decision = gateway.acquire(limit, now).remove(0).decision;
+                let decision = limiter.acquire(limit, now).remove(0).decision;
                 let got = Single {
                     allowed: decision.is_allowed(),
                     remaining: decision.remaining.unwrap(),
@@ -107,12 +107,12 @@ proptest! {
     /// A batch of n gives exactly what n single requests of the model give.
     #[test]
     fn batches_match_single_requests_of_the_model(policy in policies(), steps in steps()) {
-        let gateway = gateway(policy);
+        let limiter = limiter(policy);
         let mut model = model(&policy);
         let mut now = 0;
         for (elapsed, n) in steps {
             now += elapsed;
-            let decision = gateway.request_batch("k", now, units(n));
+            let decision = limiter.request_batch("k", now, units(n));
             let got = Batch {
                 allowed: decision.allowed,
                 rejected: decision.rejected,
@@ -128,12 +128,12 @@ proptest! {
     fn fixed_window_never_exceeds_the_limit_per_window(
         limit in 1u64..=10, window in 1u64..=30, steps in steps(),
     ) {
-        let gateway = gateway(Policy::fixed_window(limit, window).unwrap());
+        let limiter = limiter(Policy::fixed_window(limit, window).unwrap());
         let mut per_window = std::collections::BTreeMap::new();
         let mut now = 0;
         for (elapsed, n) in steps {
             now += elapsed;
-            let allowed = gateway.request_batch("k", now, units(n)).allowed;
+            let allowed = limiter.request_batch("k", now, units(n)).allowed;
             *per_window.entry(now / window).or_insert(0) += allowed;
         }
         prop_assert!(per_window.values().all(|&count| count <= limit), "{:?}", per_window);
@@ -144,12 +144,12 @@ proptest! {
     fn sliding_log_never_exceeds_the_limit_in_any_window(
         limit in 1u64..=10, window in 1u64..=30, steps in steps(),
     ) {
-        let gateway = gateway(Policy::sliding_log(limit, window).unwrap());
+        let limiter = limiter(Policy::sliding_log(limit, window).unwrap());
         let mut allowed_at = Vec::new();
         let mut now = 0;
         for (elapsed, n) in steps {
             now += elapsed;
-            allowed_at.push((now, gateway.request_batch("k", now, units(n)).allowed));
+            allowed_at.push((now, limiter.request_batch("k", now, units(n)).allowed));
         }
         for &(end, _) in &allowed_at {
             // The span (end - window, end]: `window` seconds ending at `end`.
@@ -168,12 +168,12 @@ proptest! {
     fn token_bucket_never_exceeds_burst_plus_refill(
         limit in 1u64..=10, window in 1u64..=30, burst in 1u64..=10, steps in steps(),
     ) {
-        let gateway = gateway(Policy::token_bucket(limit, window, burst).unwrap());
+        let limiter = limiter(Policy::token_bucket(limit, window, burst).unwrap());
         let mut allowed_at = Vec::new();
         let mut now = 0;
         for (elapsed, n) in steps {
             now += elapsed;
-            allowed_at.push((now, gateway.request_batch("k", now, units(n)).allowed));
+            allowed_at.push((now, limiter.request_batch("k", now, units(n)).allowed));
         }
         for (i, &(first, _)) in allowed_at.iter().enumerate() {
             let mut total = 0;

@@ -15,7 +15,7 @@ use hdrhistogram::Histogram;
 /// The allocator of the `tollgate` binary, which the store runs in.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use tollgate_core::{GatewayConfig, Limit, Policy, Store};
+use tollgate_core::{Limit, LimiterConfig, Policy, Store};
 use tollgate_redis::{RedisConfig, RedisStore};
 
 fn main() {
@@ -43,9 +43,9 @@ fn main() {
         let mut config = RedisConfig::new(url);
         config.prefix = format!("tollgate-bench-{}", std::process::id());
         config.timeout = Duration::from_secs(1);
-        let limits = GatewayConfig {
+        let limits = LimiterConfig {
             default_policy: Policy::token_bucket(1_000_000, 60, 1_000_000).unwrap(),
-            ..GatewayConfig::default()
+            ..LimiterConfig::default()
         };
         let store = Arc::new(RedisStore::connect(config, &limits).unwrap());
         // Warm up: the script loaded, the connection up.

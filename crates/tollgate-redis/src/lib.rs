@@ -6,11 +6,11 @@
 //! few round trips instead, still all or nothing (see `RedisStore`).
 //!
 //! ```no_run
-//! use tollgate_core::{GatewayConfig, Limit, Store};
+//! use tollgate_core::{LimiterConfig, Limit, Store};
 //! use tollgate_redis::{RedisConfig, RedisStore};
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! let store = RedisStore::connect(RedisConfig::new("redis://127.0.0.1:6379"), &GatewayConfig::default())?;
+//! let store = RedisStore::connect(RedisConfig::new("redis://127.0.0.1:6379"), &LimiterConfig::default())?;
 //! let decisions = store.acquire(&[Limit::Plan("sk_a")]).await?;
 //! assert!(decisions[0].decision.is_allowed());
 //! # Ok(())

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use tollgate_core::{
-    Algorithm, ApiKey, DEFAULT_TIER, GatewayConfig, Policy, PolicyError, PreparedPolicy, Resolution,
+    Algorithm, ApiKey, DEFAULT_TIER, LimiterConfig, Policy, PolicyError, PreparedPolicy, Resolution,
 };
 
 /// Largest quantity the Lua scripts handle exactly (with room for one sum).
@@ -100,7 +100,7 @@ pub(crate) struct Plans {
 
 impl Plans {
     pub(crate) fn new(
-        config: &GatewayConfig,
+        config: &LimiterConfig,
         default: Policy,
         generation: u64,
     ) -> Result<Self, PolicyError> {
@@ -222,7 +222,7 @@ mod tests {
     #[test]
     fn a_policy_out_of_range_is_named_by_its_tier() {
         let deep_bucket = Policy::token_bucket(1, 3600, 2_000_000_000).unwrap();
-        let mut config = GatewayConfig::default();
+        let mut config = LimiterConfig::default();
         config.tiers.insert("gold".to_owned(), deep_bucket);
         let error = Plans::new(&config, config.default_policy, 0).unwrap_err();
         assert_eq!(
@@ -230,7 +230,7 @@ mod tests {
             "the policy of tier gold: the Redis store computes exactly up to 2^52: \
              burst x window_s in microseconds is larger"
         );
-        let error = Plans::new(&GatewayConfig::default(), deep_bucket, 0).unwrap_err();
+        let error = Plans::new(&LimiterConfig::default(), deep_bucket, 0).unwrap_err();
         assert!(
             error.to_string().starts_with("the default policy: "),
             "{error}"

@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use parking_lot::Mutex;
 use redis::{AsyncCommands, Script};
 use tollgate_core::{
-    DEFAULT_TIER, Decision, GatewayConfig, KeyReport, Limit, LimitDecision, Policy, PolicyError,
+    DEFAULT_TIER, Decision, KeyReport, Limit, LimitDecision, LimiterConfig, Policy, PolicyError,
     PreparedPolicy, Resolution, Stats, Store, StoreError, StoreFuture, UnknownTier,
 };
 
@@ -147,7 +147,7 @@ impl RedisStore {
     ///
     /// [`RedisStoreError`] for a bad URL, a prefix with braces, or a policy
     /// the scripts cannot compute exactly.
-    pub fn connect(config: RedisConfig, limits: &GatewayConfig) -> Result<Self, RedisStoreError> {
+    pub fn connect(config: RedisConfig, limits: &LimiterConfig) -> Result<Self, RedisStoreError> {
         if config.prefix.contains(['{', '}']) {
             return Err(RedisStoreError::Prefix(config.prefix));
         }
@@ -203,13 +203,13 @@ impl RedisStore {
 
     /// `units` requests held to every limit, all or nothing (for several
     /// limits `units` must be 1), at `now` microseconds (`None`: the store's
-    /// time source). The same decisions as [`Gateway::acquire`] and
-    /// [`Gateway::request_batch`] on a microsecond gateway, in one round trip
+    /// time source). The same decisions as [`Limiter::acquire`] and
+    /// [`Limiter::request_batch`] on a microsecond gateway, in one round trip
     /// (a few, for limits in different slots of a cluster)
     /// whatever `units` is.
     ///
-    /// [`Gateway::acquire`]: tollgate_core::Gateway::acquire
-    /// [`Gateway::request_batch`]: tollgate_core::Gateway::request_batch
+    /// [`Limiter::acquire`]: tollgate_core::Limiter::acquire
+    /// [`Limiter::request_batch`]: tollgate_core::Limiter::request_batch
     ///
     /// # Errors
     ///
@@ -601,7 +601,7 @@ impl Store for RedisStore {
         })
     }
 
-    fn reconfigure(&self, config: &GatewayConfig) -> Result<(), tollgate_core::ConfigError> {
+    fn reconfigure(&self, config: &LimiterConfig) -> Result<(), tollgate_core::ConfigError> {
         config.validate()?;
         // The default policy the sync task or `configure` stores at the
         // same moment is kept.
@@ -784,14 +784,14 @@ async fn follow_channel(
 #[cfg(test)]
 mod tests {
     use super::{RedisConfig, RedisStore, RedisStoreError, glob_escaped};
-    use tollgate_core::GatewayConfig;
+    use tollgate_core::LimiterConfig;
 
     #[tokio::test]
     async fn prefixes_with_braces_are_refused() {
         for prefix in ["a{b}", "{x}", "a}"] {
             let mut config = RedisConfig::new("redis://127.0.0.1:1");
             config.prefix = prefix.to_owned();
-            let refused = RedisStore::connect(config, &GatewayConfig::default());
+            let refused = RedisStore::connect(config, &LimiterConfig::default());
             assert!(
                 matches!(&refused, Err(RedisStoreError::Prefix(text)) if text == prefix),
                 "{prefix}"
@@ -801,7 +801,7 @@ mod tests {
             matches!(
                 RedisStore::connect(
                     RedisConfig::new("redis-cluster://"),
-                    &GatewayConfig::default()
+                    &LimiterConfig::default()
                 ),
                 Err(RedisStoreError::Url(_))
             ),

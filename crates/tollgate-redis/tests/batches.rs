@@ -8,7 +8,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_core::{GatewayConfig, Limit, Policy, PreparedPolicy, Store};
+use tollgate_core::{Limit, LimiterConfig, Policy, PreparedPolicy, Store};
 use tollgate_redis::{RedisConfig, RedisStore};
 
 /// The limits of one request: a plan key, a route budget, or both.
@@ -27,9 +27,9 @@ async fn every_shape_in_one_call_is_decided_on_its_own_keys() {
     let prefix = support::prefix("batches");
     // Hour-long windows and a bucket that refills one token every 720 s:
     // nothing comes back during the test, whatever Redis's clock says.
-    let mut config = GatewayConfig {
+    let mut config = LimiterConfig {
         default_policy: Policy::token_bucket(5, 3600, 5).unwrap(),
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
     config.tiers.clear();
     config
@@ -143,9 +143,9 @@ async fn an_empty_tier_written_by_someone_else_counts_as_none() {
         .arg("")
         .query(&mut support::connect(&url))
         .unwrap();
-    let config = GatewayConfig {
+    let config = LimiterConfig {
         default_policy: Policy::token_bucket(5, 3600, 5).unwrap(),
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
     let mut redis = RedisConfig::new(url.as_str());
     redis.prefix = prefix.clone();

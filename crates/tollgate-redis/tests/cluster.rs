@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use tollgate_core::{GatewayConfig, Limit, ManualClock, Policy, PreparedPolicy, Store};
+use tollgate_core::{Limit, LimiterConfig, ManualClock, Policy, PreparedPolicy, Store};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
 /// 2026-12-01T00:00:10Z in nanoseconds: ten seconds into a minute, so a
@@ -19,7 +19,7 @@ use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 const START: u64 = 1_796_083_210_000_000_000;
 
 fn store(url: &str, prefix: &str, clock: &Arc<ManualClock>) -> RedisStore {
-    let mut config = GatewayConfig::default(); // default 5 per 60 s; pro 20
+    let mut config = LimiterConfig::default(); // default 5 per 60 s; pro 20
     config
         .tiers
         .insert("tiny".into(), Policy::fixed_window(2, 60).unwrap());
@@ -236,7 +236,7 @@ async fn decisions_on_redis_time_leave_keys_with_ttls() {
     let mut redis = RedisConfig::new(url.as_str());
     redis.prefix = prefix.clone();
     redis.timeout = Duration::from_secs(5);
-    let store = RedisStore::connect(redis, &GatewayConfig::default()).unwrap();
+    let store = RedisStore::connect(redis, &LimiterConfig::default()).unwrap();
     let decisions = store.acquire(&[Limit::Plan("sk_time")]).await.unwrap();
     assert_eq!(decisions[0].decision.remaining, Some(4));
     // The state key has a TTL, no longer than the 60-second window (the
@@ -304,7 +304,7 @@ async fn a_first_node_that_never_answers_does_not_stop_the_shared_default_policy
     redis.prefix = prefix.clone();
     redis.timeout = Duration::from_millis(1500);
     redis.time = TimeSource::Clock(Arc::clone(&clock) as Arc<dyn tollgate_core::Clock>);
-    let late = RedisStore::connect(redis, &GatewayConfig::default()).unwrap();
+    let late = RedisStore::connect(redis, &LimiterConfig::default()).unwrap();
     // The policy already in Redis is read without waiting for the channel,
     // whose subscription never completes.
     assert_eq!(
@@ -344,7 +344,7 @@ async fn a_cluster_node_given_as_a_server_is_named_in_the_error() {
     let mut redis = RedisConfig::new(node.as_str());
     redis.prefix = prefix.clone();
     redis.timeout = Duration::from_secs(5);
-    let store = RedisStore::connect(redis, &GatewayConfig::default()).unwrap();
+    let store = RedisStore::connect(redis, &LimiterConfig::default()).unwrap();
     let route = store
         .prepare(Policy::token_bucket(10, 60, 10).unwrap())
         .unwrap();
@@ -420,7 +420,7 @@ async fn a_node_that_stops_answering_after_subscribing_is_left_for_the_next() {
         RedisConfig::new(format!("redis-cluster://{relay},{}", nodes.join(",")).as_str());
     redis.prefix = prefix.clone();
     redis.timeout = Duration::from_millis(1500);
-    let _store = RedisStore::connect(redis, &GatewayConfig::default()).unwrap();
+    let _store = RedisStore::connect(redis, &LimiterConfig::default()).unwrap();
     let channel = format!("{prefix}:config");
     let subscribers = |node: &str| -> i64 {
         let (_, count): (String, i64) = redis::cmd("PUBSUB")

@@ -8,7 +8,7 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate_core::{Gateway, GatewayConfig, Limit, Policy, Resolution};
+use tollgate_core::{Limit, Limiter, LimiterConfig, Policy, Resolution};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
 fn policies() -> impl Strategy<Value = Policy> {
@@ -35,14 +35,14 @@ fn steps() -> impl Strategy<Value = Vec<(u64, u64, usize, bool)>> {
     )
 }
 
-fn config(policy: Policy) -> GatewayConfig {
-    GatewayConfig {
+fn config(policy: Policy) -> LimiterConfig {
+    LimiterConfig {
         default_policy: policy,
         tiers: Default::default(),
         exempt_keys: vec!["sk_exempt".into()],
         // Never idle in the test's span: Redis forgets by TTL, on its own clock.
         idle_eviction_s: 1 << 40,
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     }
 }
 
@@ -65,7 +65,7 @@ proptest! {
     ) {
         let Some(url) = support::redis_url() else { return Ok(()) };
         let runtime = runtime();
-        let gateway = Gateway::new(&config(plan), Resolution::Microseconds).unwrap();
+        let gateway = Limiter::new(&config(plan), Resolution::Microseconds).unwrap();
         let route_policy = gateway.prepare(route).unwrap();
         let prefix = support::prefix("differential");
         let mut redis_config = RedisConfig::new(url.clone());

@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tollgate_core::{GatewayConfig, Limit, ManualClock, Store, StoreError};
+use tollgate_core::{Limit, LimiterConfig, ManualClock, Store, StoreError};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -18,7 +18,7 @@ async fn calls_fail_within_the_timeout_while_redis_is_down_and_resume_after() {
     let mut config = RedisConfig::new(redis.url());
     config.prefix = support::prefix("faults");
     config.timeout = Duration::from_millis(50);
-    let store = RedisStore::connect(config, &GatewayConfig::default()).unwrap();
+    let store = RedisStore::connect(config, &LimiterConfig::default()).unwrap();
     assert!(
         store.acquire(&[Limit::Plan("sk_a")]).await.unwrap()[0]
             .decision
@@ -65,7 +65,7 @@ async fn a_timeout_too_long_to_count_is_no_timeout() {
     // At second 0 of a manual clock: the minute's window (and the state's
     // TTL) cannot end during the test.
     config.time = TimeSource::Clock(Arc::new(ManualClock::new(0)));
-    let store = RedisStore::connect(config, &GatewayConfig::default()).unwrap();
+    let store = RedisStore::connect(config, &LimiterConfig::default()).unwrap();
     // The default policy: 5 a minute; this is the first request.
     let decisions = store.acquire(&[Limit::Plan("sk_a")]).await.unwrap();
     assert_eq!(decisions[0].decision.remaining, Some(4));

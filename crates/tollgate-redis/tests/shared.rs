@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_core::{Clock, GatewayConfig, Limit, ManualClock, Policy, Store};
+use tollgate_core::{Clock, Limit, LimiterConfig, ManualClock, Policy, Store};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
 /// 2026-12-01T00:00:10Z in nanoseconds: ten seconds into a minute, so the
@@ -16,7 +16,7 @@ const START: u64 = 1_796_083_210_000_000_000;
 /// Two stores on one clock that stands still (Redis would expire keys on its
 /// own clock: the shortest TTL is raised to ten minutes).
 fn two_stores(url: &str, prefix: &str) -> (RedisStore, RedisStore) {
-    let config = GatewayConfig::default(); // default 5 per 60 s; pro, enterprise
+    let config = LimiterConfig::default(); // default 5 per 60 s; pro, enterprise
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
     let store = || {
         let mut redis = RedisConfig::new(url);
@@ -79,9 +79,9 @@ async fn a_damaged_log_restarts_its_key_and_fails_nobody_else() {
         return;
     };
     let prefix = support::prefix("damaged");
-    let config = GatewayConfig {
+    let config = LimiterConfig {
         default_policy: Policy::sliding_log(3, 60).unwrap(),
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
     let mut redis = RedisConfig::new(url.as_str());
     redis.prefix = prefix.clone();
@@ -114,7 +114,7 @@ async fn every_state_key_has_a_ttl_no_longer_than_needed() {
         return;
     };
     let prefix = support::prefix("ttl");
-    let config = GatewayConfig {
+    let config = LimiterConfig {
         default_policy: Policy::fixed_window(10, 3600).unwrap(),
         tiers: [
             ("log".to_owned(), Policy::sliding_log(10, 60).unwrap()),
@@ -124,7 +124,7 @@ async fn every_state_key_has_a_ttl_no_longer_than_needed() {
             ),
         ]
         .into(),
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
     let mut redis = RedisConfig::new(url.as_str());
     redis.prefix = prefix.clone();
@@ -157,9 +157,9 @@ async fn an_hourly_window_outlives_its_hour_and_no_longer() {
         return;
     };
     let prefix = support::prefix("hour");
-    let config = GatewayConfig {
+    let config = LimiterConfig {
         default_policy: Policy::fixed_window(10, 3600).unwrap(),
-        ..GatewayConfig::default()
+        ..LimiterConfig::default()
     };
     let mut redis = RedisConfig::new(url.as_str());
     redis.prefix = prefix.clone();

@@ -123,7 +123,7 @@ impl RateLimitsBuilder {
     }
 
     /// The most keys each route tracks at once (at least 1; default 1,000,000);
-    /// see [`GatewayConfig::max_tracked_keys`](tollgate_core::GatewayConfig).
+    /// see [`LimiterConfig::max_tracked_keys`](tollgate_core::LimiterConfig).
     pub fn max_tracked_keys(mut self, keys: usize) -> Self {
         self.max_tracked_keys = keys.max(1);
         self

@@ -1,5 +1,5 @@
 //! The operations harness behind `tollgate run`: a JSON array of operations
-//! applied in order to a fresh [`Gateway`], one [`Output`] per operation, as
+//! applied in order to a fresh [`Limiter`], one [`Output`] per operation, as
 //! `tests/conformance/CONTRACT.md` specifies.
 
 mod argument;
@@ -11,23 +11,23 @@ use std::fmt;
 use serde::de::{Deserializer as _, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::config::{ConfigError, GatewayConfig};
+use crate::config::{ConfigError, LimiterConfig};
 use crate::decision::Decision;
-use crate::gateway::Gateway;
+use crate::limiter::Limiter;
 use crate::resolution::Resolution;
 
 use argument::{Argument, OperationSeed};
 use operation::Operation;
 pub use output::Output;
 
-/// A gateway driven by JSON operations, with the contract's clock: timestamps in
+/// A limiter driven by JSON operations, with the contract's clock: timestamps in
 /// whole seconds that never go backwards.
 ///
 /// ```
 /// use serde_json::json;
-/// use tollgate_core::{GatewayConfig, Harness};
+/// use tollgate_core::{LimiterConfig, Harness};
 ///
-/// let mut harness = Harness::new(&GatewayConfig::default()).unwrap();
+/// let mut harness = Harness::new(&LimiterConfig::default()).unwrap();
 /// let output = harness.apply(&json!(["request", "Bearer sk_a", 120]));
 /// assert_eq!(
 ///     serde_json::to_value(output).unwrap(),
@@ -36,7 +36,7 @@ pub use output::Output;
 /// ```
 #[derive(Debug)]
 pub struct Harness {
-    gateway: Gateway,
+    limiter: Limiter,
     /// The latest timestamp accepted, in seconds.
     latest: Option<u64>,
 }
@@ -53,14 +53,14 @@ impl From<serde_json::Error> for InputError {
 }
 
 impl Harness {
-    /// A fresh harness over a gateway built from `config`, counting seconds.
+    /// A fresh harness over a limiter built from `config`, counting seconds.
     ///
     /// # Errors
     ///
     /// [`ConfigError`] when the configuration is invalid.
-    pub fn new(config: &GatewayConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &LimiterConfig) -> Result<Self, ConfigError> {
         Ok(Harness {
-            gateway: Gateway::new(config, Resolution::Seconds)?,
+            limiter: Limiter::new(config, Resolution::Seconds)?,
             latest: None,
         })
     }
@@ -99,11 +99,11 @@ impl Harness {
     }
 
     fn execute(&mut self, operation: Operation<'_>) -> Output {
-        let gateway = &self.gateway;
+        let limiter = &self.limiter;
         match operation {
             Operation::Request { key, now } => {
                 self.latest = Some(now);
-                let decision = gateway.request(key.as_str(), now);
+                let decision = limiter.request(key.as_str(), now);
                 Output::Request {
                     allowed: decision.is_allowed(),
                     remaining: decision.remaining,
@@ -112,7 +112,7 @@ impl Harness {
             }
             Operation::RequestBatch { key, now, units } => {
                 self.latest = Some(now);
-                let decision = gateway.request_batch(key.as_str(), now, units);
+                let decision = limiter.request_batch(key.as_str(), now, units);
                 Output::Batch {
                     allowed: decision.allowed,
                     rejected: decision.rejected,
@@ -120,23 +120,23 @@ impl Harness {
                     retry_after: seconds(&decision),
                 }
             }
-            Operation::Configure(policy) => match gateway.configure(policy) {
+            Operation::Configure(policy) => match limiter.configure(policy) {
                 Ok(policy) => Output::Policy(policy),
                 Err(reason) => Output::Error(format!("error: invalid policy: {reason}")),
             },
             Operation::Reset(key) => {
-                Output::Reset(gateway.reset(key.as_str(), self.latest.unwrap_or(0)))
+                Output::Reset(limiter.reset(key.as_str(), self.latest.unwrap_or(0)))
             }
             Operation::Stats { now } => {
                 self.latest = Some(now);
-                let stats = gateway.stats(now);
+                let stats = limiter.stats(now);
                 Output::Stats {
                     tracked_keys: stats.tracked_keys,
                     allowed: stats.allowed,
                     rejected: stats.rejected,
                 }
             }
-            Operation::AssignTier { key, tier } => match gateway.assign_tier(key.as_str(), tier) {
+            Operation::AssignTier { key, tier } => match limiter.assign_tier(key.as_str(), tier) {
                 Ok(()) => Output::Tier(tier.to_owned()),
                 Err(unknown) => Output::Error(format!("error: {unknown}")),
             },

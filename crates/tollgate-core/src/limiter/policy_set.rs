@@ -25,7 +25,7 @@ pub(crate) struct VersionedRule {
 pub(crate) struct PolicySet {
     pub(crate) default: VersionedRule,
     pub(crate) tiers: Arc<HashMap<Arc<str>, VersionedRule>>,
-    /// Exempt keys, stored by the gateway's key hash.
+    /// Exempt keys, stored by the limiter's key hash.
     pub(crate) exempt: Arc<HashTable<Box<str>>>,
 }
 
@@ -59,7 +59,7 @@ impl PolicySet {
     }
 }
 
-/// The exempt keys, parsed like any API key, in a table by the gateway's hash.
+/// The exempt keys, parsed like any API key, in a table by the limiter's hash.
 pub(crate) fn exempt_table(raw_keys: &[String], hasher: &RandomState) -> HashTable<Box<str>> {
     let mut table: HashTable<Box<str>> = HashTable::new();
     for key in raw_keys.iter().filter_map(|raw| ApiKey::parse(raw)) {

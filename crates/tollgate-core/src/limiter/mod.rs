@@ -1,4 +1,4 @@
-//! [`Gateway`]: the in-memory limiter. It resolves each key's policy (default,
+//! [`Limiter`]: the in-memory limiter. It resolves each key's policy (default,
 //! tier or exempt) and applies the algorithm's transition to the key's state in a
 //! sharded store, with idle eviction, a cap on tracked keys and exact counters.
 
@@ -18,7 +18,7 @@ use foldhash::fast::RandomState;
 use parking_lot::Mutex;
 
 use crate::algorithm::{Rule, Verdict};
-use crate::config::{ConfigError, DEFAULT_TIER, GatewayConfig};
+use crate::config::{ConfigError, DEFAULT_TIER, LimiterConfig};
 use crate::decision::Decision;
 use crate::policy::{Policy, PolicyError};
 use crate::resolution::Resolution;
@@ -37,7 +37,7 @@ const SHARDS: usize = 64;
 #[error("unknown tier: {0}")]
 pub struct UnknownTier(pub String);
 
-/// Totals since the gateway started.
+/// Totals since the limiter started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Keys holding limiter state now (never an idle key, never an exempt one).
@@ -52,7 +52,7 @@ pub struct Stats {
 ///
 /// Each key is limited by exactly one policy: its tier's, or the default policy.
 /// Exempt keys are never limited and hold no state. Time is passed in as `now`,
-/// an integer count of ticks of the gateway's [`Resolution`] (seconds for the
+/// an integer count of ticks of the limiter's [`Resolution`] (seconds for the
 /// operations harness, nanoseconds from a [`Clock`](crate::Clock) for a server).
 /// A key is idle once `now - last_request >= idle_eviction_s` and then loses its
 /// state, as if reset. At most `max_tracked_keys` keys hold state at once: when
@@ -62,7 +62,7 @@ pub struct Stats {
 /// cap by at most 64. A key pushed out starts afresh when it returns, so under
 /// that pressure it may get more than its limit.
 ///
-/// The gateway is shared by reference between threads: keys are spread over 64
+/// The limiter is shared by reference between threads: keys are spread over 64
 /// shards, each under its own lock, so there is no global lock on the decision
 /// path. A `configure` or `assign_tier` takes effect for decisions that start
 /// after it returns; a decision already under way when the default policy is
@@ -70,18 +70,18 @@ pub struct Stats {
 ///
 /// ```
 /// use std::num::NonZeroU64;
-/// use tollgate_core::{Gateway, GatewayConfig, Resolution};
+/// use tollgate_core::{Limiter, LimiterConfig, Resolution};
 ///
-/// let gateway = Gateway::new(&GatewayConfig::default(), Resolution::Seconds).unwrap();
+/// let limiter = Limiter::new(&LimiterConfig::default(), Resolution::Seconds).unwrap();
 /// // The default policy: 5 requests per aligned 60 s window.
-/// let first = gateway.request("sk_a", 120);
+/// let first = limiter.request("sk_a", 120);
 /// assert!(first.is_allowed());
 /// assert_eq!(first.remaining, Some(4));
-/// let batch = gateway.request_batch("sk_a", 121, NonZeroU64::new(7).unwrap());
+/// let batch = limiter.request_batch("sk_a", 121, NonZeroU64::new(7).unwrap());
 /// assert_eq!((batch.allowed, batch.rejected), (4, 3));
 /// assert_eq!(batch.retry_after_seconds(), 59);
 /// ```
-pub struct Gateway {
+pub struct Limiter {
     /// The policies in force; each shard holds the same `Arc`. Locked only to
     /// replace them, never on the decision path.
     policies: Mutex<Arc<PolicySet>>,
@@ -94,10 +94,10 @@ pub struct Gateway {
     next_version: AtomicU64,
 }
 
-impl std::fmt::Debug for Gateway {
+impl std::fmt::Debug for Limiter {
     /// Counts and policies only: never a key.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway")
+        f.debug_struct("Limiter")
             .field("resolution", &self.resolution)
             .field("policies", &*self.policies.lock())
             .field("count", &self.count)
@@ -105,14 +105,14 @@ impl std::fmt::Debug for Gateway {
     }
 }
 
-impl Gateway {
-    /// A gateway limiting by `config`, counting time in ticks of `resolution`.
+impl Limiter {
+    /// A limiter limiting by `config`, counting time in ticks of `resolution`.
     ///
     /// # Errors
     ///
     /// [`ConfigError`] when the configuration is invalid, or when a window does
     /// not fit the resolution (windows over about 584 years in nanoseconds).
-    pub fn new(config: &GatewayConfig, resolution: Resolution) -> Result<Self, ConfigError> {
+    pub fn new(config: &LimiterConfig, resolution: Resolution) -> Result<Self, ConfigError> {
         config.validate()?;
         let hasher = RandomState::default();
         let next_version = AtomicU64::new(0);
@@ -145,7 +145,7 @@ impl Gateway {
                 CachePadded::new(Mutex::new(shard))
             })
             .collect();
-        Ok(Gateway {
+        Ok(Limiter {
             policies: Mutex::new(policies),
             count,
             shards,
@@ -182,7 +182,7 @@ impl Gateway {
     /// and otherwise takes nothing from any. Returns one decision per limit, in
     /// order:
     ///
-    /// - allowed: `allowed = 1`, as [`Gateway::request`] would say;
+    /// - allowed: `allowed = 1`, as [`Limiter::request`] would say;
     /// - refused by this limit: `rejected = 1` with its own `retry_after`;
     /// - allowed by this limit but refused by another: `rejected = 1`,
     ///   `retry_after` zero and `remaining` unchanged, since nothing was taken.
@@ -259,7 +259,7 @@ impl Gateway {
             .collect()
     }
 
-    /// Compiles `policy` for this gateway's clock, to pass in [`Limit::Policy`].
+    /// Compiles `policy` for this limiter's clock, to pass in [`Limit::Policy`].
     ///
     /// # Errors
     ///
@@ -314,7 +314,7 @@ impl Gateway {
     ///
     /// # Errors
     ///
-    /// [`PolicyError::WindowTooLong`] when the window does not fit the gateway's
+    /// [`PolicyError::WindowTooLong`] when the window does not fit the limiter's
     /// resolution; nothing changes then.
     pub fn configure(&self, policy: Policy) -> Result<Policy, PolicyError> {
         let rule = Rule::compile(policy, self.resolution)?;
@@ -341,7 +341,7 @@ impl Gateway {
     /// # Errors
     ///
     /// [`ConfigError`] when the configuration is invalid; nothing changes then.
-    pub fn reconfigure(&self, config: &GatewayConfig) -> Result<(), ConfigError> {
+    pub fn reconfigure(&self, config: &LimiterConfig) -> Result<(), ConfigError> {
         config.validate()?;
         let mut policies = self.policies.lock();
         let rule = |name: String, policy: Policy, current: Option<&VersionedRule>| match current {
@@ -495,7 +495,7 @@ fn limit_decision(
 }
 
 /// The idle eviction age in ticks.
-fn idle_ticks(config: &GatewayConfig, resolution: Resolution) -> u64 {
+fn idle_ticks(config: &LimiterConfig, resolution: Resolution) -> u64 {
     resolution
         .ticks_from_seconds(config.idle_eviction_s)
         .unwrap_or(u64::MAX)

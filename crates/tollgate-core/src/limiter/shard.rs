@@ -164,7 +164,7 @@ impl Shard {
         self.tracked.set_idle_after(idle_after);
     }
 
-    /// Drops one least recently used key while the gateway is over its cap.
+    /// Drops one least recently used key while the limiter is over its cap.
     pub(crate) fn shed_one(&mut self) -> bool {
         self.tracked.shed_one()
     }

@@ -51,7 +51,7 @@ impl fmt::Debug for Tracked {
     }
 }
 
-/// The key spaces of a gateway.
+/// The key spaces of a limiter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum KeySpace {
     /// API keys limited by their plan (tier or default policy).
@@ -67,7 +67,7 @@ struct Use {
     hash: u64,
 }
 
-/// The cap on tracked keys, shared by every shard of a gateway, and how many
+/// The cap on tracked keys, shared by every shard of a limiter, and how many
 /// keys hold state in all of them.
 #[derive(Debug, Default)]
 pub(crate) struct KeyCount {
@@ -111,7 +111,7 @@ pub(crate) struct TrackedKeys {
     uses: VecDeque<Use>,
     /// The latest time recorded: the log's order.
     latest: u64,
-    /// The gateway's key cap and count.
+    /// The limiter's key cap and count.
     count: Arc<KeyCount>,
     /// Ticks without a request after which a key's state is dropped.
     idle_after: u64,
@@ -142,7 +142,7 @@ impl TrackedKeys {
         self.idle_after = idle_after;
     }
 
-    /// Drops this shard's least recently used key when the gateway is over its
+    /// Drops this shard's least recently used key when the limiter is over its
     /// cap; whether it did.
     pub(crate) fn shed_one(&mut self) -> bool {
         self.count.is_over() && self.drop_least_recent()
@@ -169,7 +169,7 @@ impl TrackedKeys {
 
     /// `key`'s state for a request at `now` under rule `version` of
     /// `algorithm`: fresh when the key is new, idle or under another rule. The
-    /// key is marked used at `now`; when the gateway's cap is reached, a new key
+    /// key is marked used at `now`; when the limiter's cap is reached, a new key
     /// first pushes out this shard's least recently used key.
     pub(crate) fn use_state(
         &mut self,

@@ -9,8 +9,8 @@ use crate::decision::Decision;
 use crate::policy::{Policy, PolicyError};
 use crate::resolution::Resolution;
 
-/// A policy compiled for one gateway's clock, to pass with requests in
-/// [`Limit::Policy`]. Made by [`Gateway::prepare`](crate::Gateway::prepare).
+/// A policy compiled for one limiter's clock, to pass with requests in
+/// [`Limit::Policy`]. Made by [`Limiter::prepare`](crate::Limiter::prepare).
 ///
 /// Its version is a fingerprint of the policy, so a key keeps its state while the
 /// policy stays the same (across reloads too) and starts afresh when it changes.
@@ -55,12 +55,12 @@ impl PreparedPolicy {
 }
 
 /// Versions of prepared policies have the top bit set; versions of the
-/// gateway's own rules count up from 0, so the two never meet.
+/// limiter's own rules count up from 0, so the two never meet.
 fn fingerprint(policy: &Policy) -> u64 {
     foldhash::fast::FixedState::with_seed(0x746f_6c6c_6761_7465).hash_one(policy) | (1 << 63)
 }
 
-/// One limit of a request, for [`Gateway::acquire`](crate::Gateway::acquire).
+/// One limit of a request, for [`Limiter::acquire`](crate::Limiter::acquire).
 #[derive(Clone, Copy, Debug)]
 pub enum Limit<'a> {
     /// The API key's plan: its tier's policy or the default; none when exempt.
@@ -90,7 +90,7 @@ impl<'a> Limit<'a> {
     }
 }
 
-/// What one limit of [`Gateway::acquire`](crate::Gateway::acquire) decided,
+/// What one limit of [`Limiter::acquire`](crate::Limiter::acquire) decided,
 /// and under which policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LimitDecision {
