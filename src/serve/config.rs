@@ -114,19 +114,6 @@ impl Default for StoreConfig {
     }
 }
 
-/// Seconds over which `policy` counts a key's requests: the window, or the
-/// time a token bucket takes to fill from empty (rounded up).
-fn counted_span_s(policy: &tollgate_core::Policy) -> u64 {
-    match policy.algorithm() {
-        tollgate_core::Algorithm::TokenBucket => {
-            let span = (u128::from(policy.capacity()) * u128::from(policy.window_s()))
-                .div_ceil(u128::from(policy.limit()).max(1));
-            u64::try_from(span).unwrap_or(u64::MAX)
-        }
-        _ => policy.window_s(),
-    }
-}
-
 fn default_prefix() -> String {
     "tollgate".to_owned()
 }
@@ -414,20 +401,23 @@ impl ServeConfig {
         let idle = self.limits.idle_eviction_s;
         let mut spans = vec![(
             "the default policy".to_owned(),
-            counted_span_s(&self.limits.default_policy),
+            self.limits.default_policy.counted_span_s(),
         )];
         for (name, policy) in &self.limits.tiers {
-            spans.push((format!("the policy of tier {name}"), counted_span_s(policy)));
+            spans.push((
+                format!("the policy of tier {name}"),
+                policy.counted_span_s(),
+            ));
         }
         for route in &self.routes {
             if let Ok(Some(budget)) = route.budget() {
                 let name = format!("the budget of route {}", route.name());
-                spans.push((name, counted_span_s(&budget.policy())));
+                spans.push((name, budget.policy().counted_span_s()));
             }
         }
         for (name, budget) in [("tenant", self.host.tenant), ("ip", self.host.ip)] {
             if let Some(budget) = budget {
-                spans.push((format!("host.{name}"), counted_span_s(&budget.policy())));
+                spans.push((format!("host.{name}"), budget.policy().counted_span_s()));
             }
         }
         for (name, span) in spans {

@@ -228,6 +228,30 @@ impl Policy {
     pub fn capacity(&self) -> u64 {
         self.burst
     }
+
+    /// Seconds over which the policy counts a key's use, rounded up: the window
+    /// for a fixed window or a sliding log; for a token bucket, the time an
+    /// empty bucket takes to fill, `ceil(burst * window_s / limit)`. After that
+    /// long without a request a key's state equals a fresh one. At least 1;
+    /// saturates at `u64::MAX`.
+    ///
+    /// ```
+    /// use tollgate_core::Policy;
+    ///
+    /// assert_eq!(Policy::fixed_window(100, 60).unwrap().counted_span_s(), 60);
+    /// assert_eq!(Policy::token_bucket(60, 60, 5).unwrap().counted_span_s(), 5);
+    /// assert_eq!(Policy::token_bucket(7, 60, 1).unwrap().counted_span_s(), 9); // 8.57 s
+    /// ```
+    pub fn counted_span_s(&self) -> u64 {
+        match self.algorithm {
+            Algorithm::TokenBucket => {
+                let span = (u128::from(self.burst) * u128::from(self.window_s))
+                    .div_ceil(u128::from(self.limit));
+                u64::try_from(span).unwrap_or(u64::MAX).max(1)
+            }
+            Algorithm::FixedWindow | Algorithm::SlidingLog => self.window_s,
+        }
+    }
 }
 
 fn check_count(field: PolicyField, value: u64) -> Result<u64, PolicyError> {

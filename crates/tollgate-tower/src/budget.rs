@@ -64,10 +64,7 @@ impl Budget {
     /// Seconds for an empty bucket to fill again, rounded up: after that long
     /// without a request a key's state equals a fresh one and can be forgotten.
     pub(crate) fn seconds_to_fill(&self) -> u64 {
-        let seconds = (u128::from(self.burst) * 60).div_ceil(u128::from(self.rpm));
-        u64::try_from(seconds)
-            .unwrap_or(MAX_VALUE)
-            .clamp(1, MAX_VALUE)
+        self.policy().counted_span_s().min(MAX_VALUE)
     }
 }
 

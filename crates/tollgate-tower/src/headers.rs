@@ -30,12 +30,7 @@ pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// ```
 pub fn advertised_quota(policy: &Policy) -> (u64, u64) {
     match policy.algorithm() {
-        Algorithm::TokenBucket => {
-            let burst = policy.capacity();
-            let fill = (u128::from(burst) * u128::from(policy.window_s()))
-                .div_ceil(u128::from(policy.limit()));
-            (burst, u64::try_from(fill).unwrap_or(u64::MAX).max(1))
-        }
+        Algorithm::TokenBucket => (policy.capacity(), policy.counted_span_s()),
         Algorithm::FixedWindow | Algorithm::SlidingLog => (policy.limit(), policy.window_s()),
     }
 }
