@@ -1,21 +1,25 @@
 -- Requests held to their limits, one after another, each all or nothing:
 -- concurrent requests share one call.
 --
--- ARGV: now in microseconds ('' for Redis's own TIME); the shortest TTL to
--- set in microseconds (0: exactly the state's useful life); the number of
--- rules, then five fields per rule: algorithm ('f', 's', 't'), limit, window
--- (us), burst, state version; then per request: its number of limits, its
--- units (several limits take 1), a write flag ('1', or '0' to only read), and
--- per limit: its rule (1-based) and the tier the caller expects ('' for none
--- to check).
+-- Rust twin: src/call.rs builds these arguments (`invoke`, from its
+-- `Request`s of `ScriptLimit`s) and reads the reply (`read_replies`); the
+-- codes are the constants of common.lua and src/protocol.rs.
+--
+-- ARGV: now in microseconds (REDIS_TIME for Redis's own TIME); the shortest
+-- TTL to set in microseconds (0: exactly the state's useful life); the number
+-- of rules, then RULE_FIELDS fields per rule: algorithm (FIXED_WINDOW,
+-- SLIDING_LOG, TOKEN_BUCKET), limit, window (us), burst, state version; then
+-- per request: its number of limits, its units (several limits take 1), a
+-- write flag (WRITE, or READ_ONLY to only read), and per limit: its rule
+-- (1-based) and the tier the caller expects (NO_TIER for none to check).
 -- KEYS, per limit in the same order: its state; its log list when its rule is
 -- a sliding log; its tier key when a tier is expected.
 --
--- Returns one flat array: per request, 0 followed by five numbers per limit:
--- the time its units count at (us; what a refund names), allowed, remaining,
--- retry_after, reset_after; or 1, index, actual tier when a
--- plan's tier is not the one expected (nothing of that request is decided);
--- or 2, message.
+-- Returns one flat array: per request, DECIDED followed by OUTCOME_FIELDS
+-- numbers per limit: the time its units count at (us; what a refund names),
+-- allowed, remaining, retry_after, reset_after; or TIER_CHANGED, index
+-- (1-based), actual tier when a plan's tier is not the one expected (nothing
+-- of that request is decided); or FAILED, message.
 
 local now = script_now(ARGV[1])
 minimum_ttl = tonumber(ARGV[2])
@@ -26,11 +30,11 @@ for index = 1, tonumber(ARGV[3]) do
   rules[index] = {
     ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), ARGV[at + 4],
   }
-  at = at + 5
+  at = at + RULE_FIELDS
 end
 
 -- Per limit of the request being decided: rule, state key, log key, expected
--- tier ('' for none), tier key, state.
+-- tier (NO_TIER for none), tier key, state.
 local limit_rules, state_keys, log_keys, expected_tiers, tier_keys, states = {}, {}, {}, {}, {}, {}
 
 -- Reads the fields (from ARGV[at]) and keys (from KEYS[key]) of a request's
@@ -44,11 +48,11 @@ local function read_limits(limits, at, key)
     at = at + 2
     state_keys[index] = KEYS[key]
     key = key + 1
-    if rule and rule[1] == 's' then
+    if rule and rule[1] == SLIDING_LOG then
       log_keys[index] = KEYS[key]
       key = key + 1
     end
-    if expected_tiers[index] ~= '' then
+    if expected_tiers[index] ~= NO_TIER then
       tier_keys[index] = KEYS[key]
       key = key + 1
     end
@@ -60,11 +64,12 @@ local function decide(index, units, write)
   local rule = limit_rules[index]
   local algorithm, limit, window, burst, version = rule[1], rule[2], rule[3], rule[4], rule[5]
   local key, state = state_keys[index], states[index]
-  if algorithm == 'f' then
+  if algorithm == FIXED_WINDOW then
     return fixed_window(key, state, version, limit, window, now, units, write)
-  elseif algorithm == 's' then
+  elseif algorithm == SLIDING_LOG then
     return sliding_log(key, log_keys[index], state, version, limit, window, now, units, write)
   end
+  -- TOKEN_BUCKET (the code left).
   return token_bucket(key, state, version, limit, window, burst, now, units, write)
 end
 
@@ -76,18 +81,18 @@ local function handle(replies, limits, units, write)
     if limit_rules[index] == nil then
       error('unknown rule')
     end
-    if expected == '' then
+    if expected == NO_TIER then
       states[index] = redis.call('GET', state_keys[index])
     else
       local found = redis.call('MGET', state_keys[index], tier_keys[index])
       local actual = found[2]
       if not actual or actual == '' then
         -- No tier (an empty one, written by something else, counts as none:
-        -- '' is how a limit without a tier is sent).
-        actual = 'default'
+        -- NO_TIER is how a limit without a tier is sent).
+        actual = DEFAULT_TIER
       end
       if actual ~= expected then
-        replies[#replies + 1] = 1
+        replies[#replies + 1] = TIER_CHANGED
         replies[#replies + 1] = index
         replies[#replies + 1] = actual
         return
@@ -98,7 +103,7 @@ local function handle(replies, limits, units, write)
   local n = #replies
   if limits == 1 then
     local allowed, remaining, retry_after, reset_after, _, counted_at = decide(1, units, write)
-    replies[n + 1] = 0
+    replies[n + 1] = DECIDED
     replies[n + 2] = counted_at
     replies[n + 3] = allowed
     replies[n + 4] = remaining
@@ -119,7 +124,7 @@ local function handle(replies, limits, units, write)
       everyone = false
     end
   end
-  local outcome = {0}
+  local outcome = {DECIDED}
   for index = 1, limits do
     local allowed, remaining, retry_after, reset_after = 0, checks[index][1], 0, checks[index][2]
     local counted_at = now
@@ -146,7 +151,7 @@ at = at + 1
 for _ = 1, requests do
   local limits = tonumber(ARGV[at])
   local units = tonumber(ARGV[at + 1])
-  local write = ARGV[at + 2] == '1'
+  local write = ARGV[at + 2] == WRITE
   at, key = read_limits(limits, at + 3, key)
   -- A failing request fails alone, not the call it shares.
   local before = #replies
@@ -158,7 +163,7 @@ for _ = 1, requests do
     if type(failure) == 'table' and failure.err then
       failure = failure.err
     end
-    replies[before + 1] = 2
+    replies[before + 1] = FAILED
     replies[before + 2] = tostring(failure)
   end
 end

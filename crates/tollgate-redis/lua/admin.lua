@@ -1,18 +1,24 @@
--- Admin calls on one key's plan, atomically. KEYS: state hash, log list, tier
--- key. ARGV[1]: 'tier' (ARGV[2] = the new tier, 'default' for none) or
--- 'reset'.
--- tier: sets the tier; a change of tier drops the state. Returns 1.
--- reset: drops the state; returns 1 when there was any.
-if ARGV[1] == 'tier' then
-  local current = redis.call('GET', KEYS[3]) or 'default'
+-- Admin calls on one key's plan, atomically. KEYS: state, log list, tier
+-- key. ARGV[1]: ADMIN_TIER (ARGV[2] = the new tier, DEFAULT_TIER for none) or
+-- ADMIN_RESET.
+-- ADMIN_TIER: sets the tier; a change of tier drops the state. Returns
+-- ADMIN_DONE.
+-- ADMIN_RESET: drops the state; returns ADMIN_DONE when there was any,
+-- ADMIN_NOTHING otherwise.
+--
+-- Rust twin: src/admin.rs (`assign_tier`, `reset`) builds these arguments and
+-- reads the reply; the codes are the constants of common.lua (which
+-- src/script.rs puts before this file) and src/protocol.rs.
+if ARGV[1] == ADMIN_TIER then
+  local current = redis.call('GET', KEYS[3]) or DEFAULT_TIER
   if current ~= ARGV[2] then
     redis.call('DEL', KEYS[1], KEYS[2])
-    if ARGV[2] == 'default' then
+    if ARGV[2] == DEFAULT_TIER then
       redis.call('DEL', KEYS[3])
     else
       redis.call('SET', KEYS[3], ARGV[2])
     end
   end
-  return 1
+  return ADMIN_DONE
 end
-return redis.call('DEL', KEYS[1], KEYS[2]) > 0 and 1 or 0
+return redis.call('DEL', KEYS[1], KEYS[2]) > 0 and ADMIN_DONE or ADMIN_NOTHING

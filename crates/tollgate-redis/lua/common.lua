@@ -5,6 +5,31 @@
 -- "version:a:b", read with the key's tier in one MGET and written with its TTL
 -- in one SET: each Redis call inside a script costs about as much as all the
 -- arithmetic.
+--
+-- Rust twins: src/protocol.rs holds the constants below under the same names
+-- (its tests compare the two); src/script.rs puts every script together, this
+-- file first.
+
+-- The codes of the argument and reply protocol (see src/protocol.rs).
+local REDIS_TIME = '' -- protocol::REDIS_TIME: `now` argument for Redis's TIME
+local FIXED_WINDOW = 'f' -- protocol::FIXED_WINDOW: algorithm code
+local SLIDING_LOG = 's' -- protocol::SLIDING_LOG: algorithm code (sends its log key)
+local TOKEN_BUCKET = 't' -- protocol::TOKEN_BUCKET: algorithm code
+local RULE_FIELDS = 5 -- protocol::RULE_FIELDS: algorithm, limit, window, burst, version
+local WRITE = '1' -- protocol::WRITE: a request's write flag, decide and store
+local READ_ONLY = '0' -- protocol::READ_ONLY: a request's write flag, only read
+local NO_TIER = '' -- protocol::NO_TIER: expected tier of a limit without one
+local DEFAULT_TIER = 'default' -- protocol::DEFAULT_TIER: a plan without a tier
+local DECIDED = 0 -- protocol::DECIDED: reply status, then the outcomes
+local TIER_CHANGED = 1 -- protocol::TIER_CHANGED: reply status, then index, tier
+local FAILED = 2 -- protocol::FAILED: reply status, then the message
+local OUTCOME_FIELDS = 5 -- protocol::OUTCOME_FIELDS: numbers per limit decided
+local ADMIN_TIER = 'tier' -- protocol::ADMIN_TIER: admin command, set the tier
+local ADMIN_RESET = 'reset' -- protocol::ADMIN_RESET: admin command, drop the state
+local ADMIN_DONE = 1 -- protocol::ADMIN_DONE: admin reply, done
+local ADMIN_NOTHING = 0 -- protocol::ADMIN_NOTHING: admin reply, no state to reset
+local CONFIG_POLICY = 'policy' -- protocol::CONFIG_POLICY: field of PREFIX:config
+local CONFIG_GENERATION = 'generation' -- protocol::CONFIG_GENERATION: field of PREFIX:config
 
 -- Numbers become text exactly through string.format('%d') (Lua's own
 -- conversion, used by `..` and tostring, keeps only 14 significant digits);
@@ -29,9 +54,9 @@ local function ceil_div(a, b)
 end
 
 -- The time of a call in microseconds: `argument` (the caller's time), or
--- Redis's TIME when it is ''.
+-- Redis's TIME when it is REDIS_TIME.
 local function script_now(argument)
-  if argument ~= '' then
+  if argument ~= REDIS_TIME then
     return tonumber(argument)
   end
   local time = redis.call('TIME')

@@ -2,6 +2,11 @@
 -- epoch. State "version:k:count". Returns allowed, remaining, retry_after,
 -- reset_after (microseconds), the state the key holds afterwards and the
 -- time the units count at (the start of the window counted in).
+--
+-- Rust twins: crates/tollgate-core/src/algorithm/fixed_window.rs, the
+-- engine's transition this mirrors; src/call.rs sends its rule's fields
+-- (algorithm FIXED_WINDOW) and reads what it returns; src/refund.rs gives its
+-- units back through refund.lua.
 
 local function fixed_window(key, state, version, limit, window, now, units, write)
   local index = floor_div(now, window)

@@ -2,12 +2,17 @@
 -- request whose limits sit in different cluster slots takes from each in
 -- turn, and gives back what it took when a later limit refuses (another
 -- gateway took the last unit between the check and the charge).
--- KEYS: the state, the log list (sliding log). ARGV: now (us; '' for
--- Redis's TIME), algorithm ('f', 's', 't'), limit, window (us), burst, state
--- version, counted_at (us: where the acquire script said the units count: a
--- window's start, a run's time), units, the shortest TTL (us). Returns the
--- units given back (0 when the state has moved on: a new window, a new
--- version, the run gone).
+-- KEYS: the state, the log list (sliding log). ARGV: now (us; REDIS_TIME
+-- for Redis's TIME), then the RULE_FIELDS fields of the rule as acquire.lua
+-- takes them: algorithm (FIXED_WINDOW, SLIDING_LOG, TOKEN_BUCKET), limit,
+-- window (us), burst, state version; then counted_at (us: where the acquire
+-- script said the units count: a window's start, a run's time), units, the
+-- shortest TTL (us). Returns the units given back (0 when the state has moved
+-- on: a new window, a new version, the run gone).
+--
+-- Rust twin: src/refund.rs (`refund`, called by src/split.rs) builds these
+-- arguments and reads the reply; the transitions it undoes are those of
+-- fixed_window.lua, sliding_log.lua and token_bucket.lua.
 --
 -- Exact when nothing else happened between the charge and the refund, and
 -- for the fixed window and the sliding log whatever happened; a token bucket
@@ -29,7 +34,7 @@ if now < counted_at then
 end
 local state = redis.call('GET', KEYS[1])
 
-if algorithm == 'f' then
+if algorithm == FIXED_WINDOW then
   local index, count = read_state(state, version)
   if not index or index ~= floor_div(counted_at, window) or count < units then
     return 0
@@ -41,7 +46,7 @@ if algorithm == 'f' then
   end
   store(KEYS[1], string.format('%s:%d:%d', version, index, count), reset_after)
   return units
-elseif algorithm == 's' then
+elseif algorithm == SLIDING_LOG then
   local counted, newest = read_state(state, version)
   if not counted or counted < units then
     return 0

@@ -3,6 +3,12 @@
 -- a batch is one run and the list holds at most min(limit, W) runs. Expired
 -- runs are popped from the front. Returns what the fixed window returns; the
 -- units count at the time of their run.
+--
+-- Rust twins: crates/tollgate-core/src/algorithm/sliding_log.rs, the
+-- engine's transition this mirrors; src/call.rs sends its rule's fields
+-- (algorithm SLIDING_LOG, and the log key) and reads what it returns;
+-- src/refund.rs gives its units back through refund.lua (which reads runs with
+-- parse_run).
 
 -- A run's time and count; nil for a missing or malformed run.
 local function parse_run(run)

@@ -5,6 +5,11 @@
 -- differences from now (at most burst x W) are ever multiplied.
 -- State "version:T:r". Returns what the fixed window returns; the units
 -- count at now.
+--
+-- Rust twins: crates/tollgate-core/src/algorithm/token_bucket.rs, the
+-- engine's transition this mirrors; src/call.rs sends its rule's fields
+-- (algorithm TOKEN_BUCKET) and reads what it returns; src/refund.rs gives its
+-- tokens back through refund.lua.
 
 local function token_bucket(key, state, version, limit, window, burst, now, units, write)
   local capacity = burst * window

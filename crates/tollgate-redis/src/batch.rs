@@ -2,19 +2,17 @@
 //! requests that arrive queue up and go together in the next one (up to
 //! [`MAX_BATCH`]), each still decided atomically on its own. Redis spends most
 //! of a small script's cost on running a script at all, so this multiplies the
-//! decisions it makes per second; a lone request still goes at once.
+//! decisions it makes per second; a lone request still goes at once. The
+//! call itself is [`call::invoke`].
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use redis::{Script, Value};
+use redis::Script;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::connection::{self, Connection};
-use crate::keys::KeyNames;
-use crate::plans::ScriptRule;
-use crate::script::{self, Reply};
+use crate::call::{self, Reply, Request};
+use crate::connection::Connection;
 use tollgate_core::StoreError;
 
 /// The most requests in one call.
@@ -22,91 +20,6 @@ const MAX_BATCH: usize = 128;
 
 /// The most calls under way at once.
 const MAX_IN_FLIGHT: usize = 2;
-
-/// One limit of a request, as the script takes it.
-#[derive(Clone, Debug)]
-pub(crate) struct LimitCall {
-    pub(crate) names: Arc<KeyNames>,
-    /// The tier the plan is expected on; `None` for a policy limit (sent as
-    /// `""`, which no tier is named).
-    pub(crate) tier: Option<Arc<str>>,
-    pub(crate) rule: Arc<ScriptRule>,
-}
-
-/// One request: its limits, its units, whether it writes.
-#[derive(Clone, Debug)]
-pub(crate) struct Request {
-    pub(crate) limits: Vec<LimitCall>,
-    pub(crate) units: u64,
-    pub(crate) write: bool,
-}
-
-/// Runs `requests` in one script call at `now` (`""`: Redis's time). The
-/// rules of the call are sent once each, the requests' limits name them by
-/// number (see `lua/acquire.lua`).
-pub(crate) async fn call(
-    connection: &mut Connection,
-    script: &Script,
-    now: &str,
-    minimum_ttl: u64,
-    requests: &[&Request],
-) -> Result<Vec<Reply>, StoreError> {
-    let mut rules: HashMap<&str, usize> = HashMap::new();
-    let mut distinct: Vec<&ScriptRule> = Vec::new();
-    for limit in requests.iter().flat_map(|request| &request.limits) {
-        rules.entry(limit.rule.version.as_str()).or_insert_with(|| {
-            distinct.push(&limit.rule);
-            distinct.len()
-        });
-    }
-    let mut invocation = script.prepare_invoke();
-    invocation.arg(now).arg(minimum_ttl).arg(distinct.len());
-    for rule in &distinct {
-        invocation
-            .arg(rule.algorithm)
-            .arg(rule.limit)
-            .arg(rule.window)
-            .arg(rule.burst)
-            .arg(&rule.version);
-    }
-    invocation.arg(requests.len());
-    for request in requests {
-        invocation
-            .arg(request.limits.len())
-            .arg(request.units)
-            .arg(if request.write { "1" } else { "0" });
-        for limit in &request.limits {
-            let names = &limit.names;
-            invocation
-                .key(&names.state)
-                .arg(rules.get(limit.rule.version.as_str()).copied().unwrap_or(0));
-            if limit.rule.algorithm == "s" {
-                invocation.key(&names.log);
-            }
-            match &limit.tier {
-                Some(expected) => {
-                    invocation.key(&names.tier).arg(&**expected);
-                }
-                None => {
-                    invocation.arg("");
-                }
-            }
-        }
-    }
-    let reply: Value = invocation
-        .invoke_async(connection)
-        .await
-        .map_err(|error| connection::unavailable(&error))?;
-    let shapes: Vec<usize> = requests
-        .iter()
-        .map(|request| request.limits.len())
-        .collect();
-    script::read_replies(&reply, &shapes).ok_or_else(unexpected)
-}
-
-fn unexpected() -> StoreError {
-    StoreError::Unavailable("unexpected reply from the script".into())
-}
 
 struct Job {
     request: Request,
@@ -247,7 +160,7 @@ impl Batcher {
                     // waiting for a connection then must never run later.
                     let replies = tokio::time::timeout_at(
                         deadline.into(),
-                        call(&mut connection, &script, &now, minimum_ttl, &requests),
+                        call::invoke(&mut connection, &script, &now, minimum_ttl, &requests),
                     )
                     .await
                     .unwrap_or_else(|_| {

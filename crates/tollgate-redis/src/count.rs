@@ -1,16 +1,73 @@
 //! Counting the state keys in Redis for `stats`: an incremental `SCAN` of the
 //! server, or of every primary of a cluster in turn (never `KEYS`, which would
-//! stop Redis while it walks every key).
+//! stop Redis while it walks every key), matching the prefix literally, and
+//! reused for [`COUNT_EVERY`].
+
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use parking_lot::Mutex;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{AsyncCommands, RedisResult, Value};
+use tollgate_core::StoreError;
 
-use crate::connection::Connection;
+use crate::connection::{self, Connection};
+
+/// How long a count of the state keys in Redis is reused.
+const COUNT_EVERY: Duration = Duration::from_secs(10);
+
+/// The last count of state keys, and when it was made.
+#[derive(Debug, Default)]
+pub(crate) struct TrackedKeys {
+    counted: Mutex<Option<(Instant, u64)>>,
+}
+
+impl TrackedKeys {
+    /// The state keys in Redis under `prefix`, counted by a scan at most
+    /// every [`COUNT_EVERY`] (a scan visits every key in Redis), which may
+    /// take a hundred times `timeout`.
+    pub(crate) async fn count(
+        &self,
+        connection: &Connection,
+        prefix: &str,
+        timeout: Duration,
+    ) -> Result<u64, StoreError> {
+        if let Some((counted_at, count)) = *self.counted.lock()
+            && counted_at.elapsed() < COUNT_EVERY
+        {
+            return Ok(count);
+        }
+        let pattern = format!("{}:{{*}}:s", glob_escaped(prefix));
+        let scan = count_keys(connection, &pattern);
+        // A scan visits every key: allow it more time than one decision.
+        match tokio::time::timeout(timeout.saturating_mul(100), scan).await {
+            Ok(Ok(count)) => {
+                *self.counted.lock() = Some((Instant::now(), count));
+                Ok(count)
+            }
+            Ok(Err(error)) => Err(connection::unavailable(&error)),
+            Err(_) => Err(StoreError::Unavailable(
+                "counting keys took too long".into(),
+            )),
+        }
+    }
+}
+
+/// `text` with the glob characters of Redis's `SCAN MATCH` escaped.
+fn glob_escaped(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for character in text.chars() {
+        if matches!(character, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(character);
+    }
+    escaped
+}
 
 /// Keys matching the glob `pattern` on the server or the whole cluster.
-pub(crate) async fn count_keys(connection: &Connection, pattern: &str) -> RedisResult<u64> {
+async fn count_keys(connection: &Connection, pattern: &str) -> RedisResult<u64> {
     match connection.cluster().await? {
         Some(mut cluster) => {
             let slots = cluster
@@ -106,6 +163,12 @@ async fn count_on(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefixes_are_matched_literally() {
+        assert_eq!(glob_escaped("tollgate"), "tollgate");
+        assert_eq!(glob_escaped("a*b?[c]\\d"), "a\\*b\\?\\[c\\]\\\\d");
+    }
 
     #[test]
     fn reads_each_primary_once() {

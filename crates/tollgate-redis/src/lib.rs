@@ -29,12 +29,18 @@
 
 #![forbid(unsafe_code)]
 
+mod admin;
 mod batch;
+mod call;
 mod config;
 mod connection;
+mod context;
 mod count;
 mod keys;
 mod plans;
+mod policy_sync;
+mod protocol;
+mod refund;
 mod script;
 mod split;
 mod store;

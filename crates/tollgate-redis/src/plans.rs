@@ -7,10 +7,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use redis::{RedisWrite, ToRedisArgs};
 
 use tollgate_core::{
     Algorithm, ApiKey, DEFAULT_TIER, LimiterConfig, Policy, PolicyError, PreparedPolicy, Resolution,
 };
+
+use crate::protocol::{FIXED_WINDOW, RULE_FIELDS, SLIDING_LOG, TOKEN_BUCKET};
 
 /// Largest quantity the Lua scripts handle exactly (with room for one sum).
 const LUA_EXACT: u128 = 1 << 52;
@@ -19,7 +22,7 @@ const LUA_EXACT: u128 = 1 << 52;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ScriptRule {
     pub(crate) policy: Policy,
-    /// `f`, `s` or `t`.
+    /// [`FIXED_WINDOW`], [`SLIDING_LOG`] or [`TOKEN_BUCKET`].
     pub(crate) algorithm: &'static str,
     pub(crate) limit: u64,
     /// The window in microseconds.
@@ -42,9 +45,9 @@ impl ScriptRule {
         Ok(ScriptRule {
             policy,
             algorithm: match policy.algorithm() {
-                Algorithm::FixedWindow => "f",
-                Algorithm::SlidingLog => "s",
-                Algorithm::TokenBucket => "t",
+                Algorithm::FixedWindow => FIXED_WINDOW,
+                Algorithm::SlidingLog => SLIDING_LOG,
+                Algorithm::TokenBucket => TOKEN_BUCKET,
             },
             limit: policy.limit(),
             window: prepared.window_ticks(),
@@ -53,10 +56,42 @@ impl ScriptRule {
         })
     }
 
+    /// The rule's [`RULE_FIELDS`] arguments, in the order the acquire and
+    /// refund scripts read them: algorithm, limit, window, burst, version.
+    pub(crate) fn fields(&self) -> [RuleField<'_>; RULE_FIELDS] {
+        [
+            RuleField::Text(self.algorithm),
+            RuleField::Number(self.limit),
+            RuleField::Number(self.window),
+            RuleField::Number(self.burst),
+            RuleField::Text(&self.version),
+        ]
+    }
+
     /// The rule of a policy given with a request (a route budget).
     pub(crate) fn for_prepared(prepared: &PreparedPolicy) -> Result<Self, PolicyError> {
         let policy = prepared.policy();
         ScriptRule::new(policy, format!("p{}", canonical(&policy)))
+    }
+}
+
+/// One of a rule's arguments ([`ScriptRule::fields`]): sent as the text or
+/// the number itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RuleField<'a> {
+    Text(&'a str),
+    Number(u64),
+}
+
+impl ToRedisArgs for RuleField<'_> {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + RedisWrite,
+    {
+        match self {
+            RuleField::Text(text) => text.write_redis_args(out),
+            RuleField::Number(number) => number.write_redis_args(out),
+        }
     }
 }
 
@@ -197,6 +232,15 @@ fn canonical(policy: &Policy) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rule_is_sent_as_its_fields() {
+        let rule = ScriptRule::new(Policy::token_bucket(60, 60, 5).unwrap(), "v".into()).unwrap();
+        let sent = (&rule.fields()).to_redis_args();
+        assert_eq!(sent.len(), RULE_FIELDS);
+        let sent: Vec<&[u8]> = sent.iter().map(Vec::as_slice).collect();
+        assert_eq!(sent, [&b"t"[..], b"60", b"60000000", b"5", b"v"]);
+    }
 
     #[test]
     fn policies_beyond_exact_lua_numbers_are_refused() {

@@ -1,34 +1,37 @@
-//! [`RedisStore`]: the [`Store`] whose limits live in Redis.
+//! [`RedisStore`]: the [`Store`] whose limits live in Redis, and deciding a
+//! request (`acquire`): its limits become [`ScriptLimit`]s, go to the acquire
+//! script through the batcher, a call of their own or the steps of a split
+//! request, and are sent again when a plan's tier changed. The admin
+//! operations are in [`admin`], the policy-sync task in
+//! [`policy_sync`](crate::policy_sync), the count of keys for `stats` in
+//! [`count`](crate::count).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use futures_util::StreamExt;
-use parking_lot::Mutex;
-use redis::{AsyncCommands, Script};
 use tollgate_core::{
-    DEFAULT_TIER, Decision, KeyReport, Limit, LimitDecision, LimiterConfig, Policy, PolicyError,
-    PreparedPolicy, Resolution, Stats, Store, StoreError, StoreFuture, UnknownTier,
+    Decision, KeyReport, Limit, LimitDecision, LimiterConfig, Policy, PolicyError, PreparedPolicy,
+    Resolution, Stats, Store, StoreError, StoreFuture,
 };
 
-use crate::batch::{self, Batcher};
+use crate::admin;
+use crate::batch::Batcher;
+use crate::call::{self, Outcome, Reply, Request, ScriptLimit};
 use crate::config::{RedisConfig, TimeSource};
-use crate::connection::{self, Connection, Target as RedisTarget};
-use crate::count;
-use crate::keys::{KeyNames, Space, config_key};
-use crate::plans::{Plans, ScriptRule, check_exact};
-use crate::script::{self, Reply};
+use crate::connection::{Connection, Target};
+use crate::context::Context;
+use crate::count::TrackedKeys;
+use crate::keys::{KeyNames, Space};
+use crate::plans::{Plans, check_exact};
+use crate::policy_sync::sync_default_policy;
+use crate::protocol::{DEFAULT_TIER, REDIS_TIME};
 use crate::split;
 
 /// The most units one script call takes (the scripts' exact range); larger
 /// batches are sent as this many: no limit is larger, so nothing changes.
 const MAX_SCRIPT_UNITS: u64 = 1 << 52;
-
-/// Tier assignments remembered per process before the cache starts afresh.
-const TIER_CACHE: usize = 100_000;
 
 /// Limits kept in Redis and shared by every gateway process pointed at it.
 ///
@@ -50,48 +53,22 @@ const TIER_CACHE: usize = 100_000;
 /// come from each process's configuration. `stats` counts this process's
 /// decisions; its `tracked_keys` scans Redis.
 pub struct RedisStore {
-    connection: Connection,
-    acquire: Arc<Script>,
-    refund: Arc<Script>,
-    admin: Script,
-    configure: Script,
-    prefix: String,
-    timeout: Duration,
+    context: Context,
     minimum_ttl_us: u64,
     /// Shares script calls between concurrent requests; none on a cluster,
     /// where requests for different keys cannot share a call.
     batcher: Option<Batcher>,
-    /// Microseconds as text for a script call; empty for Redis's `TIME`.
-    now: Arc<dyn Fn() -> String + Send + Sync>,
-    plans: Arc<ArcSwap<Plans>>,
-    tiers: Mutex<HashMap<String, Arc<str>>>,
     allowed: AtomicU64,
     rejected: AtomicU64,
-    /// The last count of state keys, and when it was made.
-    counted: Mutex<Option<(Instant, u64)>>,
+    tracked: TrackedKeys,
     sync: tokio::task::JoinHandle<()>,
-}
-
-/// How long a count of the state keys in Redis is reused.
-const COUNT_EVERY: Duration = Duration::from_secs(10);
-
-/// `text` with the glob characters of Redis's `SCAN MATCH` escaped.
-fn glob_escaped(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        if matches!(character, '*' | '?' | '[' | ']' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(character);
-    }
-    escaped
 }
 
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStore")
-            .field("prefix", &self.prefix)
-            .field("timeout", &self.timeout)
+            .field("prefix", &self.context.prefix)
+            .field("timeout", &self.context.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -120,24 +97,6 @@ pub enum RedisStoreError {
     Prefix(String),
 }
 
-/// One limit of a call, as sent.
-struct Target {
-    names: Arc<KeyNames>,
-    /// The tier the plan is expected on; `None` for a policy limit.
-    tier: Option<Arc<str>>,
-    rule: Arc<ScriptRule>,
-}
-
-impl Target {
-    fn call(&self) -> batch::LimitCall {
-        batch::LimitCall {
-            names: Arc::clone(&self.names),
-            tier: self.tier.clone(),
-            rule: Arc::clone(&self.rule),
-        }
-    }
-}
-
 impl RedisStore {
     /// Connects to Redis (lazily: the store works as soon as Redis answers) and
     /// shares `limits`' default policy there unless one is set already. Must be
@@ -151,7 +110,7 @@ impl RedisStore {
         if config.prefix.contains(['{', '}']) {
             return Err(RedisStoreError::Prefix(config.prefix));
         }
-        let target = RedisTarget::parse(&config.url).map_err(RedisStoreError::Url)?;
+        let target = Target::parse(&config.url).map_err(RedisStoreError::Url)?;
         let (connection, clients) = Connection::open(&target, config.timeout)
             .map_err(|error| RedisStoreError::Url(error.to_string()))?;
         let plans =
@@ -166,37 +125,28 @@ impl RedisStore {
         ));
         let minimum_ttl_us = u64::try_from(config.minimum_ttl.as_micros()).unwrap_or(u64::MAX);
         let now: Arc<dyn Fn() -> String + Send + Sync> = match &config.time {
-            TimeSource::Redis => Arc::new(String::new),
+            TimeSource::Redis => Arc::new(|| REDIS_TIME.to_owned()),
             TimeSource::Clock(clock) => {
                 let clock = Arc::clone(clock);
                 Arc::new(move || (clock.now_nanos() / 1000).to_string())
             }
         };
-        let acquire = Arc::new(script::acquire());
-        let batcher = (!connection.is_cluster()).then(|| {
+        let context = Context::new(connection, config.prefix, config.timeout, now, plans);
+        let batcher = (!context.connection.is_cluster()).then(|| {
             Batcher::start(
-                connection.clone(),
-                Arc::clone(&acquire),
-                Arc::clone(&now),
+                context.connection.clone(),
+                Arc::clone(&context.acquire),
+                Arc::clone(&context.now),
                 minimum_ttl_us,
             )
         });
         Ok(RedisStore {
-            connection,
-            acquire,
-            refund: Arc::new(script::refund()),
-            admin: script::admin(),
-            configure: script::configure(),
-            prefix: config.prefix,
-            timeout: config.timeout,
+            context,
             minimum_ttl_us,
             batcher,
-            now,
-            plans,
-            tiers: Mutex::new(HashMap::new()),
             allowed: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
-            counted: Mutex::new(None),
+            tracked: TrackedKeys::default(),
             sync,
         })
     }
@@ -221,7 +171,7 @@ impl RedisStore {
         units: u64,
         now: Option<u64>,
     ) -> Result<Vec<LimitDecision>, StoreError> {
-        let plans = self.plans.load_full();
+        let plans = self.context.plans.load_full();
         // Exempt plans are decided here; the rest go to Redis.
         let mut decisions: Vec<Option<LimitDecision>> = limits
             .iter()
@@ -234,35 +184,30 @@ impl RedisStore {
                 _ => None,
             })
             .collect();
-        let mut targets = Vec::with_capacity(limits.len());
+        let prefix = &self.context.prefix;
+        let mut sent = Vec::with_capacity(limits.len());
         for (limit, decided) in limits.iter().zip(&decisions) {
             if decided.is_some() {
                 continue;
             }
-            targets.push(match limit {
+            sent.push(match limit {
                 Limit::Plan(key) => {
-                    let names = Arc::new(KeyNames::new(&self.prefix, Space::Plan, key));
-                    let tier = self.tiers.lock().get(&names.tier).cloned();
+                    let names = Arc::new(KeyNames::new(prefix, Space::Plan, key));
+                    let tier = self.context.remembered_tier(&names.tier);
                     let tier = tier.unwrap_or_else(|| Arc::from(DEFAULT_TIER));
-                    let rule = plans.rule_for(&tier).clone();
-                    Target {
-                        names,
-                        tier: Some(tier),
-                        rule,
-                    }
+                    ScriptLimit::plan(names, tier, &plans)
                 }
-                Limit::Policy { key, policy } => Target {
-                    names: Arc::new(KeyNames::new(&self.prefix, Space::Policy, key)),
-                    tier: None,
-                    rule: Arc::new(ScriptRule::for_prepared(policy)?),
-                },
+                Limit::Policy { key, policy } => {
+                    let names = Arc::new(KeyNames::new(prefix, Space::Policy, key));
+                    ScriptLimit::policy(names, policy)?
+                }
             });
         }
-        if !targets.is_empty() {
-            let outcomes = self.run(&mut targets, &plans, units, now).await?;
-            let mut outcomes = targets.iter().zip(outcomes);
+        if !sent.is_empty() {
+            let outcomes = self.run(&mut sent, &plans, units, now).await?;
+            let mut outcomes = sent.iter().zip(outcomes);
             for slot in decisions.iter_mut().filter(|slot| slot.is_none()) {
-                let Some((target, outcome)) = outcomes.next() else {
+                let Some((limit, outcome)) = outcomes.next() else {
                     break;
                 };
                 *slot = Some(LimitDecision {
@@ -273,8 +218,8 @@ impl RedisStore {
                         retry_after: Duration::from_micros(outcome.retry_after),
                         reset_after: Duration::from_micros(outcome.reset_after),
                     },
-                    policy: Some(target.rule.policy),
-                    tier: target.tier.clone().filter(|tier| &**tier != DEFAULT_TIER),
+                    policy: Some(limit.rule.policy),
+                    tier: limit.tier.clone().filter(|tier| &**tier != DEFAULT_TIER),
                 });
             }
         }
@@ -292,35 +237,36 @@ impl RedisStore {
     /// within one timeout.
     async fn run(
         &self,
-        targets: &mut [Target],
+        limits: &mut [ScriptLimit],
         plans: &Plans,
         units: u64,
         now: Option<u64>,
-    ) -> Result<Vec<script::Outcome>, StoreError> {
-        let deadline = self.deadline();
+    ) -> Result<Vec<Outcome>, StoreError> {
+        let context = &self.context;
+        let deadline = context.deadline();
         for _ in 0..3 {
-            let request = batch::Request {
-                limits: targets.iter().map(Target::call).collect(),
+            let request = Request {
+                limits: limits.to_vec(),
                 units: units.min(MAX_SCRIPT_UNITS),
                 write: true,
             };
-            let spread = targets
+            let spread = limits
                 .windows(2)
                 .any(|pair| pair[0].names.hash_tag() != pair[1].names.hash_tag());
             // The call's time as the scripts take it, for calls made here.
-            let now_text = || now.map_or_else(|| (self.now)(), |now| now.to_string());
-            let reply = if self.connection.is_cluster() && spread {
+            let now_text = || now.map_or_else(|| (context.now)(), |now| now.to_string());
+            let reply = if context.connection.is_cluster() && spread {
                 // Limits in different cluster slots: decided in steps.
                 let scripts = split::Scripts {
-                    acquire: Arc::clone(&self.acquire),
-                    refund: Arc::clone(&self.refund),
+                    acquire: Arc::clone(&context.acquire),
+                    refund: Arc::clone(&context.refund),
                     now: now_text(),
                     minimum_ttl: self.minimum_ttl_us,
                 };
                 // A task of its own: units taken are given back even if this
                 // caller stops waiting.
                 let task = tokio::spawn(split::acquire(
-                    self.connection.clone(),
+                    context.connection.clone(),
                     scripts,
                     request.limits,
                 ));
@@ -328,205 +274,42 @@ impl RedisStore {
                     task.await
                         .map_err(|error| StoreError::Unavailable(error.to_string()))?
                 };
-                Some(self.before(deadline, joined).await?)
+                Some(context.before(deadline, joined).await?)
             } else if let (Some(batcher), None) = (&self.batcher, now) {
                 Some(
-                    self.before(deadline, batcher.submit(request, deadline))
+                    context
+                        .before(deadline, batcher.submit(request, deadline))
                         .await?,
                 )
             } else {
                 // Replayed times go alone (a call has one `now`), and so does
                 // every request in a cluster (a call reaches one slot).
                 let now = now_text();
-                let mut connection = self.connection.clone();
+                let mut connection = context.connection.clone();
                 let requests = [&request];
-                let call = batch::call(
+                let call = call::invoke(
                     &mut connection,
-                    &self.acquire,
+                    &context.acquire,
                     &now,
                     self.minimum_ttl_us,
                     &requests,
                 );
-                self.before(deadline, call).await?.pop()
+                context.before(deadline, call).await?.pop()
             };
             match reply {
                 Some(Reply::Decided(outcomes)) => return Ok(outcomes),
                 Some(Reply::Failed(message)) => return Err(StoreError::Unavailable(message)),
-                Some(Reply::Tier { index, tier }) if index < targets.len() => {
+                Some(Reply::Tier { index, tier }) if index < limits.len() => {
                     let tier: Arc<str> = Arc::from(tier.as_str());
-                    self.remember_tier(&targets[index].names.tier, Arc::clone(&tier));
-                    targets[index].rule = plans.rule_for(&tier).clone();
-                    targets[index].tier = Some(tier);
+                    context.remember_tier(&limits[index].names.tier, Arc::clone(&tier));
+                    limits[index].move_to(tier, plans);
                 }
-                _ => {
-                    return Err(StoreError::Unavailable(
-                        "unexpected reply from the script".into(),
-                    ));
-                }
+                _ => return Err(call::unexpected()),
             }
         }
         Err(StoreError::Unavailable(
             "the tier of a key kept changing".into(),
         ))
-    }
-
-    /// `call`, or [`StoreError::Unavailable`] at `deadline`.
-    async fn before<T>(
-        &self,
-        deadline: Instant,
-        call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        tokio::time::timeout_at(deadline.into(), call)
-            .await
-            .unwrap_or_else(|_| {
-                Err(StoreError::Unavailable(format!(
-                    "Redis did not answer within {} ms",
-                    self.timeout.as_millis()
-                )))
-            })
-    }
-
-    /// When a call starting now must have ended: after the timeout, or (for a
-    /// timeout too long to count from now) in a hundred years.
-    fn deadline(&self) -> Instant {
-        let now = Instant::now();
-        now.checked_add(self.timeout)
-            .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
-            .unwrap_or(now)
-    }
-
-    /// `call`, or [`StoreError::Unavailable`] after the timeout.
-    async fn within<T>(
-        &self,
-        call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        self.before(self.deadline(), call).await
-    }
-
-    fn remember_tier(&self, key: &str, tier: Arc<str>) {
-        let mut tiers = self.tiers.lock();
-        if tiers.len() >= TIER_CACHE {
-            tiers.clear();
-        }
-        tiers.insert(key.to_owned(), tier);
-    }
-
-    async fn timed<T>(
-        &self,
-        call: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, StoreError> {
-        self.within(async { call.await.map_err(|error| connection::unavailable(&error)) })
-            .await
-    }
-
-    async fn admin_call(&self, key: &str, command: &[&str]) -> Result<bool, StoreError> {
-        let names = KeyNames::new(&self.prefix, Space::Plan, key);
-        let mut invocation = self.admin.prepare_invoke();
-        invocation
-            .key(&names.state)
-            .key(&names.log)
-            .key(&names.tier);
-        for argument in command {
-            invocation.arg(*argument);
-        }
-        let mut connection = self.connection.clone();
-        let done: i64 = self.timed(invocation.invoke_async(&mut connection)).await?;
-        if command.first() == Some(&"tier") {
-            let tier = command.get(1).copied().unwrap_or(DEFAULT_TIER);
-            self.remember_tier(&names.tier, Arc::from(tier));
-        }
-        Ok(done == 1)
-    }
-
-    async fn inspect_key(&self, key: &str) -> Result<KeyReport, StoreError> {
-        let plans = self.plans.load_full();
-        if plans.exempt.contains(key) {
-            return Ok(KeyReport {
-                tier: self.tier_of(key).await?,
-                policy: None,
-                state: Some(Decision::exempt(0)),
-            });
-        }
-        let names = KeyNames::new(&self.prefix, Space::Plan, key);
-        let mut connection = self.connection.clone();
-        let (tier, exists): (Option<String>, bool) = self
-            .timed(
-                redis::pipe()
-                    .get(&names.tier)
-                    .exists(&names.state)
-                    .query_async(&mut connection),
-            )
-            .await?;
-        let tier = tier
-            .filter(|tier| !tier.is_empty())
-            .unwrap_or_else(|| DEFAULT_TIER.to_owned());
-        let rule = plans.rule_for(&tier).clone();
-        let state = if exists {
-            let target = Target {
-                names: Arc::new(names),
-                tier: Some(Arc::from(tier.as_str())),
-                rule: Arc::clone(&rule),
-            };
-            let request = batch::Request {
-                limits: vec![target.call()],
-                units: 0,
-                write: false,
-            };
-            let requests = [&request];
-            // The store's time, as every decision's: Redis's `TIME` by
-            // default, or the caller's clock.
-            let now = (self.now)();
-            let call = batch::call(&mut connection, &self.acquire, &now, 0, &requests);
-            match self.within(call).await?.pop() {
-                Some(Reply::Decided(outcomes)) => outcomes.first().map(|outcome| Decision {
-                    allowed: 0,
-                    rejected: 0,
-                    remaining: Some(outcome.remaining),
-                    retry_after: Duration::ZERO,
-                    reset_after: Duration::from_micros(outcome.reset_after),
-                }),
-                _ => None,
-            }
-        } else {
-            None
-        };
-        Ok(KeyReport {
-            tier,
-            policy: Some(rule.policy),
-            state,
-        })
-    }
-
-    async fn tier_of(&self, key: &str) -> Result<String, StoreError> {
-        let names = KeyNames::new(&self.prefix, Space::Plan, key);
-        let mut connection = self.connection.clone();
-        let tier: Option<String> = self.timed(connection.get(&names.tier)).await?;
-        Ok(tier
-            .filter(|tier| !tier.is_empty())
-            .unwrap_or_else(|| DEFAULT_TIER.to_owned()))
-    }
-
-    /// The state keys in Redis under the prefix, counted by a scan at most
-    /// every [`COUNT_EVERY`] (a scan visits every key in Redis).
-    async fn tracked_keys(&self) -> Result<u64, StoreError> {
-        if let Some((counted_at, count)) = *self.counted.lock()
-            && counted_at.elapsed() < COUNT_EVERY
-        {
-            return Ok(count);
-        }
-        let pattern = format!("{}:{{*}}:s", glob_escaped(&self.prefix));
-        let scan = count::count_keys(&self.connection, &pattern);
-        // A scan visits every key: allow it more time than one decision.
-        match tokio::time::timeout(self.timeout.saturating_mul(100), scan).await {
-            Ok(Ok(count)) => {
-                *self.counted.lock() = Some((Instant::now(), count));
-                Ok(count)
-            }
-            Ok(Err(error)) => Err(connection::unavailable(&error)),
-            Err(_) => Err(StoreError::Unavailable(
-                "counting keys took too long".into(),
-            )),
-        }
     }
 }
 
@@ -541,60 +324,37 @@ impl Store for RedisStore {
     }
 
     fn is_exempt(&self, key: &str) -> bool {
-        self.plans.load().exempt.contains(key)
+        self.context.plans.load().exempt.contains(key)
     }
 
     fn default_policy(&self) -> StoreFuture<'_, Policy> {
-        Box::pin(async move { Ok(self.plans.load().default.policy) })
+        Box::pin(async move { Ok(self.context.plans.load().default.policy) })
     }
 
     fn configure(&self, policy: Policy) -> StoreFuture<'_, Policy> {
-        Box::pin(async move {
-            check_exact(&policy)?;
-            let json = serde_json::to_string(&policy)
-                .map_err(|error| StoreError::Unavailable(error.to_string()))?;
-            let key = config_key(&self.prefix);
-            let mut connection = self.connection.clone();
-            let generation: u64 = self
-                .timed(
-                    self.configure
-                        .key(&key)
-                        .arg(&json)
-                        .invoke_async(&mut connection),
-                )
-                .await?;
-            // Tiers a reload stores at the same moment are kept. (A read of
-            // the older policy the sync task stores just after is put right
-            // by the message published below.)
-            Plans::update(&self.plans, |current| {
-                current.with_default(policy, generation)
-            })?;
-            let _: Result<i64, _> = self.timed(connection.publish(&key, generation)).await;
-            Ok(policy)
-        })
+        Box::pin(admin::configure(&self.context, policy))
     }
 
     fn assign_tier<'a>(&'a self, key: &'a str, tier: &'a str) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            if tier != DEFAULT_TIER && !self.plans.load().tiers.contains_key(tier) {
-                return Err(StoreError::UnknownTier(UnknownTier(tier.to_owned())));
-            }
-            self.admin_call(key, &["tier", tier]).await.map(|_| ())
-        })
+        Box::pin(admin::assign_tier(&self.context, key, tier))
     }
 
     fn reset<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(self.admin_call(key, &["reset"]))
+        Box::pin(admin::reset(&self.context, key))
     }
 
     fn inspect<'a>(&'a self, key: &'a str) -> StoreFuture<'a, KeyReport> {
-        Box::pin(self.inspect_key(key))
+        Box::pin(admin::inspect(&self.context, key))
     }
 
     fn stats(&self) -> StoreFuture<'_, Stats> {
         Box::pin(async move {
+            let context = &self.context;
             Ok(Stats {
-                tracked_keys: self.tracked_keys().await?,
+                tracked_keys: self
+                    .tracked
+                    .count(&context.connection, &context.prefix, context.timeout)
+                    .await?,
                 allowed: u128::from(self.allowed.load(Ordering::Relaxed)),
                 rejected: u128::from(self.rejected.load(Ordering::Relaxed)),
             })
@@ -605,185 +365,21 @@ impl Store for RedisStore {
         config.validate()?;
         // The default policy the sync task or `configure` stores at the
         // same moment is kept.
-        Plans::update(&self.plans, |current| {
+        Plans::update(&self.context.plans, |current| {
             Plans::new(config, current.default.policy, current.generation)
         })
         .map_err(|reason| tollgate_core::ConfigError::Policy {
             name: "limits".into(),
             reason,
         })?;
-        self.tiers.lock().clear();
+        self.context.forget_tiers();
         Ok(())
-    }
-}
-
-/// How long subscribing to the channel `PREFIX:config` (connecting included)
-/// may take before the sync task gives up and tries again.
-const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long the sync task waits for a message on the channel before it reads
-/// the default policy anyway.
-const REREAD_AFTER: Duration = Duration::from_secs(5);
-
-/// How long the sync task waits after the channel failed or closed before it
-/// reads the policy and subscribes again.
-const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
-
-/// Keeps the shared default policy in step. Sets the policy from the
-/// configuration if Redis has none and reads it; subscribes to the channel
-/// `PREFIX:config` through one of `clients` (at most [`SUBSCRIBE_TIMEOUT`];
-/// the next client after a failure) and reads it again, then
-/// re-reads it on every message and after every [`REREAD_AFTER`] without one
-/// (for a `PUBLISH` that failed, a message the cluster bus lost), then pings
-/// the node, and subscribes on the next one if it does not answer within
-/// [`SUBSCRIBE_TIMEOUT`]. Without the channel it reads the policy about every
-/// half second while subscribing is refused and every five and a half while
-/// it hangs; it warns once per outage and logs when the channel is back.
-async fn sync_default_policy(
-    clients: Vec<redis::Client>,
-    mut connection: Connection,
-    prefix: String,
-    configured: Policy,
-    plans: Arc<ArcSwap<Plans>>,
-) {
-    let sync = PolicySync {
-        key: config_key(&prefix),
-        json: serde_json::to_string(&configured).unwrap_or_default(),
-        plans,
-    };
-    // Whether this outage of the channel has been warned about.
-    let mut warned = false;
-    // The node the channel is subscribed on; the next one after a failure.
-    let mut node = 0;
-    loop {
-        sync.refresh(&mut connection).await;
-        let Some(client) = clients.get(node % clients.len().max(1)) else {
-            // No node to subscribe on (a cluster URL always names one): read only.
-            tokio::time::sleep(REREAD_AFTER).await;
-            continue;
-        };
-        let subscribing = async {
-            let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&sync.key).await?;
-            Ok::<_, redis::RedisError>(pubsub)
-        };
-        let error = match tokio::time::timeout(SUBSCRIBE_TIMEOUT, subscribing).await {
-            Ok(Ok(pubsub)) => {
-                if warned {
-                    tracing::info!("subscribed to the default policy's channel again");
-                    warned = false;
-                }
-                // Read again once subscribed: a change published between the
-                // read above and the subscription would otherwise wait for a
-                // re-read.
-                sync.refresh(&mut connection).await;
-                if !follow_channel(pubsub, &mut connection, &sync).await {
-                    tracing::warn!(
-                        "the node of the default policy's channel did not answer a ping \
-                         within {} ms; subscribing on the next",
-                        SUBSCRIBE_TIMEOUT.as_millis()
-                    );
-                    // The info line says when the channel is back.
-                    warned = true;
-                    node = node.wrapping_add(1);
-                } else {
-                    tracing::debug!("the default policy's channel closed; subscribing again");
-                }
-                tokio::time::sleep(RESUBSCRIBE_AFTER).await;
-                continue;
-            }
-            Ok(Err(error)) => error.to_string(),
-            Err(_elapsed) => format!(
-                "Redis did not answer within {} ms",
-                SUBSCRIBE_TIMEOUT.as_millis()
-            ),
-        };
-        node = node.wrapping_add(1);
-        if warned {
-            tracing::debug!(%error, "cannot subscribe to the default policy's channel");
-        } else {
-            tracing::warn!(
-                %error,
-                "cannot subscribe to the default policy's channel; \
-                 reading the policy from Redis until it can"
-            );
-            warned = true;
-        }
-        tokio::time::sleep(RESUBSCRIBE_AFTER).await;
-    }
-}
-
-/// What the sync task keeps in step: the key `PREFIX:config`, the
-/// configuration's default policy as JSON (set there when Redis has none),
-/// and the store's plans.
-struct PolicySync {
-    key: String,
-    json: String,
-    plans: Arc<ArcSwap<Plans>>,
-}
-
-impl PolicySync {
-    /// Sets the configured default policy if Redis has none, reads the one in
-    /// Redis and puts it in force when it or its generation changed.
-    async fn refresh(&self, connection: &mut Connection) {
-        let _: redis::RedisResult<bool> = connection.hset_nx(&self.key, "policy", &self.json).await;
-        let read: redis::RedisResult<(Option<String>, Option<u64>)> = redis::cmd("HMGET")
-            .arg(&self.key)
-            .arg("policy")
-            .arg("generation")
-            .query_async(connection)
-            .await;
-        if let Ok((Some(policy), generation)) = read
-            && let Ok(value) = serde_json::from_str::<serde_json::Value>(&policy)
-            && let Ok(policy) = Policy::from_json(&value)
-        {
-            let generation = generation.unwrap_or(0);
-            let current = self.plans.load();
-            if current.generation == generation && current.default.policy == policy {
-                return;
-            }
-            drop(current);
-            // Tiers a reload stores at the same moment are kept.
-            if let Err(error) = Plans::update(&self.plans, |current| {
-                current.with_default(policy, generation)
-            }) {
-                tracing::warn!(%error, "the shared default policy cannot be used");
-            }
-        }
-    }
-}
-
-/// Follows the subscribed channel of `pubsub`: [`PolicySync::refresh`] on
-/// every message and after every [`REREAD_AFTER`] without one, then a ping of the node. `true`
-/// when the channel closed, `false` when the node did not answer the ping
-/// within [`SUBSCRIBE_TIMEOUT`] (it stopped answering without closing).
-async fn follow_channel(
-    pubsub: redis::aio::PubSub,
-    connection: &mut Connection,
-    sync: &PolicySync,
-) -> bool {
-    let (mut sink, mut messages) = pubsub.split();
-    loop {
-        match tokio::time::timeout(REREAD_AFTER, messages.next()).await {
-            Ok(Some(_)) => sync.refresh(connection).await,
-            Ok(None) => return true,
-            Err(_silence) => {
-                sync.refresh(connection).await;
-                let ping = sink.ping::<redis::Value>();
-                if !matches!(
-                    tokio::time::timeout(SUBSCRIBE_TIMEOUT, ping).await,
-                    Ok(Ok(_))
-                ) {
-                    return false;
-                }
-            }
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{RedisConfig, RedisStore, RedisStoreError, glob_escaped};
+    use super::{RedisConfig, RedisStore, RedisStoreError};
     use tollgate_core::LimiterConfig;
 
     #[tokio::test]
@@ -807,11 +403,5 @@ mod tests {
             ),
             "a cluster URL without nodes"
         );
-    }
-
-    #[test]
-    fn prefixes_are_matched_literally() {
-        assert_eq!(glob_escaped("tollgate"), "tollgate");
-        assert_eq!(glob_escaped("a*b?[c]\\d"), "a\\*b\\?\\[c\\]\\\\d");
     }
 }

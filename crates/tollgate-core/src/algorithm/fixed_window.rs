@@ -1,5 +1,6 @@
 //! The fixed window: `limit` units per window `[k*W, (k+1)*W)` aligned to the
 //! epoch. State: the current window's index and the units counted in it.
+//! Its Redis twin, the same transition in Lua: `crates/tollgate-redis/lua/fixed_window.lua`.
 
 use super::{Rule, Verdict, saturate};
 

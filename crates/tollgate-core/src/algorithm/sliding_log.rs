@@ -6,6 +6,7 @@
 //! holds at most `min(limit, W)` runs (each run has a distinct time inside the
 //! window and at least one unit), never one entry per request. Expired runs are
 //! dropped from the front: amortised O(1), each run is dropped once.
+//! Its Redis twin, the same transition in Lua: `crates/tollgate-redis/lua/sliding_log.lua`.
 
 use std::collections::VecDeque;
 

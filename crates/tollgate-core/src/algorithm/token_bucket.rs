@@ -7,6 +7,7 @@
 //! scaled time at which the bucket is full again (the "theoretical arrival time"
 //! of GCRA). Products of two 63-bit values fit in 126 bits, so u128 never
 //! overflows for valid policies and timestamps.
+//! Its Redis twin, the same transition in Lua: `crates/tollgate-redis/lua/token_bucket.lua`.
 
 use super::{Rule, Verdict, divide, divide_rounding_up, saturate};
 
