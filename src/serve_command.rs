@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 
 use anyhow::Context;
-use tollgate::serve::{self, ServeConfig, ServeOptions};
+use tollgate_gateway::{ServeConfig, ServeOptions};
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::{LogFormat, ServeArguments};
@@ -21,7 +21,7 @@ pub(crate) fn serve(arguments: &ServeArguments) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     let mut options = ServeOptions::new(config, arguments.config.clone());
     options.store_url.clone_from(&arguments.store);
-    runtime.block_on(serve::run(options))
+    Ok(runtime.block_on(tollgate_gateway::run(options))?)
 }
 
 fn init_logs(format: LogFormat) {

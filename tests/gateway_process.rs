@@ -1,13 +1,16 @@
 //! The `tollgate serve` process and its signals: SIGHUP with a bad config
 //! keeps serving, SIGTERM lets in-flight requests finish before exiting.
 
+#[path = "support/process.rs"]
+mod process;
+#[path = "../crates/tollgate-gateway/tests/support/mod.rs"]
 mod serve;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use process::Process;
 use serve::Upstream;
-use serve::process::Process;
 
 fn config_file(name: &str, upstream: &Upstream) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);

@@ -1,5 +1,7 @@
 //! A `tollgate serve` process started by a test, with its JSON logs.
 
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;

@@ -31,10 +31,10 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use subtle::ConstantTimeEq;
 use tollgate_core::{ApiKey, Policy, Redacted, StoreError};
-use tollgate_tower::Problem;
 
 use super::app::App;
 use super::metrics;
+use super::problem::problem;
 
 /// The admin listener's routes.
 pub(crate) fn router(app: Arc<App>) -> Router {
@@ -66,7 +66,7 @@ async fn authenticate(State(app): State<Arc<App>>, request: Request, next: Next)
             let (scheme, token) = value.trim().split_once(char::is_whitespace)?;
             scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
         });
-    let accepted = match (&app.admin_token, presented) {
+    let accepted = match (app.admin_token(), presented) {
         (Some(expected), Some(presented)) => {
             bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
         }
@@ -233,8 +233,4 @@ fn with_json_type(mut response: Response) -> Response {
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
-}
-
-fn problem(status: StatusCode, detail: impl Into<String>) -> Response {
-    Problem::new(status, detail).into_response().map(Body::new)
 }

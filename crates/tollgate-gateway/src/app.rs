@@ -1,87 +1,49 @@
-//! The gateway's shared state and its request handler: route, limit, forward.
+//! The gateway's shared state ([`App`]) and its request handler: route,
+//! limit, forward.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
-use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
 use http::{Method, StatusCode};
 use tollgate_core::Store;
-use tollgate_tower::Problem;
 
 use super::client::ClientConnection;
-use super::config::{ServeConfig, ServeConfigError};
+use super::config::InForce;
+use super::problem::problem;
 use super::proxy::Proxy;
-use super::restart::{self, StartSettings};
-use super::runtime::Runtime;
+use super::reloadable::Reloadable;
 use super::{demo, limit, path};
-use std::borrow::Cow;
 
 /// Everything the listeners share.
 pub(crate) struct App {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) runtime: ArcSwap<Runtime>,
+    /// What a reload replaces.
+    pub(crate) reloadable: ArcSwap<Reloadable>,
+    /// The configuration in force (a reload replaces it; its start-only
+    /// settings keep their start values, see [`App::started`]).
+    pub(crate) in_force: ArcSwap<InForce>,
+    /// The configuration as started: the admin token and the other settings
+    /// a reload cannot change are read from here.
+    pub(crate) started: InForce,
     /// Set once shutdown has begun: `/readyz` answers 503.
     pub(crate) draining: AtomicBool,
-    /// The admin API's bearer token; `None` refuses every admin call.
-    pub(crate) admin_token: Option<String>,
     /// The file to read again on SIGHUP.
     pub(crate) config_path: Option<PathBuf>,
-    /// The settings a reload cannot change.
-    pub(crate) started: StartSettings,
     /// The Redis URL given outside the file, which stands for the file's.
     pub(crate) store_url: Option<String>,
+    /// Whether the store running is the in-memory one.
+    pub(crate) in_memory_store: bool,
 }
 
 impl App {
-    /// Reads the configuration file again and puts it in force; an invalid
-    /// file changes nothing.
-    pub(crate) fn reload(&self) -> Result<(), ServeConfigError> {
-        let Some(path) = &self.config_path else {
-            return Err(ServeConfigError::Invalid(
-                "no configuration file to reload: started on the built-in defaults".into(),
-            ));
-        };
-        let mut config = ServeConfig::from_file(path)?;
-        config.override_store_url(self.store_url.as_deref());
-        let tiers_before = self.runtime.load().tier_names.clone();
-        self.apply(&config)
-            .map_err(|error| ServeConfigError::File {
-                path: path.display().to_string(),
-                reason: Box::new(error),
-            })?;
-        for warning in config.warnings(self.started.in_memory_store()) {
-            tracing::warn!("{warning}");
-        }
-        for tier in restart::removed_tiers(&tiers_before, &config) {
-            tracing::warn!(
-                tier,
-                "this tier is no longer configured: keys assigned to it are held to the \
-                 default policy until assigned another tier"
-            );
-        }
-        let kept = self
-            .started
-            .kept_until_restart(&config, restart::admin_token(&config).as_deref());
-        if !kept.is_empty() {
-            tracing::warn!(
-                settings = kept.join(", "),
-                "these changed settings keep their old values until a restart"
-            );
-        }
-        Ok(())
-    }
-
-    /// Puts `config` in force: the runtime is built first, so a failure
-    /// changes nothing. Listen addresses and the admin token stay as they were.
-    pub(crate) fn apply(&self, config: &ServeConfig) -> Result<(), ServeConfigError> {
-        let runtime = Runtime::build(config, self.store.as_ref())?;
-        self.store.reconfigure(&config.limits)?;
-        self.runtime.store(Arc::new(runtime));
-        Ok(())
+    /// The admin API's bearer token; `None` refuses every admin call.
+    pub(crate) fn admin_token(&self) -> Option<&str> {
+        self.started.admin_token.as_deref()
     }
 
     pub(crate) fn is_draining(&self) -> bool {
@@ -105,15 +67,13 @@ pub(crate) async fn handle(
 ) -> Response {
     if request.method() == Method::CONNECT {
         // A tunnel is not an API request: nothing to limit or to route.
-        return Problem::new(
+        return problem(
             StatusCode::NOT_IMPLEMENTED,
             "tollgate is a reverse proxy and does not open tunnels (CONNECT)",
-        )
-        .into_response()
-        .map(Body::new);
+        );
     }
     let peer = client.peer;
-    let runtime = app.runtime.load_full();
+    let reloadable = app.reloadable.load_full();
     let mut request = request;
     // Routes see, and upstreams get, the path in one normal form.
     match path::normalize(request.uri().path()) {
@@ -124,21 +84,27 @@ pub(crate) async fn handle(
         },
         Err(reason) => return bad_request(reason),
     }
-    let route = runtime.routes.find(request.uri().path());
-    if route.is_none() && !runtime.routes.is_empty() {
+    let route = reloadable.routes.find(request.uri().path());
+    if route.is_none() && !reloadable.routes.is_empty() {
         let detail = format!("no route matches {}", request.uri().path());
-        return Problem::new(StatusCode::NOT_FOUND, detail)
-            .into_response()
-            .map(Body::new);
+        return problem(StatusCode::NOT_FOUND, detail);
     }
-    let headers = match limit::admit(&app, &runtime, route, request.headers(), peer).await {
+    let headers = match limit::admit(
+        app.store.as_ref(),
+        &reloadable,
+        route,
+        request.headers(),
+        peer,
+    )
+    .await
+    {
         Ok(headers) => headers,
         Err(response) => return response,
     };
     let mut response = match route {
         Some(route) => {
             proxy
-                .forward(&client, route, request, &runtime.upstream)
+                .forward(&client, route, request, &reloadable.upstream)
                 .await
         }
         None => demo::respond(&request),
@@ -159,7 +125,5 @@ fn with_path(uri: &http::Uri, path: &str) -> Option<http::Uri> {
 }
 
 fn bad_request(detail: &str) -> Response {
-    Problem::new(StatusCode::BAD_REQUEST, detail)
-        .into_response()
-        .map(Body::new)
+    problem(StatusCode::BAD_REQUEST, detail)
 }

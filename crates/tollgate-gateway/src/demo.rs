@@ -7,6 +7,10 @@ use axum::response::Response;
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request};
 
+/// The route name of requests answered by the demo backend (in metrics and
+/// the RateLimit fields).
+pub(crate) const DEMO_ROUTE: &str = "demo";
+
 /// A 200 with a short JSON note and the request's method and path.
 pub(crate) fn respond(request: &Request<Body>) -> Response {
     let body = serde_json::json!({

@@ -4,22 +4,18 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use axum::body::Body;
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
-use tollgate_core::{Limit, LimitDecision, Redacted};
+use tollgate_core::{Limit, LimitDecision, Redacted, Store};
 use tollgate_tower::{Problem, RateLimitField, advertised_quota, record_denial};
 
 use super::api_key::{MAX_KEY_LENGTH, api_key};
-use super::app::App;
 use super::config::{FailurePolicy, RouteKey};
 use super::headers::{RateLimitHeaders, rate_limit_headers};
 use super::metrics;
+use super::problem::{problem, respond};
+use super::reloadable::Reloadable;
 use super::routes::{Route, RouteBudget};
-use super::runtime::Runtime;
-
-/// The route name of requests answered by the demo backend.
-pub(crate) const DEMO_ROUTE: &str = "demo";
 
 /// The route budget that applies to a request, with its key.
 struct RouteLimit<'a> {
@@ -31,19 +27,19 @@ struct RouteLimit<'a> {
 /// Checks a request against its limits. `Ok` holds the headers to add to the
 /// forwarded response; `Err` the response to send instead (401, 429, 503).
 pub(crate) async fn admit(
-    app: &App,
-    runtime: &Runtime,
+    store: &dyn Store,
+    reloadable: &Reloadable,
     route: Option<&Route>,
     headers: &HeaderMap,
     peer: SocketAddr,
 ) -> Result<RateLimitHeaders, Response> {
     let key = api_key(headers).map_err(|reason| respond(Problem::unauthorized(reason)))?;
-    let route_name = route.map_or(&runtime.demo_route, |route| &route.name);
-    if app.store.is_exempt(key) {
-        runtime.decisions.record(true, "exempt", route_name);
+    let route_name = route.map_or(&reloadable.demo_route, |route| &route.name);
+    if store.is_exempt(key) {
+        reloadable.decisions.record(true, "exempt", route_name);
         return Ok(RateLimitHeaders::default());
     }
-    let route_limit = route_limit(runtime, route, route_name, key, headers, peer)
+    let route_limit = route_limit(reloadable, route, route_name, key, headers, peer)
         .map_err(|reason| respond(Problem::unauthorized(reason)))?;
     let mut limits = vec![Limit::Plan(key)];
     if let Some(route_limit) = &route_limit {
@@ -53,23 +49,20 @@ pub(crate) async fn admit(
         });
     }
     let started = Instant::now();
-    let decisions = match app.store.acquire(&limits).await {
+    let decisions = match store.acquire(&limits).await {
         Ok(decisions) => decisions,
         Err(error) => {
-            metrics::record_store_failure(runtime.failure, &error);
-            return match runtime.failure {
+            metrics::record_store_failure(reloadable.failure, &error);
+            return match reloadable.failure {
                 FailurePolicy::FailOpen => Ok(RateLimitHeaders::default()),
-                FailurePolicy::FailClosed => Err(respond(
-                    Problem::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "the rate limiter cannot decide right now; retry shortly",
-                    )
-                    .into_response(),
+                FailurePolicy::FailClosed => Err(problem(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the rate limiter cannot decide right now; retry shortly",
                 )),
             };
         }
     };
-    runtime.decisions.record_time(started.elapsed());
+    reloadable.decisions.record_time(started.elapsed());
     let plan = &decisions[0];
     let tier = plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
     let plan_field = plan_field(tier, plan);
@@ -83,7 +76,7 @@ pub(crate) async fn admit(
         (None, None) => RateLimitHeaders::default(),
     };
     let allowed = decisions.iter().all(|limit| limit.decision.is_allowed());
-    runtime.decisions.record(allowed, tier, route_name);
+    reloadable.decisions.record(allowed, tier, route_name);
     if allowed {
         return Ok(headers);
     }
@@ -143,20 +136,20 @@ fn route_field<'a>(
 /// `Err` holds why the request is refused (401) when the route's key is
 /// missing: a tenant for a key without one, a header the request lacks.
 fn route_limit<'a>(
-    runtime: &'a Runtime,
+    reloadable: &'a Reloadable,
     route: Option<&'a Route>,
     route_name: &str,
     key: &str,
     headers: &HeaderMap,
     peer: SocketAddr,
 ) -> Result<Option<RouteLimit<'a>>, String> {
-    let tenant = runtime.tenants.get(key);
+    let tenant = reloadable.tenants.get(key);
     let own = route.and_then(|route| route.budget.as_ref());
     let (budget, kind) = if let Some((budget, kind)) = own {
         (budget, kind)
-    } else if let (Some(_), Some(budget)) = (tenant, &runtime.host_tenant) {
+    } else if let (Some(_), Some(budget)) = (tenant, &reloadable.host_tenant) {
         (budget, &RouteKey::Tenant)
-    } else if let Some(budget) = &runtime.host_ip {
+    } else if let Some(budget) = &reloadable.host_ip {
         (budget, &RouteKey::Ip)
     } else {
         return Ok(None);
@@ -168,7 +161,7 @@ fn route_limit<'a>(
                 format!("{route_name} is rate limited per tenant, and this API key has no tenant")
             })?
             .to_string(),
-        RouteKey::Ip => runtime.client_ip.client_key_of(peer.ip(), headers),
+        RouteKey::Ip => reloadable.client_ip.client_key_of(peer.ip(), headers),
         RouteKey::Header(name) => header_key(headers, name)
             .ok_or_else(|| {
                 format!(
@@ -183,10 +176,6 @@ fn route_limit<'a>(
         kind,
         key: format!("{route_name}/{}:{value}", kind.label()),
     }))
-}
-
-fn respond(response: http::Response<http_body_util::Full<bytes::Bytes>>) -> Response {
-    response.map(Body::new)
 }
 
 /// The value of header `name` as a route key: the header sent once (a second

@@ -7,42 +7,18 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use http::header::{CONNECTION, CONTENT_LENGTH, HOST, HeaderName, TRANSFER_ENCODING};
+use http::header::{CONTENT_LENGTH, HOST, HeaderName, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderValue, Request, StatusCode, Uri, Version};
 use hyper_util::client::legacy::connect::HttpConnector;
-use tollgate_tower::Problem;
 
 use super::body_timeout::IdleTimeout;
 use super::client::ClientConnection;
 use super::config::UpstreamConfig;
+use super::hop_by_hop::remove_hop_by_hop;
 use super::metrics::{UpstreamFailure, record_upstream_failure};
+use super::problem::problem;
 use super::routes::Route;
 use super::upstream::UpstreamConnections;
-
-/// The headers that describe one connection and are never forwarded, besides
-/// those `Connection` names (RFC 9110 section 7.6.1; `Keep-Alive`,
-/// `Proxy-Connection` from older practice). `Transfer-Encoding` is not among
-/// them: hyper reads it to frame each body and writes it again for the next
-/// connection (dropping it where HTTP/1.0, HTTP/2, `HEAD`, 204 or 304 have no
-/// such framing), so an HTTP/1.1 peer gets codings other than `chunked` too.
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
-];
-
-// One bit per name in `remove_hop_by_hop`.
-const _: () = assert!(HOP_BY_HOP.len() <= 32);
-
-/// Where `name` (lowercase) stands in [`HOP_BY_HOP`], if it is there.
-fn hop_by_hop_index(name: &str) -> Option<usize> {
-    HOP_BY_HOP.iter().position(|hop| *hop == name)
-}
 
 /// The HTTP client to the upstreams of one worker: its keep-alive
 /// connections (see [`UpstreamConnections`]).
@@ -53,7 +29,7 @@ pub(crate) struct Proxy {
 
 impl Proxy {
     /// A client whose connections give up connecting after `connect_timeout`;
-    /// its sweep of idle connections runs on the current runtime.
+    /// its sweep of idle connections runs on the current reloadable.
     pub(crate) fn new(connect_timeout: Duration) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
@@ -142,46 +118,6 @@ impl Proxy {
     }
 }
 
-fn problem(status: StatusCode, detail: String) -> Response {
-    Problem::new(status, detail).into_response().map(Body::new)
-}
-
-/// Removes the hop-by-hop headers, including those `Connection` names.
-fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    // One pass over the names, noting which of HOP_BY_HOP are present (bit i
-    // for HOP_BY_HOP[i]): usually none, or `Connection` alone.
-    let mut present = 0u32;
-    for name in headers.keys() {
-        if let Some(index) = hop_by_hop_index(name.as_str()) {
-            present |= 1 << index;
-        }
-    }
-    if present == 0 {
-        return;
-    }
-    // Names `Connection` lists besides the hop-by-hop ones and its `close`
-    // and `keep-alive` options: usually none, so nothing is allocated.
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter(|value| !is_plain_connection_option(value.as_bytes()))
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .map(str::trim)
-        .filter(|token| !is_plain_connection_option(token.as_bytes()))
-        .filter_map(|token| HeaderName::from_bytes(token.as_bytes()).ok())
-        .filter(|name| hop_by_hop_index(name.as_str()).is_none())
-        .collect();
-    for name in &named {
-        headers.remove(name);
-    }
-    for (index, name) in HOP_BY_HOP.iter().enumerate() {
-        if present & (1 << index) != 0 {
-            headers.remove(*name);
-        }
-    }
-}
-
 /// Drops `Content-Length` from a message that also carries
 /// `Transfer-Encoding`: the body was framed by the latter, and an
 /// intermediary must not pass both on (RFC 9112 section 6.3).
@@ -189,12 +125,6 @@ fn drop_length_beside_transfer_encoding(headers: &mut HeaderMap) {
     if headers.contains_key(TRANSFER_ENCODING) {
         headers.remove(CONTENT_LENGTH);
     }
-}
-
-/// Whether a `Connection` value (or one of its options) is `close` or
-/// `keep-alive` alone, in any case: the usual values, naming no header.
-fn is_plain_connection_option(option: &[u8]) -> bool {
-    option.eq_ignore_ascii_case(b"keep-alive") || option.eq_ignore_ascii_case(b"close")
 }
 
 /// Appends the client's address (as text) to `X-Forwarded-For` (every line of
@@ -222,43 +152,6 @@ fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hop_by_hop_headers_and_those_named_in_connection_go() {
-        let mut headers = HeaderMap::new();
-        headers.insert("connection", HeaderValue::from_static("close, x-secret"));
-        headers.insert("x-secret", HeaderValue::from_static("1"));
-        headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        headers.insert("te", HeaderValue::from_static("trailers"));
-        headers.insert("content-type", HeaderValue::from_static("text/plain"));
-        remove_hop_by_hop(&mut headers);
-        let names: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
-        assert_eq!(names, ["content-type"]);
-    }
-
-    #[test]
-    fn names_in_every_connection_line_go_whatever_their_case() {
-        let mut headers = HeaderMap::new();
-        headers.append("connection", HeaderValue::from_static("keep-alive"));
-        headers.append("connection", HeaderValue::from_static("X-A"));
-        headers.append("connection", HeaderValue::from_static("Keep-Alive, x-b"));
-        headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        headers.insert("x-a", HeaderValue::from_static("1"));
-        headers.insert("x-b", HeaderValue::from_static("2"));
-        headers.insert(
-            "transfer-encoding",
-            HeaderValue::from_static("gzip, chunked"),
-        );
-        headers.insert("x-kept", HeaderValue::from_static("3"));
-        remove_hop_by_hop(&mut headers);
-        let names: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
-        assert_eq!(names, ["transfer-encoding", "x-kept"]);
-        // Nothing hop-by-hop: nothing changes.
-        let mut plain = HeaderMap::new();
-        plain.insert("content-length", HeaderValue::from_static("3"));
-        remove_hop_by_hop(&mut plain);
-        assert_eq!(plain.len(), 1);
-    }
 
     #[test]
     fn a_length_beside_transfer_encoding_goes() {

@@ -1,4 +1,4 @@
-//! What a configuration reload replaces at once: the routes, the host default
+//! [`Reloadable`]: the snapshot a configuration reload replaces at once: the routes, the host default
 //! budgets, the tenants, the client-IP rules and the upstream timeouts.
 
 use std::collections::HashMap;
@@ -8,14 +8,14 @@ use tollgate_core::{ApiKey, Store};
 use tollgate_tower::ClientIpResolver;
 
 use super::config::{FailurePolicy, ServeConfig, ServeConfigError, UpstreamConfig};
-use super::limit::DEMO_ROUTE;
+use super::demo::DEMO_ROUTE;
 use super::metrics::DecisionCounters;
 use super::routes::{RouteBudget, RouteTable};
 use tollgate_core::DEFAULT_TIER;
 
 /// The reloadable part of the gateway, built from a configuration.
 #[derive(Debug)]
-pub(crate) struct Runtime {
+pub(crate) struct Reloadable {
     pub(crate) routes: RouteTable,
     /// The host's default budget per tenant, for routes without their own.
     pub(crate) host_tenant: Option<RouteBudget>,
@@ -30,11 +30,9 @@ pub(crate) struct Runtime {
     /// The route name of requests without a route (the demo backend).
     pub(crate) demo_route: Arc<str>,
     pub(crate) decisions: DecisionCounters,
-    /// The tiers of `[limits.tiers]`, by name.
-    pub(crate) tier_names: Vec<String>,
 }
 
-impl Runtime {
+impl Reloadable {
     pub(crate) fn build(config: &ServeConfig, store: &dyn Store) -> Result<Self, ServeConfigError> {
         let budget = |budget| RouteBudget::new(budget, store);
         let mut tenants = HashMap::new();
@@ -56,21 +54,16 @@ impl Runtime {
         // The demo backend answers only when no route is configured.
         let demo = routes.is_empty().then_some(&demo_route);
         let decisions = DecisionCounters::new(routes.names().chain(demo), &tiers);
-        Ok(Runtime {
+        Ok(Reloadable {
             routes,
             host_tenant: config.host.tenant.map(budget).transpose()?,
             host_ip: config.host.ip.map(budget).transpose()?,
             tenants,
-            client_ip: ClientIpResolver::new(
-                config.client_ip.trusted_proxies.iter().copied(),
-                config.client_ip.ipv6_prefix,
-            )
-            .forwarded_header(config.client_ip.header.into()),
+            client_ip: config.client_ip.resolver(),
             upstream: config.upstream,
             failure: config.store.failure,
             demo_route,
             decisions,
-            tier_names: config.limits.tiers.keys().cloned().collect(),
         })
     }
 }
@@ -83,8 +76,8 @@ mod tests {
     fn decision_routes(toml: &str) -> Vec<String> {
         let config = ServeConfig::from_toml_str(toml).unwrap();
         let store = MemoryStore::new(&config.limits, Arc::new(ManualClock::new(0))).unwrap();
-        let runtime = Runtime::build(&config, &store).unwrap();
-        let mut routes: Vec<String> = runtime
+        let reloadable = Reloadable::build(&config, &store).unwrap();
+        let mut routes: Vec<String> = reloadable
             .decisions
             .routes()
             .into_iter()

@@ -131,7 +131,7 @@ impl UpstreamConnections {
     }
 
     /// Starts the sweep of idle connections every [`SWEEP_INTERVAL`] on the
-    /// current runtime; it ends with the last reference to `connections`.
+    /// current reloadable; it ends with the last reference to `connections`.
     pub(crate) fn start_sweeping(connections: &Arc<Self>) {
         let connections = Arc::downgrade(connections);
         tokio::spawn(async move {
@@ -212,7 +212,7 @@ impl UpstreamConnections {
     }
 
     /// Opens an HTTP/1.1 connection to `origin`, driven by a task of its own
-    /// on the current runtime until it closes.
+    /// on the current reloadable until it closes.
     async fn connect(&self, origin: &Uri) -> Result<SendRequest<Body>, BoxError> {
         let mut connector = self.connector.clone();
         std::future::poll_fn(|context| connector.poll_ready(context)).await?;

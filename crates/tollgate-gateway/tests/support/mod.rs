@@ -3,8 +3,6 @@
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
-pub mod process;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,8 +13,8 @@ use axum::extract::Request;
 use axum::routing::{any, get};
 use axum::serve::ListenerExt;
 use tokio::sync::Notify;
-use tollgate::serve::{self, Running, ServeConfig, ServeOptions};
 use tollgate_core::ManualClock;
+use tollgate_gateway::{Running, ServeConfig, ServeOptions};
 
 /// The upstream: counts requests and connections; `/echo` streams the body
 /// back, `/headers` answers with the request's headers as JSON, `/slow` waits
@@ -132,7 +130,7 @@ impl Gateway {
         let clock = ManualClock::new(start_s * 1_000_000_000);
         let mut options = ServeOptions::new(config, path);
         options.clock = Arc::new(clock.clone());
-        let running = serve::start(options).await.unwrap();
+        let running = tollgate_gateway::start(options).await.unwrap();
         Gateway {
             running,
             clock,
@@ -191,4 +189,30 @@ pub fn header(response: &reqwest::Response, name: &str) -> Option<String> {
         .headers()
         .get(name)
         .map(|value| value.to_str().unwrap().to_owned())
+}
+
+/// Plans: default fixed window 5 per 60 s, tier `pro` sliding log 20 per 60 s;
+/// `sk_internal` exempt; every path to `upstream`.
+pub fn plans(upstream: &Upstream, extra: &str) -> String {
+    config(&format!(
+        "[limits]\nexempt_keys = [\"sk_internal\"]\n\
+         [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow_s = 60\n\
+         [limits.tiers.pro]\nalgorithm = \"sliding_log\"\nlimit = 20\nwindow_s = 60\n\
+         [[routes]]\nname = \"all\"\nprefix = \"/\"\nupstream = \"http://{}\"\n{extra}",
+        upstream.address
+    ))
+}
+
+/// The status and head of a GET of `path` sent byte for byte (no client-side
+/// cleaning of the path).
+pub async fn raw_get(address: std::net::SocketAddr, path: &str, key: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    (response[9..12].parse().unwrap(), response)
 }

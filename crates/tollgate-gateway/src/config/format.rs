@@ -1,0 +1,19 @@
+//! Value formats shared by several sections: durations (`"30s"`, `"250ms"`)
+//! and URLs.
+
+use std::time::Duration;
+
+use http::Uri;
+use serde::{Deserialize, Deserializer};
+
+/// A human duration: `"30s"`, `"250ms"`, `"1m 30s"`.
+pub(super) fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+/// A URI, such as an upstream's base URL.
+pub(super) fn uri<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Uri, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.parse().map_err(serde::de::Error::custom)
+}

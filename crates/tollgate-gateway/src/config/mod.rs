@@ -1,0 +1,383 @@
+//! The gateway's configuration file (`gateway.toml`), one file per section:
+//! `listen` and `workers` ([`listeners`]), `[admin]`, `[limits]` (the core's
+//! [`LimiterConfig`]), `[upstream]`, `[host]`, `[client_ip]`, `[tenants]`,
+//! `[[routes]]` and `[store]`; the warnings a valid file can still deserve,
+//! the settings only a restart changes, and the errors. Every setting is
+//! documented in `docs/CONFIG.md`; `examples/gateway.toml` shows them all.
+
+mod admin;
+mod client_ip;
+mod error;
+mod format;
+mod listeners;
+mod routes;
+mod start_only;
+mod store;
+mod tenants;
+mod upstream;
+mod warnings;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::Deserialize;
+use tollgate_core::LimiterConfig;
+use tollgate_tower::HostDefaults;
+
+use crate::api_key::MAX_KEY_LENGTH;
+
+pub use admin::AdminConfig;
+pub use client_ip::{ClientIpConfig, ForwardingHeader};
+pub use error::ServeConfigError;
+pub use routes::{RouteConfig, RouteKey};
+pub(crate) use start_only::{InForce, kept_until_restart, removed_tiers};
+pub use store::{FailurePolicy, StoreConfig, StoreTime};
+pub use upstream::UpstreamConfig;
+
+/// The whole configuration of `tollgate serve`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Where clients connect. Default `127.0.0.1:8080`.
+    #[serde(default = "listeners::default_listen")]
+    pub listen: SocketAddr,
+    /// Threads serving `listen`, each with its own event loop, listening
+    /// socket (`SO_REUSEPORT`) and upstream connections. Default: the number
+    /// of CPUs.
+    #[serde(default)]
+    pub workers: Option<usize>,
+    /// The admin and operations listener.
+    #[serde(default)]
+    pub admin: AdminConfig,
+    /// Plans: default policy, tiers, exempt keys, eviction, key cap.
+    #[serde(default = "configured_limits")]
+    pub limits: LimiterConfig,
+    /// Upstream connections.
+    #[serde(default)]
+    pub upstream: UpstreamConfig,
+    /// Default route budgets per tenant and per client IP.
+    #[serde(default)]
+    pub host: HostDefaults,
+    /// How the client IP is found.
+    #[serde(default)]
+    pub client_ip: ClientIpConfig,
+    /// Tenants and their API keys: `acme = ["sk_a", "sk_b"]`.
+    #[serde(default)]
+    pub tenants: BTreeMap<String, Vec<String>>,
+    /// Path prefixes and their upstreams. With none, every path is answered by
+    /// the built-in demo backend.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+    /// Where limits live: in this process (the default), or in Redis, shared.
+    #[serde(default)]
+    pub store: StoreConfig,
+}
+
+impl ServeConfig {
+    /// The built-in defaults, used when no file is given: listen on
+    /// 127.0.0.1:8080 and 127.0.0.1:8081, the contract's plans (5 requests per
+    /// minute by default, tiers `pro` and `enterprise`, `sk_internal` exempt),
+    /// no routes (the demo backend answers).
+    pub fn builtin() -> Self {
+        ServeConfig {
+            listen: listeners::default_listen(),
+            workers: None,
+            admin: AdminConfig::default(),
+            limits: LimiterConfig::default(),
+            upstream: UpstreamConfig::default(),
+            host: HostDefaults::default(),
+            client_ip: ClientIpConfig::default(),
+            tenants: BTreeMap::new(),
+            routes: Vec::new(),
+            store: StoreConfig::default(),
+        }
+    }
+
+    /// Parses and validates `gateway.toml` text.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeConfigError`] naming the first problem.
+    pub fn from_toml_str(text: &str) -> Result<Self, ServeConfigError> {
+        let config: ServeConfig =
+            tollgate_core::parse_toml(text).map_err(ServeConfigError::Toml)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads, parses and validates a configuration file.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeConfigError`] naming the file and the first problem.
+    pub fn from_file(path: &Path) -> Result<Self, ServeConfigError> {
+        let in_file = |reason| ServeConfigError::File {
+            path: path.display().to_string(),
+            reason: Box::new(reason),
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| in_file(ServeConfigError::Read(error)))?;
+        ServeConfig::from_toml_str(&text).map_err(in_file)
+    }
+
+    /// Puts `url` (a Redis URL from outside the file, such as `--store`) in
+    /// place of `[store] url`; `None` changes nothing.
+    pub fn override_store_url(&mut self, url: Option<&str>) {
+        if let Some(url) = url {
+            self.store.url = Some(url.to_owned());
+        }
+    }
+
+    /// Checks what the types alone cannot, section by section.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeConfigError`] naming the first problem.
+    pub fn validate(&self) -> Result<(), ServeConfigError> {
+        self.limits.validate()?;
+        listeners::validate(self.workers)?;
+        for (name, timeout) in [
+            ("upstream.timeout", self.upstream.timeout),
+            ("upstream.connect_timeout", self.upstream.connect_timeout),
+            (
+                "upstream.body_idle_timeout",
+                self.upstream.body_idle_timeout,
+            ),
+            ("store.timeout", self.store.timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(ServeConfigError::Invalid(format!(
+                    "{name} must be more than 0"
+                )));
+            }
+        }
+        // Longer keys are refused on every request (401): such a key could
+        // never be used.
+        if let Some(position) = self.limits.exempt_keys.iter().position(|key| {
+            tollgate_core::ApiKey::parse(key).is_some_and(|key| key.as_str().len() > MAX_KEY_LENGTH)
+        }) {
+            return Err(ServeConfigError::Invalid(format!(
+                "limits.exempt_keys[{position}] is longer than {MAX_KEY_LENGTH} bytes, \
+                 the longest API key a request may carry"
+            )));
+        }
+        self.client_ip.validate()?;
+        routes::validate(&self.routes)?;
+        tenants::validate(&self.tenants)
+    }
+}
+
+/// `[limits]` absent from a file means an empty table: the built-in default
+/// policy, no tiers, no exempt keys (the built-in tiers are for the demo only).
+fn configured_limits() -> LimiterConfig {
+    LimiterConfig::from_toml_str("").unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tollgate_tower::Budget;
+
+    #[test]
+    fn an_empty_file_is_the_defaults_without_demo_plans() {
+        let config = ServeConfig::from_toml_str("").unwrap();
+        assert_eq!(config.listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(config.admin.listen, "127.0.0.1:8081".parse().unwrap());
+        assert!(config.limits.tiers.is_empty());
+        assert!(config.limits.exempt_keys.is_empty());
+        assert_eq!(config.upstream.timeout, Duration::from_secs(30));
+        assert_eq!(config.upstream.body_idle_timeout, Duration::from_secs(60));
+        assert!(config.routes.is_empty());
+        let builtin = ServeConfig::builtin();
+        assert_eq!(builtin.limits.exempt_keys, ["sk_internal"]);
+    }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let text = include_str!("../../../../examples/gateway.toml");
+        let config = ServeConfig::from_toml_str(text).unwrap();
+        assert!(!config.routes.is_empty());
+        assert_eq!(config.warnings(true), Vec::<String>::new());
+        assert_eq!(
+            config.admin.token.as_deref(),
+            Some(admin::EXAMPLE_ADMIN_TOKEN)
+        );
+    }
+
+    #[test]
+    fn bad_files_name_the_problem() {
+        let cases = [
+            ("listen = \"nowhere\"", "invalid"),
+            (
+                "[[routes]]\nprefix = \"api\"\nupstream = \"http://127.0.0.1:1\"",
+                "must start with /",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"https://example.com\"",
+                "http://",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nburst = 3",
+                "burst needs rpm",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 0",
+                "rpm must be",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nkey = \"ip\"",
+                "set rpm too",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"cookie\"",
+                "key must be \"principal\", \"tenant\", \"ip\" or \"header:NAME\"",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:\"",
+                "needs a valid header name",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:a b\"",
+                "needs a valid header name",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:Host\"",
+                "key = \"header:host\" cannot work: HTTP/2 requests carry no Host header",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:Connection\"",
+                "key = \"header:connection\" cannot work: it describes the connection",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"header:X-API-Key\"",
+                "the API key is key = \"principal\"",
+            ),
+            (
+                "[[routes]]\nname = \"x\"\nprefix = \"/a\"\nupstream = \"http://h:1\"\n\
+                 [[routes]]\nname = \"x\"\nprefix = \"/b\"\nupstream = \"http://h:1\"",
+                "route /b: another route has the same name",
+            ),
+            (
+                "[[routes]]\nname = \"/b\"\nprefix = \"/a\"\nupstream = \"http://h:1\"\n\
+                 [[routes]]\nprefix = \"/b\"\nupstream = \"http://h:1\"",
+                "route /b: another route has the same name",
+            ),
+            ("[upstream]\ntimeout = \"soon\"", "timeout"),
+            (
+                "[upstream]\nbody_idle_timeout = \"0s\"",
+                "body_idle_timeout must be more than 0",
+            ),
+            (
+                "[tenants]\nacme = [\"k\"]\nglobex = [\"Bearer k\"]",
+                "two tenants",
+            ),
+            ("[limits]\nidle_eviction_s = 0", "idle_eviction_s"),
+            (
+                "[upstream]\ntimeout = \"0s\"",
+                "upstream.timeout must be more than 0",
+            ),
+            (
+                "[upstream]\nconnect_timeout = \"0ms\"",
+                "upstream.connect_timeout must be more than 0",
+            ),
+            (
+                "[store]\ntimeout = \"0s\"",
+                "store.timeout must be more than 0",
+            ),
+            (
+                "[[routes]]\nname = \" \"\nprefix = \"/api\"\nupstream = \"http://h:1\"",
+                "route /api: the name must not be empty",
+            ),
+            ("[client_ip]\nipv6_prefix = 129", "ipv6_prefix"),
+            ("colour = 1", "colour"),
+        ];
+        for (text, expected) in cases {
+            let error = ServeConfig::from_toml_str(text).unwrap_err().to_string();
+            assert!(error.contains(expected), "{text:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn keys_no_request_can_carry_are_refused() {
+        let longest = "k".repeat(256);
+        let too_long = "k".repeat(257);
+        let exempt = |key: &str| format!("[limits]\nexempt_keys = [\"a\", \"{key}\"]");
+        assert!(ServeConfig::from_toml_str(&exempt(&longest)).is_ok());
+        assert!(ServeConfig::from_toml_str(&exempt(&format!("Bearer {longest}"))).is_ok());
+        let error = ServeConfig::from_toml_str(&exempt(&too_long))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "limits.exempt_keys[1] is longer than 256 bytes, the longest API key a request may carry"
+        );
+        let tenant = |key: &str| format!("[tenants]\nacme = [\"{key}\"]");
+        assert!(ServeConfig::from_toml_str(&tenant(&longest)).is_ok());
+        let error = ServeConfig::from_toml_str(&tenant(&too_long))
+            .unwrap_err()
+            .to_string();
+        assert!(!error.contains(&too_long), "{error}");
+        assert!(
+            error.contains("tenant acme has a key longer than 256 bytes"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_host_budget_without_burst_has_burst_rpm() {
+        let config = ServeConfig::from_toml_str(
+            "[host]\nip = { rpm = 10 }\ntenant = { rpm = 6, burst = 2 }",
+        )
+        .unwrap();
+        assert_eq!(config.host.ip, Some(Budget::new(10, 10).unwrap()));
+        assert_eq!(config.host.tenant, Some(Budget::new(6, 2).unwrap()));
+    }
+
+    #[test]
+    fn policies_counting_longer_than_idle_eviction_are_warned_about() {
+        let config = ServeConfig::from_toml_str(
+            "[limits]\nidle_eviction_s = 600\n\
+             [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow_s = 601\n\
+             [limits.tiers.a]\nalgorithm = \"sliding_log\"\nlimit = 5\nwindow_s = 600\n\
+             [limits.tiers.b]\nalgorithm = \"token_bucket\"\nlimit = 3\nwindow_s = 400\nburst = 5\n\
+             [limits.tiers.c]\nalgorithm = \"token_bucket\"\nlimit = 2\nwindow_s = 400\nburst = 3",
+        )
+        .unwrap();
+        // a: 600 s, not longer. b: 5 tokens at 3 per 400 s fill in 666.7 s,
+        // 667 rounded up. c: 3 at 2 per 400 s, exactly 600 s.
+        assert_eq!(
+            config.warnings(true),
+            [
+                "the default policy counts over 601 s, longer than limits.idle_eviction_s \
+                 (600 s): a key idle that long starts over with its whole budget",
+                "the policy of tier b counts over 667 s, longer than limits.idle_eviction_s \
+                 (600 s): a key idle that long starts over with its whole budget",
+            ]
+        );
+        // The Redis store keeps a key's state for as long as it counts.
+        assert!(config.warnings(false).is_empty());
+        assert!(ServeConfig::builtin().warnings(true).is_empty());
+        // Route and host budgets: 1 per minute in bursts of 11 fills in
+        // 660 s, of 10 in exactly 600 s.
+        let budgets = ServeConfig::from_toml_str(
+            "[limits]\nidle_eviction_s = 600\n\
+             [host]\ntenant = { rpm = 1, burst = 11 }\nip = { rpm = 1, burst = 10 }\n\
+             [[routes]]\nname = \"slow\"\nprefix = \"/slow\"\nupstream = \"http://h:1\"\n\
+             rpm = 1\nburst = 11\n\
+             [[routes]]\nprefix = \"/fast\"\nupstream = \"http://h:1\"\nrpm = 1\nburst = 10",
+        )
+        .unwrap();
+        assert_eq!(
+            budgets.warnings(true),
+            [
+                "the budget of route slow counts over 660 s, longer than \
+                 limits.idle_eviction_s (600 s): a key idle that long starts over with its \
+                 whole budget",
+                "host.tenant counts over 660 s, longer than limits.idle_eviction_s (600 s): \
+                 a key idle that long starts over with its whole budget",
+            ]
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! `[[routes]]`: path prefixes, their upstreams and their own budgets, and
+//! what a route's budget is keyed by (`key`).
+
+use http::Uri;
+use serde::Deserialize;
+use tollgate_tower::Budget;
+
+use super::ServeConfigError;
+use super::format::uri;
+
+/// One route: a path prefix, its upstream and, optionally, its own budget.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// The route's name in metrics and headers. Default: the prefix.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The path prefix, matched on segment boundaries: `/api` matches `/api`
+    /// and `/api/orders`, not `/apis`. The longest matching prefix wins.
+    pub prefix: String,
+    /// The upstream base URL, `http://host:port[/path]`.
+    #[serde(deserialize_with = "uri")]
+    pub upstream: Uri,
+    /// Remove the prefix from the path before forwarding. Default false.
+    #[serde(default)]
+    pub strip_prefix: bool,
+    /// The route's own budget: requests per minute per key.
+    #[serde(default)]
+    pub rpm: Option<u64>,
+    /// The route's own burst (default: `rpm`).
+    #[serde(default)]
+    pub burst: Option<u64>,
+    /// What the route's own budget is keyed by. Default `principal`.
+    #[serde(default)]
+    pub key: Option<RouteKey>,
+}
+
+/// What a route's own budget is keyed by: in TOML `"principal"`, `"tenant"`,
+/// `"ip"` or `"header:NAME"`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum RouteKey {
+    /// The API key (the default).
+    Principal,
+    /// The key's tenant, from `[tenants]`; keys without one are refused (401).
+    Tenant,
+    /// The client IP.
+    Ip,
+    /// The value of a request header, such as a client or account id set by
+    /// an authentication proxy in front; a request without it, with it twice,
+    /// or with a value that is not 1 to 256 bytes of visible ASCII without
+    /// spaces is refused (401). Names that cannot work (`Authorization`,
+    /// `X-API-Key`, `Host`, `Content-Length`, hop-by-hop ones) are refused.
+    Header(http::HeaderName),
+}
+
+/// Why header `name` cannot key a route budget, if it cannot.
+fn unusable_key_header(name: &http::HeaderName) -> Option<&'static str> {
+    match name.as_str() {
+        "authorization" | "x-api-key" => Some("the API key is key = \"principal\""),
+        "host" => Some("HTTP/2 requests carry no Host header, and HTTP/1 clients choose it"),
+        "content-length" | "transfer-encoding" => Some("it describes the body, not the client"),
+        name if crate::hop_by_hop::is_hop_by_hop(name) => {
+            Some("it describes the connection, not the client")
+        }
+        _ => None,
+    }
+}
+
+impl TryFrom<String> for RouteKey {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        match text.as_str() {
+            "principal" => Ok(RouteKey::Principal),
+            "tenant" => Ok(RouteKey::Tenant),
+            "ip" => Ok(RouteKey::Ip),
+            _ => match text.strip_prefix("header:") {
+                Some(name) => {
+                    let name =
+                        http::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+                            "key = \"header:NAME\" needs a valid header name".to_owned()
+                        })?;
+                    if let Some(reason) = unusable_key_header(&name) {
+                        return Err(format!("key = \"header:{name}\" cannot work: {reason}"));
+                    }
+                    Ok(RouteKey::Header(name))
+                }
+                None => Err(
+                    "key must be \"principal\", \"tenant\", \"ip\" or \"header:NAME\"".to_owned(),
+                ),
+            },
+        }
+    }
+}
+
+impl RouteConfig {
+    /// The route's name: `name`, or the prefix.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.prefix)
+    }
+
+    /// The route's own budget, if it declares one.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeConfigError::Route`] for `burst` without `rpm`, or a count out
+    /// of range.
+    pub fn budget(&self) -> Result<Option<Budget>, ServeConfigError> {
+        let error = |reason: String| ServeConfigError::Route {
+            route: self.prefix.clone(),
+            reason,
+        };
+        match (self.rpm, self.burst) {
+            (None, None) => Ok(None),
+            (None, Some(_)) => Err(error("burst needs rpm".into())),
+            (Some(rpm), burst) => Budget::new(rpm, burst.unwrap_or(rpm))
+                .map(Some)
+                .map_err(|budget| error(budget.to_string())),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ServeConfigError> {
+        let error = |reason: &str| ServeConfigError::Route {
+            route: self.prefix.clone(),
+            reason: reason.to_owned(),
+        };
+        if !self.prefix.starts_with('/') {
+            return Err(error("the prefix must start with /"));
+        }
+        if self
+            .name
+            .as_deref()
+            .is_some_and(|name| name.trim().is_empty())
+        {
+            return Err(error("the name must not be empty"));
+        }
+        if self.upstream.scheme_str() != Some("http") {
+            return Err(error("the upstream must be an http:// URL"));
+        }
+        if self.upstream.authority().is_none() {
+            return Err(error("the upstream needs a host"));
+        }
+        if self.upstream.query().is_some() {
+            return Err(error("the upstream must not have a query"));
+        }
+        if self.key.is_some() && self.rpm.is_none() {
+            return Err(error("key applies to the route's own budget: set rpm too"));
+        }
+        self.budget().map(|_| ())
+    }
+}
+
+/// Checks every route, and that no two share a prefix or a name (a route's
+/// name keys its budget and its metrics).
+pub(super) fn validate(routes: &[RouteConfig]) -> Result<(), ServeConfigError> {
+    let mut prefixes = std::collections::HashSet::new();
+    let mut names = std::collections::HashSet::new();
+    for route in routes {
+        route.validate()?;
+        if !prefixes.insert(route.prefix.trim_end_matches('/')) {
+            return Err(ServeConfigError::Route {
+                route: route.prefix.clone(),
+                reason: "another route has the same prefix".into(),
+            });
+        }
+        if !names.insert(route.name()) {
+            return Err(ServeConfigError::Route {
+                route: route.prefix.clone(),
+                reason: "another route has the same name".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ServeConfig;
+    use super::*;
+
+    #[test]
+    fn route_keys_are_read() {
+        let key = |text: &str| {
+            let toml = format!(
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = 1\nkey = \"{text}\""
+            );
+            ServeConfig::from_toml_str(&toml).unwrap().routes[0]
+                .key
+                .clone()
+        };
+        assert_eq!(key("principal"), Some(RouteKey::Principal));
+        assert_eq!(key("tenant"), Some(RouteKey::Tenant));
+        assert_eq!(key("ip"), Some(RouteKey::Ip));
+        assert_eq!(
+            key("header:X-Client-Id"),
+            Some(RouteKey::Header(http::HeaderName::from_static(
+                "x-client-id"
+            )))
+        );
+    }
+}

@@ -1,0 +1,72 @@
+//! What in a valid configuration works, but probably not as meant: the
+//! warnings logged at start and on every reload.
+
+use super::ServeConfig;
+use super::admin::EXAMPLE_ADMIN_TOKEN;
+
+impl ServeConfig {
+    /// What in a valid configuration works, but probably not as meant: one
+    /// sentence each, for the log (they name settings, never a key or token).
+    /// `in_memory`: whether the store running is the in-memory one (on a
+    /// reload, the store started with, whatever the file now says).
+    ///
+    /// With the in-memory store, a key idle for `limits.idle_eviction_s`
+    /// loses its state (the engine's contract), route budgets' keys included,
+    /// so a policy counting over a longer span (a fixed window or sliding log
+    /// longer than that, a token bucket taking longer to fill) starts a key
+    /// that paused over again.
+    pub fn warnings(&self, in_memory: bool) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if !in_memory {
+            return warnings;
+        }
+        let idle = self.limits.idle_eviction_s;
+        let mut spans = vec![(
+            "the default policy".to_owned(),
+            self.limits.default_policy.counted_span_s(),
+        )];
+        for (name, policy) in &self.limits.tiers {
+            spans.push((
+                format!("the policy of tier {name}"),
+                policy.counted_span_s(),
+            ));
+        }
+        for route in &self.routes {
+            if let Ok(Some(budget)) = route.budget() {
+                let name = format!("the budget of route {}", route.name());
+                spans.push((name, budget.policy().counted_span_s()));
+            }
+        }
+        for (name, budget) in [("tenant", self.host.tenant), ("ip", self.host.ip)] {
+            if let Some(budget) = budget {
+                spans.push((format!("host.{name}"), budget.policy().counted_span_s()));
+            }
+        }
+        for (name, span) in spans {
+            if span > idle {
+                warnings.push(format!(
+                    "{name} counts over {span} s, longer than limits.idle_eviction_s \
+                     ({idle} s): a key idle that long starts over with its whole budget"
+                ));
+            }
+        }
+        warnings
+    }
+
+    /// The warning about the admin token in force (`token`, from
+    /// [`AdminConfig::token_in_force`](super::AdminConfig)), if one is due:
+    /// none at all, or the example's. Never shows a token of the user's.
+    pub(crate) fn admin_token_warning(&self, token: Option<&str>) -> Option<String> {
+        let variable = &self.admin.token_env;
+        match token {
+            None => Some(format!(
+                "no admin token (admin.token or ${variable}): every admin call will be refused"
+            )),
+            Some(EXAMPLE_ADMIN_TOKEN) => Some(format!(
+                "the admin token is the example's \"{EXAMPLE_ADMIN_TOKEN}\": set your own in \
+                 admin.token or ${variable}"
+            )),
+            Some(_) => None,
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! [`StartError`]: why a gateway could not start.
+
+use std::net::SocketAddr;
+
+use crate::config::ServeConfigError;
+
+/// Why [`start`](crate::start) failed. The text names the address, the file
+/// or the setting, never a key, a token or a Redis password.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration cannot be used (a policy the store cannot hold, a
+    /// route's budget, ...).
+    #[error(transparent)]
+    Config(#[from] ServeConfigError),
+    /// The limits cannot be used by the in-memory store.
+    #[error("invalid limits: {0}")]
+    Limits(#[from] tollgate_core::ConfigError),
+    /// The Redis store could not be set up.
+    #[error("{0}")]
+    Redis(#[from] tollgate_redis::RedisStoreError),
+    /// A policy of the configuration file that the Redis store cannot hold.
+    #[error("{file}: invalid limits: {source}")]
+    RedisPolicy {
+        /// The configuration file.
+        file: String,
+        /// The store's reason.
+        source: tollgate_redis::RedisStoreError,
+    },
+    /// A listener could not be bound (the address is in use, or not this
+    /// machine's).
+    #[error("cannot listen on {address}{}: {source}", if *.admin { " (admin)" } else { "" })]
+    Listen {
+        /// The address.
+        address: SocketAddr,
+        /// Whether it is the admin listener's.
+        admin: bool,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A worker thread or a signal handler could not be started.
+    #[error("cannot start {what}: {source}")]
+    Start {
+        /// What could not be started.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+}

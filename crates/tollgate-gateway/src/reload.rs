@@ -1,0 +1,59 @@
+//! A configuration reload (SIGHUP, or [`Running::reload`](crate::Running)):
+//! the file read again, everything built and validated before anything is
+//! swapped, then the warnings a reload owes (changed settings that wait for a
+//! restart, tiers no longer configured).
+
+use std::sync::Arc;
+
+use super::app::App;
+use super::config::{InForce, ServeConfig, ServeConfigError, kept_until_restart, removed_tiers};
+use super::reloadable::Reloadable;
+
+impl App {
+    /// Reads the configuration file again and puts it in force; an invalid
+    /// file changes nothing.
+    pub(crate) fn reload(&self) -> Result<(), ServeConfigError> {
+        let Some(path) = &self.config_path else {
+            return Err(ServeConfigError::Invalid(
+                "no configuration file to reload: started on the built-in defaults".into(),
+            ));
+        };
+        let mut config = ServeConfig::from_file(path)?;
+        config.override_store_url(self.store_url.as_deref());
+        self.apply(&config)
+            .map_err(|error| ServeConfigError::File {
+                path: path.display().to_string(),
+                reason: Box::new(error),
+            })?;
+        let reloaded = InForce::new(config);
+        for warning in reloaded.config.warnings(self.in_memory_store) {
+            tracing::warn!("{warning}");
+        }
+        let before = self.in_force.swap(Arc::new(reloaded));
+        let reloaded = self.in_force.load();
+        for tier in removed_tiers(&before.config, &reloaded.config) {
+            tracing::warn!(
+                tier,
+                "this tier is no longer configured: keys assigned to it are held to the \
+                 default policy until assigned another tier"
+            );
+        }
+        let kept = kept_until_restart(&self.started, &reloaded);
+        if !kept.is_empty() {
+            tracing::warn!(
+                settings = kept.join(", "),
+                "these changed settings keep their old values until a restart"
+            );
+        }
+        Ok(())
+    }
+
+    /// Puts `config` in force: the reloadable part is built first, so a
+    /// failure changes nothing. The start-only settings stay as they were.
+    pub(crate) fn apply(&self, config: &ServeConfig) -> Result<(), ServeConfigError> {
+        let reloadable = Reloadable::build(config, self.store.as_ref())?;
+        self.store.reconfigure(&config.limits)?;
+        self.reloadable.store(Arc::new(reloadable));
+        Ok(())
+    }
+}

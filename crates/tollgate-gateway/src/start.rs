@@ -1,0 +1,224 @@
+//! Starting a gateway ([`start`]) in a few named steps, the handle of a
+//! running one ([`Running`]: reload, shutdown), and [`run`], which serves
+//! until a signal says stop.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tollgate_core::{Clock, Store, SystemClock};
+
+use super::app::App;
+use super::config::{InForce, ServeConfig, ServeConfigError};
+use super::error::StartError;
+use super::reloadable::Reloadable;
+use super::{admin, store, workers};
+
+/// How to start a gateway.
+pub struct ServeOptions {
+    /// The configuration.
+    pub config: ServeConfig,
+    /// The file it came from, read again on SIGHUP; `None` for the built-in
+    /// defaults.
+    pub config_path: Option<PathBuf>,
+    /// Where time comes from: the system clock, or a manual clock in tests.
+    pub clock: Arc<dyn Clock>,
+    /// The limit store; `None` builds the in-memory store from the config.
+    pub store: Option<Arc<dyn Store>>,
+    /// A Redis URL given outside the file (the command line's `--store`): it
+    /// stands for `[store] url` at start and on every reload.
+    pub store_url: Option<String>,
+}
+
+impl ServeOptions {
+    /// Options for `config` read from `config_path`, on the system clock and
+    /// the in-memory store.
+    pub fn new(config: ServeConfig, config_path: Option<PathBuf>) -> Self {
+        ServeOptions {
+            config,
+            config_path,
+            clock: Arc::new(SystemClock::new()),
+            store: None,
+            store_url: None,
+        }
+    }
+}
+
+/// A running gateway: its two listeners' addresses, and the handles to reload
+/// and stop it.
+pub struct Running {
+    /// Where clients connect.
+    pub address: SocketAddr,
+    /// Where the admin API and operations endpoints listen.
+    pub admin_address: SocketAddr,
+    app: Arc<App>,
+    /// Stops the gateway listener's workers.
+    shutdown: watch::Sender<bool>,
+    /// Stops the admin listener, once the workers are done.
+    shutdown_admin: watch::Sender<bool>,
+    admin: JoinHandle<std::io::Result<()>>,
+    workers: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Running {
+    /// Reads the configuration file again and puts it in force (what SIGHUP
+    /// does); an invalid file changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeConfigError`] naming the problem.
+    pub fn reload(&self) -> Result<(), ServeConfigError> {
+        self.app.reload()
+    }
+
+    /// Stops accepting connections, lets in-flight requests finish, and
+    /// returns when every listener is done. The admin listener stays up (with
+    /// `/readyz` answering 503) until the gateway's requests are done.
+    pub async fn shutdown(self) {
+        self.app.draining.store(true, Ordering::Release);
+        // Logged once `/readyz` says so: what reads the log may rely on it.
+        tracing::info!("draining in-flight requests");
+        let _ = self.shutdown.send(true);
+        let workers = self.workers;
+        let workers = tokio::task::spawn_blocking(move || {
+            workers
+                .into_iter()
+                .map(|worker| worker.join().unwrap_or(Ok(())))
+                .collect::<Vec<_>>()
+        });
+        let mut results = workers.await.unwrap_or_default();
+        let _ = self.shutdown_admin.send(true);
+        results.push(self.admin.await.unwrap_or(Ok(())));
+        for error in results.into_iter().filter_map(Result::err) {
+            tracing::warn!(%error, "listener stopped with an error");
+        }
+    }
+}
+
+/// Binds both listeners and starts serving: the gateway listener on worker
+/// threads of its own, the admin listener on the calling runtime.
+///
+/// # Errors
+///
+/// [`StartError`] when the configuration cannot be used, the store cannot be
+/// set up or a listener cannot be bound.
+pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
+    let mut config = options.config;
+    config.override_store_url(options.store_url.as_deref());
+    let in_memory_store = options.store.is_none() && config.store.url.is_none();
+    let store = match options.store {
+        Some(store) => store,
+        None => store::open(&config, options.clock, options.config_path.as_deref())?,
+    };
+    let reloadable = Reloadable::build(&config, store.as_ref())?;
+    let started = InForce::new(config);
+    log_start_warnings(&started, in_memory_store);
+    let app = Arc::new(App {
+        store,
+        reloadable: ArcSwap::from_pointee(reloadable),
+        in_force: ArcSwap::from_pointee(started.clone()),
+        started,
+        draining: AtomicBool::new(false),
+        config_path: options.config_path,
+        store_url: options.store_url,
+        in_memory_store,
+    });
+    let config = &app.started.config;
+    let (address, listeners) = workers::bind(config.listen, app.started.workers)?;
+    let admin = TcpListener::bind(config.admin.listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            address: config.admin.listen,
+            admin: true,
+            source,
+        })?;
+    let admin_address = admin.local_addr().map_err(|source| StartError::Listen {
+        address: config.admin.listen,
+        admin: true,
+        source,
+    })?;
+    let (shutdown, stopped) = watch::channel(false);
+    let workers = workers::spawn(listeners, &app, config.upstream.connect_timeout, &stopped)?;
+    let (shutdown_admin, admin_stopped) = watch::channel(false);
+    let admin = tokio::spawn(serve_admin(
+        admin,
+        admin::router(Arc::clone(&app)),
+        admin_stopped,
+    ));
+    tracing::info!(%address, %admin_address, workers = workers.len(), "tollgate serving");
+    Ok(Running {
+        address,
+        admin_address,
+        app,
+        shutdown,
+        shutdown_admin,
+        admin,
+        workers,
+    })
+}
+
+/// The warnings a configuration owes at start: settings that work but
+/// probably not as meant, and a missing or well-known admin token.
+fn log_start_warnings(started: &InForce, in_memory_store: bool) {
+    for warning in started.config.warnings(in_memory_store) {
+        tracing::warn!("{warning}");
+    }
+    if let Some(warning) = started
+        .config
+        .admin_token_warning(started.admin_token.as_deref())
+    {
+        tracing::warn!("{warning}");
+    }
+}
+
+async fn serve_admin(
+    listener: TcpListener,
+    router: Router,
+    mut stopped: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        let _ = stopped.wait_for(|stopped| *stopped).await;
+    })
+    .await
+}
+
+/// Runs a gateway until SIGTERM or Ctrl-C, reloading on SIGHUP.
+///
+/// # Errors
+///
+/// When the gateway cannot start.
+pub async fn run(options: ServeOptions) -> Result<(), StartError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let running = start(options).await?;
+    let handler = |kind| {
+        signal(kind).map_err(|source| StartError::Start {
+            what: "the signal handlers",
+            source,
+        })
+    };
+    let mut hangup = handler(SignalKind::hangup())?;
+    let mut terminate = handler(SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            _ = hangup.recv() => match running.reload() {
+                Ok(()) => tracing::info!("configuration reloaded"),
+                Err(error) => tracing::error!(%error, "configuration rejected; the previous one stays in force"),
+            },
+            _ = terminate.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    running.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}

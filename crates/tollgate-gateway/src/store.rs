@@ -1,0 +1,41 @@
+//! Opening the limit store a configuration names: the in-memory store, or
+//! the Redis store (one server or a cluster) for limits shared by several
+//! gateways.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tollgate_core::{Clock, MemoryStore, Store};
+use tollgate_redis::{RedisConfig, RedisStore, RedisStoreError, TimeSource};
+
+use super::config::{ServeConfig, StoreTime};
+use super::error::StartError;
+
+/// The store `config` names, on `clock`: in memory without `[store] url`.
+/// `config_path` names the file in errors.
+pub(crate) fn open(
+    config: &ServeConfig,
+    clock: Arc<dyn Clock>,
+    config_path: Option<&Path>,
+) -> Result<Arc<dyn Store>, StartError> {
+    let Some(url) = &config.store.url else {
+        return Ok(Arc::new(MemoryStore::new(&config.limits, clock)?));
+    };
+    let mut redis = RedisConfig::new(url.as_str());
+    redis.prefix.clone_from(&config.store.prefix);
+    redis.timeout = config.store.timeout;
+    if config.store.time == StoreTime::Local {
+        redis.time = TimeSource::Clock(clock);
+    }
+    let prefix = redis.prefix.clone();
+    let store =
+        RedisStore::connect(redis, &config.limits).map_err(|error| match (error, config_path) {
+            (error @ RedisStoreError::Policy(_), Some(path)) => StartError::RedisPolicy {
+                file: path.display().to_string(),
+                source: error,
+            },
+            (error, _) => StartError::Redis(error),
+        })?;
+    tracing::info!(server = config.store.server(), %prefix, "limits in Redis");
+    Ok(Arc::new(store))
+}

@@ -1,0 +1,72 @@
+//! The gateway with its limits in Redis, in process: when Redis is gone,
+//! requests follow the failure policy, and decisions resume with it.
+
+mod support;
+
+#[path = "../../tollgate-redis/tests/support/mod.rs"]
+mod redis_support;
+
+use std::time::Duration;
+
+use support::{Gateway, Upstream, config, header};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_requests_follow_the_failure_policy_and_resume_after() {
+    let Some(mut redis) = redis_support::OwnRedis::start() else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let toml = |failure: &str| {
+        config(&format!(
+            "[store]\nurl = \"{}\"\nprefix = \"{}\"\ntimeout = \"50ms\"\nfailure = \"{failure}\"\n\
+             [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+            redis.url(),
+            redis_support::prefix("failure"),
+            upstream.address
+        ))
+    };
+    let open = Gateway::start(&toml("fail_open"), 0).await;
+    let closed = Gateway::start(&toml("fail_closed"), 0).await;
+    let limited = open.get("/", "sk_a").await;
+    assert_eq!(limited.status(), 200);
+    assert_eq!(
+        header(&limited, "x-ratelimit-remaining").as_deref(),
+        Some("4")
+    );
+    assert_eq!(closed.status("/", "sk_b").await, 200);
+
+    redis.stop();
+    // fail_open: through, unlimited (no limit headers); fail_closed: 503.
+    let through = open.get("/", "sk_a").await;
+    assert_eq!(through.status(), 200);
+    assert!(header(&through, "ratelimit").is_none());
+    let refused = closed.get("/", "sk_b").await;
+    assert_eq!(refused.status(), 503);
+    assert_eq!(
+        header(&refused, "content-type").as_deref(),
+        Some("application/problem+json")
+    );
+    let metrics = open.metrics().await;
+    assert!(
+        metrics.contains("tollgate_store_failures_total{policy=\"fail_open\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("tollgate_store_failures_total{policy=\"fail_closed\"}"));
+
+    redis.run().unwrap();
+    let mut resumed = false;
+    for _ in 0..200 {
+        let response = closed.get("/", "sk_b").await;
+        if response.status() == 200 {
+            // Redis kept nothing: a fresh budget.
+            assert_eq!(
+                header(&response, "x-ratelimit-remaining").as_deref(),
+                Some("4")
+            );
+            resumed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(resumed, "decisions did not resume");
+}

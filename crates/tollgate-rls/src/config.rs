@@ -1,0 +1,278 @@
+//! The loaded configuration: domains, each a tree of descriptors keyed by
+//! `key_value` (or `key` alone, the default for any value), built and checked as
+//! envoyproxy/ratelimit's `loadConfig` and `loadDescriptors` (config_impl.go) do.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate_core::Algorithm;
+
+use crate::document::{YamlDescriptor, YamlRateLimit};
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::limit::{Enforcement, RateLimit, enforcement};
+use crate::loader::{LoaderOptions, ParsedFile};
+use crate::metadata::{Metadata, metadata_from_fields};
+use crate::unit::Unit;
+use crate::wildcard::WildcardEntry;
+
+/// A loaded rate limit configuration: what `GetLimit` looks descriptors up in.
+/// Immutable; a reload builds a new one.
+pub struct RateLimitConfig {
+    pub(crate) domains: HashMap<String, DescriptorNode>,
+}
+
+/// One level of a domain's descriptor tree (a domain's root has no limit).
+#[derive(Default)]
+pub(crate) struct DescriptorNode {
+    /// The next level, by `key_value` or `key`.
+    pub(crate) children: HashMap<String, DescriptorNode>,
+    /// The limit at this descriptor.
+    pub(crate) limit: Option<Arc<RateLimit>>,
+    /// The children whose key has a `*`, in file order (first match wins).
+    pub(crate) wildcards: Vec<WildcardEntry>,
+    /// `value_to_metric`.
+    pub(crate) value_to_metric: bool,
+    /// `share_threshold`.
+    pub(crate) share_threshold: bool,
+    /// With `share_threshold`, this descriptor's `key_value` pattern.
+    pub(crate) wildcard_pattern: String,
+    /// `metadata`.
+    pub(crate) metadata: Option<Arc<Metadata>>,
+}
+
+impl RateLimitConfig {
+    /// Loads files already read with [`ParsedFile::parse`], in order, into one
+    /// configuration.
+    ///
+    /// # Errors
+    ///
+    /// The first rule broken, naming its file: an empty or duplicate domain
+    /// (duplicates are merged with [`LoaderOptions::merge_domains`]), an empty
+    /// or duplicate descriptor key, an invalid or misplaced unit, a bad
+    /// `replaces`, `share_threshold` without `*`, or an invalid extension.
+    pub fn load(
+        files: &[ParsedFile],
+        options: &LoaderOptions,
+    ) -> Result<RateLimitConfig, ConfigError> {
+        let mut config = RateLimitConfig {
+            domains: HashMap::new(),
+        };
+        for file in files {
+            config
+                .load_file(file, options)
+                .map_err(|kind| ConfigError {
+                    file: file.name.clone(),
+                    kind,
+                })?;
+        }
+        Ok(config)
+    }
+
+    /// Reads and loads `(name, content)` files as the Go service does: every
+    /// file is parsed and its keys checked first, then all are loaded in order.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`ParsedFile::parse`], then those of [`RateLimitConfig::load`].
+    pub fn from_sources<N: AsRef<str>, C: AsRef<str>>(
+        files: &[(N, C)],
+        options: &LoaderOptions,
+    ) -> Result<RateLimitConfig, ConfigError> {
+        let parsed = files
+            .iter()
+            .map(|(name, content)| ParsedFile::parse(name.as_ref(), content.as_ref(), options))
+            .collect::<Result<Vec<_>, _>>()?;
+        RateLimitConfig::load(&parsed, options)
+    }
+
+    /// Whether no domain is configured (the Go service's `IsEmptyDomains`).
+    pub fn is_empty(&self) -> bool {
+        self.domains.is_empty()
+    }
+
+    /// The configured domains, in no particular order.
+    pub fn domains(&self) -> impl Iterator<Item = &str> {
+        self.domains.keys().map(String::as_str)
+    }
+
+    fn load_file(
+        &mut self,
+        file: &ParsedFile,
+        options: &LoaderOptions,
+    ) -> Result<(), ConfigErrorKind> {
+        let domain = &file.root.domain;
+        if domain.is_empty() {
+            return Err(ConfigErrorKind::EmptyDomain);
+        }
+        let parent_key = format!("{domain}.");
+        if let Some(existing) = self.domains.get_mut(domain) {
+            if !options.merge_domains {
+                return Err(ConfigErrorKind::DuplicateDomain(domain.clone()));
+            }
+            return existing.load_descriptors(&parent_key, &file.root.descriptors);
+        }
+        let mut root = DescriptorNode::default();
+        root.load_descriptors(&parent_key, &file.root.descriptors)?;
+        self.domains.insert(domain.clone(), root);
+        Ok(())
+    }
+}
+
+impl DescriptorNode {
+    fn load_descriptors(
+        &mut self,
+        parent_key: &str,
+        descriptors: &[YamlDescriptor],
+    ) -> Result<(), ConfigErrorKind> {
+        for descriptor in descriptors {
+            if descriptor.key.is_empty() {
+                return Err(ConfigErrorKind::EmptyKey);
+            }
+            let mut final_key = descriptor.key.clone();
+            if !descriptor.value.is_empty() {
+                final_key.push('_');
+                final_key.push_str(&descriptor.value);
+            }
+            let full_key = format!("{parent_key}{final_key}");
+            if self.children.contains_key(&final_key) {
+                return Err(ConfigErrorKind::DuplicateDescriptor(full_key));
+            }
+            let limit = match &descriptor.rate_limit {
+                Some(rate_limit) => Some(Arc::new(build_limit(&full_key, descriptor, rate_limit)?)),
+                None => None,
+            };
+            let wildcard = final_key.contains('*');
+            if descriptor.share_threshold && !wildcard {
+                return Err(ConfigErrorKind::ShareThresholdWithoutWildcard(final_key));
+            }
+            if wildcard {
+                self.wildcards.push(WildcardEntry::new(&final_key));
+            }
+            let mut child = DescriptorNode {
+                children: HashMap::new(),
+                limit,
+                wildcards: Vec::new(),
+                value_to_metric: descriptor.value_to_metric,
+                share_threshold: descriptor.share_threshold,
+                wildcard_pattern: if descriptor.share_threshold {
+                    final_key.clone()
+                } else {
+                    String::new()
+                },
+                metadata: metadata_from_fields(descriptor.metadata.as_deref()).map(Arc::new),
+            };
+            child.load_descriptors(&format!("{full_key}."), &descriptor.descriptors)?;
+            self.children.insert(final_key, child);
+        }
+        Ok(())
+    }
+}
+
+/// A descriptor's limit, checked in the Go service's order (unit, then
+/// `replaces`), then tollgate's extensions.
+fn build_limit(
+    full_key: &str,
+    descriptor: &YamlDescriptor,
+    rate_limit: &YamlRateLimit,
+) -> Result<RateLimit, ConfigErrorKind> {
+    let unlimited = rate_limit.unlimited;
+    let has_window = !rate_limit.window.is_empty();
+    let unit = Unit::from_config(&rate_limit.unit).unwrap_or(Unit::Unknown);
+    let valid_unit = unit != Unit::Unknown;
+    if unlimited {
+        if valid_unit {
+            return Err(ConfigErrorKind::UnlimitedWithUnit);
+        }
+    } else if has_window && !rate_limit.unit.is_empty() {
+        return Err(if valid_unit {
+            ConfigErrorKind::UnitAndWindow
+        } else {
+            ConfigErrorKind::InvalidUnit(rate_limit.unit.clone())
+        });
+    } else if !valid_unit && !has_window {
+        return Err(ConfigErrorKind::InvalidUnit(rate_limit.unit.clone()));
+    }
+    for replaces in &rate_limit.replaces {
+        if replaces.is_empty() {
+            return Err(ConfigErrorKind::EmptyReplaces);
+        }
+        if *replaces == rate_limit.name {
+            return Err(ConfigErrorKind::ReplacesSelf);
+        }
+    }
+    let algorithm = parse_algorithm(&rate_limit.algorithm)?;
+    let (unit, enforcement) = if unlimited {
+        for (given, what) in [
+            (has_window, "window"),
+            (!rate_limit.algorithm.is_empty(), "algorithm"),
+            (rate_limit.burst.is_some(), "burst"),
+        ] {
+            if given {
+                return Err(ConfigErrorKind::UnlimitedWithExtension(what));
+            }
+        }
+        (unit, Enforcement::Unlimited)
+    } else {
+        let window_s = if has_window {
+            parse_window(&rate_limit.window)?
+        } else {
+            unit.seconds().unwrap_or(1)
+        };
+        let unit = Unit::of_length(window_s).unwrap_or(Unit::Unknown);
+        // `requests_per_unit` was decoded as a Go uint32.
+        let requests_per_unit = u32::try_from(rate_limit.requests_per_unit).unwrap_or(u32::MAX);
+        let enforcement = enforcement(requests_per_unit, window_s, algorithm, rate_limit.burst)
+            .map_err(ConfigErrorKind::Policy)?;
+        (unit, enforcement)
+    };
+    Ok(RateLimit {
+        requests_per_unit: u32::try_from(rate_limit.requests_per_unit).unwrap_or(u32::MAX),
+        unit,
+        unlimited,
+        shadow_mode: descriptor.shadow_mode,
+        quota_mode: descriptor.quota_mode,
+        name: rate_limit.name.clone(),
+        replaces: rate_limit.replaces.clone(),
+        detailed_metric: descriptor.detailed_metric,
+        enforcement,
+        stats_key: Arc::from(full_key),
+    })
+}
+
+/// Extension: the `algorithm` of a limit (fixed window when absent).
+fn parse_algorithm(text: &str) -> Result<Algorithm, ConfigErrorKind> {
+    match text {
+        "" | "fixed_window" => Ok(Algorithm::FixedWindow),
+        "sliding_log" => Ok(Algorithm::SlidingLog),
+        "token_bucket" => Ok(Algorithm::TokenBucket),
+        _ => Err(ConfigErrorKind::InvalidAlgorithm(text.to_owned())),
+    }
+}
+
+/// Extension: a `window` in humantime's syntax (`30s`, `5m`, `1h 30m`), a whole
+/// number of seconds, at least one.
+fn parse_window(text: &str) -> Result<u64, ConfigErrorKind> {
+    let invalid = |reason: String| ConfigErrorKind::InvalidWindow {
+        window: text.to_owned(),
+        reason,
+    };
+    let window: Duration =
+        humantime::parse_duration(text).map_err(|error| invalid(error.to_string()))?;
+    if window.subsec_nanos() != 0 {
+        return Err(invalid("not a whole number of seconds".to_owned()));
+    }
+    if window.as_secs() == 0 {
+        return Err(invalid("must be at least 1s".to_owned()));
+    }
+    Ok(window.as_secs())
+}
+
+impl fmt::Debug for RateLimitConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitConfig")
+            .field("domains", &self.domains.len())
+            .finish()
+    }
+}

@@ -1,0 +1,56 @@
+//! tollgate's replacement for Envoy's rate limit service, envoyproxy/ratelimit:
+//! its YAML configuration, read with the Go service's rules and errors, and the
+//! descriptor lookup (`GetLimit`) with its stats keys.
+//!
+//! ```
+//! use tollgate_rls::{LoaderOptions, MemoryStats, RateLimitConfig, Unit};
+//!
+//! let yaml = "
+//! domain: edge
+//! descriptors:
+//!   - key: remote_address
+//!     rate_limit: {unit: minute, requests_per_unit: 60}
+//! ";
+//! let config = RateLimitConfig::from_sources(&[("edge.yaml", yaml)], &LoaderOptions::default())
+//!     .unwrap();
+//! let stats = MemoryStats::new();
+//! let found = config
+//!     .get_limit("edge", &[("remote_address", "10.0.0.1")], None, &stats)
+//!     .unwrap();
+//! assert_eq!((found.limit.requests_per_unit, found.limit.unit), (60, Unit::Minute));
+//! assert_eq!(&*found.stats_key, "edge.remote_address");
+//! assert!(config.get_limit("other", &[("a", "b")], None, &stats).is_none());
+//! assert_eq!(stats.get("ratelimit.service.rate_limit.other.domain_not_found"), 1);
+//! ```
+//!
+//! The Go service reads YAML with gopkg.in/yaml.v2 (YAML 1.1: `yes` is a
+//! boolean, `010` is 8, a scalar goes into a string field as its source text);
+//! this crate parses with serde_yaml_ng and resolves scalars itself with
+//! yaml.v2's rules, so files mean what they mean to the Go service.
+
+#![forbid(unsafe_code)]
+
+mod config;
+mod document;
+mod error;
+mod limit;
+mod loader;
+mod lookup;
+mod metadata;
+mod stats;
+mod unit;
+mod validate;
+mod wildcard;
+mod yaml;
+
+pub use config::RateLimitConfig;
+pub use error::{ConfigError, ConfigErrorKind};
+pub use limit::{Enforcement, LimitOverride, RateLimit};
+pub use loader::{LoaderOptions, ParsedFile};
+pub use lookup::{DescriptorEntry, MatchedLimit};
+pub use metadata::{Metadata, MetadataValue, metadata_to_json};
+pub use stats::{
+    LimitStatNames, MemoryStats, NoStats, RATE_LIMIT_SCOPE, StatsSink, domain_not_found_stat,
+    sanitize_stat_name,
+};
+pub use unit::Unit;

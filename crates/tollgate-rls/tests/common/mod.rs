@@ -1,0 +1,57 @@
+//! Shared helpers of the conformance tests: the copied envoyproxy/ratelimit
+//! cases in `tests/conformance/envoy-rls/` at the workspace root.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use tollgate_rls::{ConfigError, LoaderOptions, RateLimitConfig};
+
+/// The conformance folder.
+pub(crate) fn conformance_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance/envoy-rls")
+}
+
+/// Every case of a `.jsonl` file.
+pub(crate) fn cases(file: &str) -> Vec<Value> {
+    let path = conformance_dir().join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).expect("a JSON case"))
+        .collect()
+}
+
+/// Loads a case's `files` (paths under `configs/`, each named by its base name
+/// as the Go unit tests do) with its `merge_domains`.
+pub(crate) fn load_case(case: &Value) -> Result<RateLimitConfig, ConfigError> {
+    let options = LoaderOptions {
+        merge_domains: case["merge_domains"].as_bool().unwrap_or(false),
+        extensions: false,
+    };
+    let files: Vec<(String, String)> = case["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|file| {
+            let relative = file.as_str().expect("a file path");
+            let path = conformance_dir().join("configs").join(relative);
+            let content = std::fs::read_to_string(&path)
+                .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+            let name = relative.rsplit('/').next().unwrap_or(relative).to_owned();
+            (name, content)
+        })
+        .collect();
+    RateLimitConfig::from_sources(&files, &options)
+}
+
+/// Panics listing every failure, if any.
+pub(crate) fn report(kind: &str, total: usize, failures: &[String]) {
+    assert!(total > 0, "no {kind} case ran");
+    assert!(
+        failures.is_empty(),
+        "{} of {total} {kind} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
