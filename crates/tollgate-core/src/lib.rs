@@ -38,6 +38,7 @@ mod key;
 mod limiter;
 mod policy;
 mod resolution;
+mod route_budget;
 mod store;
 
 pub use clock::{Clock, DurationParseError, ManualClock, SystemClock};
@@ -51,4 +52,7 @@ pub use key::{ApiKey, Redacted};
 pub use limiter::{Limit, LimitDecision, Limiter, PreparedPolicy, Stats, UnknownTier};
 pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};
 pub use resolution::Resolution;
+pub use route_budget::{
+    RouteBudgetChoice, RouteBudgets, RouteKeyKind, route_store_key, route_store_key_prefix,
+};
 pub use store::{KeyReport, MemoryStore, Store, StoreError, StoreFuture};

@@ -14,7 +14,7 @@ use axum::extract::ConnectInfo;
 use axum::response::Response;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::Request;
-use tollgate_tower::{Budget, KeySelector, RateLimits};
+use tollgate_tower::{Budget, HostLimits, KeySelector};
 use tower::{Layer, ServiceExt};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
@@ -47,11 +47,12 @@ fn layer_cost(criterion: &mut Criterion) {
             .iter(|| bare.clone().oneshot(request()));
     });
 
-    let limits = RateLimits::new();
+    let limits = HostLimits::new();
     let budget = Budget::new(60_000_000_000, 1_000_000_000).unwrap();
     let tollgate = limits
         .route("bench")
         .budget(budget)
+        .unwrap()
         .key(KeySelector::Ip)
         .layer(backend());
     group.bench_function("tollgate", |bencher| {

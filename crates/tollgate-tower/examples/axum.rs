@@ -12,7 +12,7 @@ use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
-use tollgate_tower::{Budget, HostDefaults, KeySelector, RateLimits, Tenant};
+use tollgate_tower::{Budget, HostDefaults, HostLimits, KeySelector, Tenant};
 
 /// Stands in for a real authentication layer: trusts `X-Tenant` as the tenant.
 async fn authenticate(mut request: Request, next: Next) -> Response {
@@ -30,11 +30,13 @@ async fn authenticate(mut request: Request, next: Next) -> Response {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let host = HostDefaults::from_file(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/host.json"))?;
-    let limits = RateLimits::builder().host_defaults(host).build();
+    // In memory; `.store(Arc::new(redis_store))` shares the budgets between
+    // processes instead (see the crate documentation).
+    let limits = HostLimits::builder().host_defaults(host).build()?;
 
     let orders = limits
         .route("orders")
-        .budget(Budget::new(60, 5)?)
+        .budget(Budget::new(60, 5)?)?
         .key(KeySelector::Tenant);
     let search = limits.route("search"); // no budget of its own: the host default per IP
 

@@ -43,9 +43,40 @@ pub(crate) struct RateLimitHeaders {
 }
 
 impl RateLimitHeaders {
-    pub(crate) fn apply(self, headers: &mut http::HeaderMap) {
-        headers.insert(RATELIMIT_POLICY, self.policy);
-        headers.insert(RATELIMIT, self.state);
+    /// The fields of several limits, as Lists in the given order.
+    pub(crate) fn of(fields: &[RateLimitField<'_>]) -> Self {
+        let (policy, state) = RateLimitField::headers(fields);
+        RateLimitHeaders { policy, state }
+    }
+
+    /// Adds these fields to `headers`, in front of any the response carries
+    /// already (those of a tollgate layer further in that decided on its own,
+    /// or the inner service's own): each field stays one List, in the order
+    /// the request met the limits, outermost first.
+    pub(crate) fn add_to(self, headers: &mut http::HeaderMap) {
+        add_in_front(headers, RATELIMIT_POLICY, self.policy);
+        add_in_front(headers, RATELIMIT, self.state);
+    }
+}
+
+/// Puts `value` in front of the List field `name` of `headers`: alone when it
+/// is absent, else `value, <the field's lines joined by ", ">`.
+fn add_in_front(headers: &mut http::HeaderMap, name: HeaderName, value: HeaderValue) {
+    match headers.entry(name) {
+        http::header::Entry::Vacant(entry) => {
+            entry.insert(value);
+        }
+        http::header::Entry::Occupied(mut entry) => {
+            let mut joined = value.as_bytes().to_vec();
+            for line in entry.iter() {
+                joined.extend_from_slice(b", ");
+                joined.extend_from_slice(line.as_bytes());
+            }
+            // Joined from valid values with ", ": valid; the first is kept
+            // should that ever fail.
+            let value = HeaderValue::from_maybe_shared(bytes::Bytes::from(joined)).unwrap_or(value);
+            drop(entry.insert_mult(value));
+        }
     }
 }
 
@@ -211,5 +242,32 @@ mod tests {
         assert_eq!(headers.policy, "\"orders\";q=60;w=60");
         assert_eq!(headers.state, "\"orders\";r=4;t=2");
         assert_eq!(structured_string("a\"b\\c\u{e9}\n"), "\"a\\\"b\\\\c\"");
+    }
+
+    #[test]
+    fn fields_go_in_front_of_those_already_there() {
+        let decision = |remaining| Decision {
+            allowed: 1,
+            rejected: 0,
+            remaining: Some(remaining),
+            retry_after: Duration::ZERO,
+            reset_after: Duration::from_secs(1),
+        };
+        let mut map = http::HeaderMap::new();
+        HeaderTemplate::new("inner", 5, 5)
+            .headers(&decision(4))
+            .add_to(&mut map);
+        map.append(RATELIMIT, HeaderValue::from_static("\"upstream\";r=9;t=1"));
+        HeaderTemplate::new("outer", 3, 3)
+            .headers(&decision(2))
+            .add_to(&mut map);
+        assert_eq!(
+            map.get_all(RATELIMIT_POLICY).iter().collect::<Vec<_>>(),
+            ["\"outer\";q=3;w=3, \"inner\";q=5;w=5"]
+        );
+        assert_eq!(
+            map.get_all(RATELIMIT).iter().collect::<Vec<_>>(),
+            ["\"outer\";r=2;t=1, \"inner\";r=4;t=1, \"upstream\";r=9;t=1"]
+        );
     }
 }

@@ -12,20 +12,20 @@
 mod budget;
 mod headers;
 mod host;
+mod host_limits;
 mod key;
-mod limits;
 mod metrics;
 mod problem;
-mod rate_limit;
+mod route_limit;
 
 pub use budget::{Budget, BudgetError};
 pub use headers::{HeaderTemplate, RATELIMIT, RATELIMIT_POLICY, RateLimitField, advertised_quota};
 pub use host::{HostDefaults, HostDefaultsError};
+pub use host_limits::{FailurePolicy, HostLimits, HostLimitsBuilder};
 pub use key::{
-    ClientIpResolver, ForwardedHeader, KeyKind, KeySelector, PeerAddr, Principal, RequestParts,
-    Tenant,
+    ClientIpResolver, ForwardedHeader, KeySelector, PeerAddr, Principal, RequestParts, Tenant,
 };
-pub use limits::{RateLimits, RateLimitsBuilder};
-pub use metrics::{DENIALS_METRIC, PLUGIN, record_denial};
+pub use metrics::{DENIALS_METRIC, PLUGIN, STORE_FAILURES_METRIC, record_denial};
 pub use problem::{PROBLEM_JSON, Problem};
-pub use rate_limit::{RateLimit, ResponseFuture, RouteLimit};
+pub use route_limit::{ResponseFuture, RouteLimit, RouteLimitLayer};
+pub use tollgate_core::{RouteKeyKind, Store};

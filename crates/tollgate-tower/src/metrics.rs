@@ -22,3 +22,23 @@ pub fn record_denial(route: &Arc<str>, kind: &'static str) {
     )
     .increment(1);
 }
+
+/// The store failure counter: incremented by one for each request whose
+/// limits the [`Store`](tollgate_core::Store) could not decide (Redis down or
+/// too slow), whatever the [`FailurePolicy`](crate::FailurePolicy) then did.
+/// Labels: `plugin`, `route` (the layer that asked the store), `policy`
+/// (`fail_open` or `fail_closed`). The gateway server counts under the same
+/// name.
+pub const STORE_FAILURES_METRIC: &str = "tollgate_store_failures_total";
+
+/// Counts one request of `route` the store could not decide, under `policy`
+/// (`fail_open` or `fail_closed`).
+pub(crate) fn record_store_failure(route: &Arc<str>, policy: &'static str) {
+    metrics::counter!(
+        STORE_FAILURES_METRIC,
+        "plugin" => PLUGIN,
+        "route" => Arc::clone(route),
+        "policy" => policy,
+    )
+    .increment(1);
+}

@@ -72,6 +72,16 @@ impl Problem {
         response
     }
 
+    /// 503 Service Unavailable: the limit store cannot decide now (what a
+    /// [`FailurePolicy::FailClosed`](crate::FailurePolicy) layer answers).
+    pub fn unavailable() -> Response<Full<Bytes>> {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the rate limiter cannot decide right now; retry shortly",
+        )
+        .into_response()
+    }
+
     /// 500 Internal Server Error: the server is set up wrongly.
     pub fn internal(detail: impl Into<String>) -> Response<Full<Bytes>> {
         Problem::new(StatusCode::INTERNAL_SERVER_ERROR, detail).into_response()

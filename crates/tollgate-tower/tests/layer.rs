@@ -10,8 +10,8 @@ use http::StatusCode;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tollgate_core::ManualClock;
 use tollgate_tower::{
-    Budget, ClientIpResolver, DENIALS_METRIC, HostDefaults, KeySelector, PROBLEM_JSON, RateLimits,
-    RouteLimit,
+    Budget, ClientIpResolver, DENIALS_METRIC, HostDefaults, HostLimits, KeySelector, PROBLEM_JSON,
+    RouteLimitLayer,
 };
 use tower::{Service, ServiceExt};
 
@@ -21,8 +21,8 @@ use support::{
 
 const PEER: &str = "192.0.2.7:5000";
 
-fn limits(clock: &ManualClock) -> RateLimits {
-    RateLimits::builder().clock(clock.clone()).build()
+fn limits(clock: &ManualClock) -> HostLimits {
+    HostLimits::builder().clock(clock.clone()).build().unwrap()
 }
 
 fn budget(rpm: u64, burst: u64) -> Budget {
@@ -30,10 +30,11 @@ fn budget(rpm: u64, burst: u64) -> Budget {
 }
 
 /// A route allowing one request a minute per client IP.
-fn one_per_ip(limits: &RateLimits) -> RouteLimit {
+fn one_per_ip(limits: &HostLimits) -> RouteLimitLayer {
     limits
         .route("ip")
         .budget(budget(60, 1))
+        .unwrap()
         .key(KeySelector::Ip)
 }
 
@@ -43,6 +44,7 @@ async fn burst_window_allows_n_requests() {
     let layer = limits(&clock)
         .route("orders")
         .budget(budget(60, 5))
+        .unwrap()
         .key(KeySelector::Tenant);
     let service = Backend::default().wrapped(&layer);
     // Five requests 20 ms apart, all within 100 ms: the bucket of 5 covers them.
@@ -69,6 +71,7 @@ async fn sixth_request_in_burst_window_is_rejected_with_retry_after() {
     let layer = limits(&clock)
         .route("orders")
         .budget(budget(60, 5))
+        .unwrap()
         .key(KeySelector::Tenant);
     let service = backend.wrapped(&layer);
     for _ in 0..5 {
@@ -105,7 +108,7 @@ async fn clock_advance_refills_tokens_deterministically() {
     let clock = ManualClock::new(0);
     let limits = limits(&clock);
     // rpm 60: exactly one token per second.
-    let service = Backend::default().wrapped(&limits.route("a").budget(budget(60, 5)));
+    let service = Backend::default().wrapped(&limits.route("a").budget(budget(60, 5)).unwrap());
     for _ in 0..5 {
         assert_eq!(status(&service, from(PEER)).await, StatusCode::OK);
     }
@@ -120,7 +123,7 @@ async fn clock_advance_refills_tokens_deterministically() {
         StatusCode::TOO_MANY_REQUESTS
     );
     // rpm 7: after 60 s exactly 7 tokens, not 6 and not 8.
-    let service = Backend::default().wrapped(&limits.route("b").budget(budget(7, 7)));
+    let service = Backend::default().wrapped(&limits.route("b").budget(budget(7, 7)).unwrap());
     for _ in 0..7 {
         assert_eq!(status(&service, from(PEER)).await, StatusCode::OK);
     }
@@ -142,7 +145,8 @@ async fn clock_advance_refills_tokens_deterministically() {
 async fn retry_after_rounds_a_partial_refill_up_and_keeps_exact_seconds() {
     let clock = ManualClock::new(0);
     // rpm 30: one token every 2 s.
-    let service = Backend::default().wrapped(&limits(&clock).route("slow").budget(budget(30, 1)));
+    let service =
+        Backend::default().wrapped(&limits(&clock).route("slow").budget(budget(30, 1)).unwrap());
     assert_eq!(status(&service, from(PEER)).await, StatusCode::OK);
     let retry_after = |response: http::Response<support::Body>| {
         header(&response, "retry-after").map(str::to_owned)
@@ -180,6 +184,7 @@ async fn tenant_key_isolates_buckets() {
     let layer = limits(&clock)
         .route("orders")
         .budget(budget(60, 2))
+        .unwrap()
         .key(KeySelector::Tenant);
     let service = Backend::default().wrapped(&layer);
     for _ in 0..2 {
@@ -206,7 +211,8 @@ async fn tenant_key_isolates_buckets() {
 #[tokio::test]
 async fn default_falls_back_to_ip_without_principal() {
     let clock = ManualClock::new(0);
-    let service = Backend::default().wrapped(&limits(&clock).route("any").budget(budget(60, 1)));
+    let service =
+        Backend::default().wrapped(&limits(&clock).route("any").budget(budget(60, 1)).unwrap());
     // No principal: keyed by IP.
     assert_eq!(status(&service, from("192.0.2.7:1")).await, StatusCode::OK);
     assert_eq!(
@@ -228,7 +234,8 @@ async fn default_falls_back_to_ip_without_principal() {
 #[tokio::test]
 async fn tenant_and_ip_buckets_never_share_state_even_with_equal_strings() {
     let clock = ManualClock::new(0);
-    let service = Backend::default().wrapped(&limits(&clock).route("any").budget(budget(60, 1)));
+    let service =
+        Backend::default().wrapped(&limits(&clock).route("any").budget(budget(60, 1)).unwrap());
     // The principal's text equals the client's IP; the buckets stay apart.
     assert_eq!(
         status(&service, with_principal(from(PEER), "192.0.2.7")).await,
@@ -237,8 +244,13 @@ async fn tenant_and_ip_buckets_never_share_state_even_with_equal_strings() {
     assert_eq!(status(&service, from(PEER)).await, StatusCode::OK);
     let custom =
         KeySelector::custom(|request| Some(request.uri.path().trim_start_matches('/').to_owned()));
-    let service =
-        Backend::default().wrapped(&limits(&clock).route("c").budget(budget(60, 1)).key(custom));
+    let service = Backend::default().wrapped(
+        &limits(&clock)
+            .route("c")
+            .budget(budget(60, 1))
+            .unwrap()
+            .key(custom),
+    );
     let mut request = from(PEER);
     *request.uri_mut() = "/192.0.2.7".parse().unwrap();
     assert_eq!(status(&service, request).await, StatusCode::OK);
@@ -252,6 +264,7 @@ async fn denial_increments_the_counter_exactly_once_per_denied_request() {
     let layer = limits(&clock)
         .route("orders")
         .budget(budget(60, 1))
+        .unwrap()
         .key(KeySelector::Tenant);
     let mut service = Backend::default().wrapped(&layer);
     let mut statuses = Vec::new();
@@ -303,8 +316,12 @@ async fn allowed_requests_never_touch_the_counter() {
     let clock = ManualClock::new(0);
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    let mut service =
-        Backend::default().wrapped(&limits(&clock).route("orders").budget(budget(60, 5)));
+    let mut service = Backend::default().wrapped(
+        &limits(&clock)
+            .route("orders")
+            .budget(budget(60, 5))
+            .unwrap(),
+    );
     for _ in 0..5 {
         let ready = service.ready().await.unwrap();
         let future = metrics::with_local_recorder(&recorder, || ready.call(from(PEER)));
@@ -320,13 +337,15 @@ async fn route_override_beats_host_default() {
         tenant: Some(budget(100, 100)),
         ip: Some(budget(100, 100)),
     };
-    let limits = RateLimits::builder()
+    let limits = HostLimits::builder()
         .clock(clock.clone())
         .host_defaults(host)
-        .build();
+        .build()
+        .unwrap();
     let layer = limits
         .route("orders")
         .budget(budget(10, 10))
+        .unwrap()
         .key(KeySelector::Tenant);
     let service = Backend::default().wrapped(&layer);
     // The route's 10 applies, not the host's 100.
@@ -351,10 +370,11 @@ async fn host_defaults_limit_per_tenant_else_per_ip() {
         r#"{"tenant": {"rpm": 60, "burst": 2}, "ip": {"rpm": 60, "burst": 1}}"#,
     )
     .unwrap();
-    let limits = RateLimits::builder()
+    let limits = HostLimits::builder()
         .clock(clock.clone())
         .host_defaults(host)
-        .build();
+        .build()
+        .unwrap();
     let service = Backend::default().wrapped(&limits.route("search"));
     assert_eq!(
         status(&service, with_tenant(from(PEER), "acme")).await,
@@ -407,6 +427,7 @@ async fn a_declared_selector_that_finds_nothing_answers_401() {
         &limits
             .route("orders")
             .budget(budget(60, 5))
+            .unwrap()
             .key(KeySelector::Tenant),
     );
     let response = send(&by_tenant, from(PEER)).await;
@@ -416,7 +437,7 @@ async fn a_declared_selector_that_finds_nothing_answers_401() {
     let problem = json(response).await;
     assert_eq!(
         problem["detail"],
-        "orders is rate limited per tenant, and the request carries no tenant"
+        "orders is rate limited per tenant, and the request has none"
     );
     // An empty tenant is no tenant.
     assert_eq!(
@@ -427,11 +448,14 @@ async fn a_declared_selector_that_finds_nothing_answers_401() {
         &limits
             .route("me")
             .budget(budget(60, 5))
+            .unwrap()
             .key(KeySelector::Principal),
     );
+    let problem = json(send(&by_principal, from(PEER)).await).await;
+    assert_eq!(problem["status"], 401);
     assert_eq!(
-        status(&by_principal, from(PEER)).await,
-        StatusCode::UNAUTHORIZED
+        problem["detail"],
+        "me is rate limited per principal, and the request has none"
     );
     let custom = KeySelector::custom(|request| {
         request
@@ -441,10 +465,12 @@ async fn a_declared_selector_that_finds_nothing_answers_401() {
             .ok()
             .map(str::to_owned)
     });
-    let by_header = backend.wrapped(&limits.route("c").budget(budget(60, 5)).key(custom));
+    let by_header = backend.wrapped(&limits.route("c").budget(budget(60, 5)).unwrap().key(custom));
+    let problem = json(send(&by_header, from(PEER)).await).await;
+    assert_eq!(problem["status"], 401);
     assert_eq!(
-        status(&by_header, from(PEER)).await,
-        StatusCode::UNAUTHORIZED
+        problem["detail"],
+        "c is rate limited per custom key, and the request has none"
     );
     assert_eq!(
         status(&by_header, with_header(from(PEER), "x-client", "")).await,
@@ -459,6 +485,7 @@ async fn a_declared_selector_that_finds_nothing_answers_401() {
         &limits
             .route("ip")
             .budget(budget(60, 5))
+            .unwrap()
             .key(KeySelector::Ip),
     );
     assert_eq!(
@@ -503,10 +530,11 @@ async fn x_forwarded_for_from_an_untrusted_peer_is_ignored() {
 async fn forwarded_addresses_from_a_trusted_proxy_name_the_client() {
     let clock = ManualClock::new(0);
     let resolver = ClientIpResolver::new(["10.0.0.0/8".parse().unwrap()], 64);
-    let limits = RateLimits::builder()
+    let limits = HostLimits::builder()
         .clock(clock.clone())
         .client_ip(resolver)
-        .build();
+        .build()
+        .unwrap();
     let service = Backend::default().wrapped(&one_per_ip(&limits));
     let proxied = |chain: &str| with_header(from("10.0.0.1:443"), "x-forwarded-for", chain);
     // The right-most address that is not a trusted proxy: 203.0.113.9.
@@ -569,6 +597,7 @@ async fn sixty_four_concurrent_requests_on_a_burst_of_5_give_exactly_5_passes() 
         &limits(&clock)
             .route("hot")
             .budget(budget(60, 5))
+            .unwrap()
             .key(KeySelector::Tenant),
     );
     let barrier = Arc::new(tokio::sync::Barrier::new(64));

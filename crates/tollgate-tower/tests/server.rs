@@ -5,15 +5,16 @@ use std::net::SocketAddr;
 use axum::Router;
 use axum::routing::get;
 use tollgate_core::ManualClock;
-use tollgate_tower::{Budget, KeySelector, RateLimits};
+use tollgate_tower::{Budget, HostLimits, KeySelector};
 
 #[tokio::test]
 async fn a_real_server_limits_a_real_client_by_ip() {
     let clock = ManualClock::new(0);
-    let limits = RateLimits::builder().clock(clock.clone()).build();
+    let limits = HostLimits::builder().clock(clock.clone()).build().unwrap();
     let layer = limits
         .route("hello")
         .budget(Budget::new(60, 5).unwrap())
+        .unwrap()
         .key(KeySelector::Ip);
     let app = Router::new().route("/hello", get(|| async { "hello" }).layer(layer));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

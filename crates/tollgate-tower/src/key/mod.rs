@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::{Extensions, HeaderMap, Method, Uri};
+use tollgate_core::{RouteKeyKind, route_store_key, route_store_key_prefix};
 
 pub use client_ip::{ClientIpResolver, ForwardedHeader};
 
@@ -44,7 +45,7 @@ pub struct RequestParts<'a> {
 
 type CustomKey = Arc<dyn Fn(&RequestParts<'_>) -> Option<String> + Send + Sync>;
 
-/// What a route's buckets are keyed by.
+/// What a route's own budget is keyed by.
 ///
 /// When a route names no selector, the key is the [`Principal`] if one is
 /// resolved, else the client IP. When a declared selector finds nothing (no
@@ -96,53 +97,20 @@ impl fmt::Debug for KeySelector {
     }
 }
 
-/// The kind of a key: the `key_kind` label of the denial counter, and the
-/// namespace that keeps a tenant's bucket apart from an IP's with the same text.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KeyKind {
-    /// A [`Tenant`].
-    Tenant,
-    /// A [`Principal`].
-    Principal,
-    /// A client IP or IPv6 prefix.
-    Ip,
-    /// A custom key.
-    Custom,
-}
-
-impl KeyKind {
-    /// `tenant`, `principal`, `ip` or `custom`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KeyKind::Tenant => "tenant",
-            KeyKind::Principal => "principal",
-            KeyKind::Ip => "ip",
-            KeyKind::Custom => "custom",
-        }
-    }
-}
-
-/// A request's limiter key: its kind and its namespaced text, such as
-/// `tenant:acme` or `ip:192.0.2.7`.
+/// A request's store key, `{route}/{kind}:{value}` (such as
+/// `orders/tenant:acme` or `search/ip:192.0.2.7`), and its kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LimitKey {
-    pub(crate) kind: KeyKind,
+    pub(crate) kind: RouteKeyKind,
     pub(crate) text: String,
 }
 
 impl LimitKey {
-    fn new(kind: KeyKind, value: &str) -> Self {
-        let mut text = LimitKey::prefix(kind, value.len());
-        text.push_str(value);
-        LimitKey { kind, text }
-    }
-
-    /// `kind:` in a string with room for `value_length` more bytes.
-    fn prefix(kind: KeyKind, value_length: usize) -> String {
-        let mut text = String::with_capacity(kind.as_str().len() + 1 + value_length);
-        text.push_str(kind.as_str());
-        text.push(':');
-        text
+    fn new(route: &str, kind: RouteKeyKind, value: &str) -> Self {
+        LimitKey {
+            kind,
+            text: route_store_key(route, kind, value),
+        }
     }
 }
 
@@ -150,42 +118,46 @@ impl LimitKey {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MissingKey {
     /// The declared identity (tenant, principal, custom) is absent: a 401.
-    Identity(KeyKind),
+    Identity(RouteKeyKind),
     /// The connection's peer address is unknown: the server is not set up to
     /// record it (a 500).
     PeerAddress,
 }
 
 impl KeySelector {
-    /// The key of a request, by this selector.
+    /// The store key of a request on `route`, by this selector.
     pub(crate) fn key(
         &self,
         request: &RequestParts<'_>,
         client_ip: &ClientIpResolver,
+        route: &str,
     ) -> Result<LimitKey, MissingKey> {
-        let identity = |kind: KeyKind, value: Option<&str>| match value {
-            Some(value) if !value.is_empty() => Ok(LimitKey::new(kind, value)),
+        let identity = |kind: RouteKeyKind, value: Option<&str>| match value {
+            Some(value) if !value.is_empty() => Ok(LimitKey::new(route, kind, value)),
             _ => Err(MissingKey::Identity(kind)),
         };
         let ip = || {
-            let mut text = LimitKey::prefix(KeyKind::Ip, 39);
+            // An IPv6 address is at most 39 characters, and its prefix "/128".
+            let mut text = route_store_key_prefix(route, RouteKeyKind::Ip, 43);
             if !client_ip.write_client_key(request, &mut text) {
                 return Err(MissingKey::PeerAddress);
             }
             Ok(LimitKey {
-                kind: KeyKind::Ip,
+                kind: RouteKeyKind::Ip,
                 text,
             })
         };
         match self {
             KeySelector::PrincipalOrIp => match principal(request.extensions) {
-                Some(principal) => identity(KeyKind::Principal, Some(principal)),
+                Some(principal) => identity(RouteKeyKind::Principal, Some(principal)),
                 None => ip(),
             },
-            KeySelector::Tenant => identity(KeyKind::Tenant, tenant(request.extensions)),
-            KeySelector::Principal => identity(KeyKind::Principal, principal(request.extensions)),
+            KeySelector::Tenant => identity(RouteKeyKind::Tenant, tenant(request.extensions)),
+            KeySelector::Principal => {
+                identity(RouteKeyKind::Principal, principal(request.extensions))
+            }
             KeySelector::Ip => ip(),
-            KeySelector::Custom(key) => identity(KeyKind::Custom, key(request).as_deref()),
+            KeySelector::Custom(key) => identity(RouteKeyKind::Custom, key(request).as_deref()),
         }
     }
 }

@@ -10,12 +10,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use tollgate_tower::{PeerAddr, Principal, RouteLimit, Tenant};
+use tollgate_tower::{PeerAddr, Principal, RouteLimitLayer, Tenant};
 use tower::{Layer, Service, ServiceExt};
 
 pub type Body = http_body_util::Either<Full<Bytes>, Full<Bytes>>;
 
-/// The inner service: answers 200 "ok" and counts its calls.
+/// The inner service: answers 200 "ok" and counts the requests it served (in
+/// its future, where a service does its work: a refused request's future is
+/// dropped unpolled).
 #[derive(Clone, Default)]
 pub struct Backend {
     pub calls: Arc<AtomicUsize>,
@@ -28,16 +30,33 @@ impl Backend {
 
     pub fn wrapped(
         &self,
-        layer: &RouteLimit,
+        layer: &RouteLimitLayer,
     ) -> impl Service<Request<()>, Response = Response<Body>, Error = Infallible, Future: Send>
     + Clone
     + Send
     + 'static {
+        layer.layer(self.service())
+    }
+
+    /// The bare service, to wrap in several layers.
+    pub fn service(
+        &self,
+    ) -> impl Service<
+        Request<()>,
+        Response = Response<Full<Bytes>>,
+        Error = Infallible,
+        Future: Send,
+    > + Clone
+    + Send
+    + 'static {
         let calls = Arc::clone(&self.calls);
-        layer.layer(tower::service_fn(move |_request: Request<()>| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            async { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok")))) }
-        }))
+        tower::service_fn(move |_request: Request<()>| {
+            let calls = Arc::clone(&calls);
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+            }
+        })
     }
 }
 

@@ -1,0 +1,251 @@
+//! A route's budget, the one place that says which budget applies to a
+//! request, what kinds of key a budget is keyed by, and the key its state has
+//! in a [`Store`](crate::Store). The tower layer (`tollgate-tower`) and the
+//! gateway server (`tollgate serve`) both choose through here.
+//!
+//! ```
+//! use tollgate_core::{RouteBudgetChoice, RouteBudgets, RouteKeyKind, route_store_key};
+//!
+//! // Budgets are any type: here (rpm, burst) pairs, and the route's own
+//! // budget is keyed by a selector of the caller's own type (a `&str` here).
+//! let own = (60, 5);
+//! let host_ip = (30, 3);
+//! let budgets = RouteBudgets { own: None::<(&_, &&str)>, host_tenant: None, host_ip: Some(&host_ip) };
+//! let choice = budgets.choose(|| false).unwrap();
+//! assert_eq!(choice, RouteBudgetChoice::Host { budget: &host_ip, kind: RouteKeyKind::Ip });
+//! let budgets = RouteBudgets { own: Some((&own, &"tenant")), host_tenant: None, host_ip: Some(&host_ip) };
+//! assert_eq!(budgets.choose(|| true).unwrap().budget(), &own);
+//! assert_eq!(route_store_key("orders", RouteKeyKind::Ip, "192.0.2.7"), "orders/ip:192.0.2.7");
+//! ```
+
+/// What a route budget's key is. Its [`label`](RouteKeyKind::label) is both
+/// the `key_kind` label of the denial counter and the namespace of the key in
+/// the store, so a tenant's bucket and an IP's with the same text never meet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RouteKeyKind {
+    /// The authenticated principal (the tower layer's `Principal`, the
+    /// gateway's API key).
+    Principal,
+    /// The request's tenant.
+    Tenant,
+    /// The client IP (or IPv6 prefix).
+    Ip,
+    /// Anything else the route chooses: a function of the request (tower), a
+    /// request header (gateway).
+    Custom,
+}
+
+impl RouteKeyKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [RouteKeyKind; 4] = [
+        RouteKeyKind::Principal,
+        RouteKeyKind::Tenant,
+        RouteKeyKind::Ip,
+        RouteKeyKind::Custom,
+    ];
+
+    /// `principal`, `tenant`, `ip` or `custom`: the metric label and the
+    /// store key's namespace.
+    pub fn label(self) -> &'static str {
+        match self {
+            RouteKeyKind::Principal => "principal",
+            RouteKeyKind::Tenant => "tenant",
+            RouteKeyKind::Ip => "ip",
+            RouteKeyKind::Custom => "custom",
+        }
+    }
+
+    /// The kind in words, for messages such as "orders is rate limited per
+    /// tenant": `principal`, `tenant`, `client IP` or `custom key`.
+    pub fn noun(self) -> &'static str {
+        match self {
+            RouteKeyKind::Principal => "principal",
+            RouteKeyKind::Tenant => "tenant",
+            RouteKeyKind::Ip => "client IP",
+            RouteKeyKind::Custom => "custom key",
+        }
+    }
+}
+
+/// The budgets one route may hold a request to. `B` is the caller's budget
+/// type (a prepared policy with its headers, say) and `S` what the route's own
+/// budget is keyed by (the caller's selector type); both are only borrowed.
+#[derive(Debug)]
+pub struct RouteBudgets<'a, B, S> {
+    /// The route's own budget and its key selector; it overrides the host's.
+    pub own: Option<(&'a B, &'a S)>,
+    /// The host's default budget per tenant, for routes without their own.
+    pub host_tenant: Option<&'a B>,
+    /// The host's default budget per client IP, for routes without their own.
+    pub host_ip: Option<&'a B>,
+}
+
+/// The budget a request is held to on its route, and how it is keyed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RouteBudgetChoice<'a, B, S> {
+    /// The route's own budget, keyed as its selector says (which may find no
+    /// key: the caller answers that, with a 401 for instance).
+    Own {
+        /// The budget.
+        budget: &'a B,
+        /// Its key selector.
+        selector: &'a S,
+    },
+    /// A host default: per [`RouteKeyKind::Tenant`] or per
+    /// [`RouteKeyKind::Ip`].
+    Host {
+        /// The budget.
+        budget: &'a B,
+        /// [`RouteKeyKind::Tenant`] or [`RouteKeyKind::Ip`].
+        kind: RouteKeyKind,
+    },
+}
+
+impl<'a, B, S> RouteBudgetChoice<'a, B, S> {
+    /// The chosen budget.
+    pub fn budget(&self) -> &'a B {
+        match self {
+            RouteBudgetChoice::Own { budget, .. } | RouteBudgetChoice::Host { budget, .. } => {
+                budget
+            }
+        }
+    }
+}
+
+impl<'a, B, S> RouteBudgets<'a, B, S> {
+    /// The budget that applies: the route's own; else the host's per tenant
+    /// when `has_tenant()` (called only then: the request's tenant is looked
+    /// up only when it matters); else the host's per IP; else none (the
+    /// request is not limited by its route, and no state is kept).
+    pub fn choose(self, has_tenant: impl FnOnce() -> bool) -> Option<RouteBudgetChoice<'a, B, S>> {
+        if let Some((budget, selector)) = self.own {
+            return Some(RouteBudgetChoice::Own { budget, selector });
+        }
+        if let Some(budget) = self.host_tenant {
+            if has_tenant() {
+                return Some(RouteBudgetChoice::Host {
+                    budget,
+                    kind: RouteKeyKind::Tenant,
+                });
+            }
+        }
+        self.host_ip.map(|budget| RouteBudgetChoice::Host {
+            budget,
+            kind: RouteKeyKind::Ip,
+        })
+    }
+}
+
+/// The store key of `value` of `kind` under route `route`:
+/// `{route}/{kind}:{value}`, such as `orders/tenant:acme`, for
+/// [`Limit::Policy`](crate::Limit). Routes and kinds never share a key.
+pub fn route_store_key(route: &str, kind: RouteKeyKind, value: &str) -> String {
+    let mut key = route_store_key_prefix(route, kind, value.len());
+    key.push_str(value);
+    key
+}
+
+/// `{route}/{kind}:`, the start of [`route_store_key`], in a string with room
+/// for `value_capacity` more bytes: for callers that write the value in place
+/// (a client IP, say) without a second allocation.
+pub fn route_store_key_prefix(route: &str, kind: RouteKeyKind, value_capacity: usize) -> String {
+    let kind = kind.label();
+    let mut key = String::with_capacity(route.len() + 1 + kind.len() + 1 + value_capacity);
+    key.push_str(route);
+    key.push('/');
+    key.push_str(kind);
+    key.push(':');
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The budgets of a route: 1 its own (keyed by selector 'k'), 2 the
+    /// host's per tenant, 3 the host's per IP, each present or not.
+    fn budgets<'a>(
+        own: Option<&'a u8>,
+        tenant: Option<&'a u8>,
+        ip: Option<&'a u8>,
+    ) -> RouteBudgets<'a, u8, char> {
+        RouteBudgets {
+            own: own.map(|budget| (budget, &'k')),
+            host_tenant: tenant,
+            host_ip: ip,
+        }
+    }
+
+    #[test]
+    fn the_route_s_own_budget_comes_first_without_asking_for_a_tenant() {
+        let (own, tenant, ip) = (1, 2, 3);
+        for has_tenant in [false, true] {
+            let choice = budgets(Some(&own), Some(&tenant), Some(&ip))
+                .choose(|| panic!("the tenant is not needed: asked {has_tenant}"));
+            assert_eq!(
+                choice,
+                Some(RouteBudgetChoice::Own {
+                    budget: &1,
+                    selector: &'k'
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn host_defaults_go_per_tenant_for_a_request_with_one_else_per_ip() {
+        let (tenant, ip) = (2, 3);
+        let host = |has_tenant: bool, tenant: Option<&u8>, ip: Option<&u8>| {
+            budgets(None, tenant, ip)
+                .choose(|| has_tenant)
+                .map(|choice| match choice {
+                    RouteBudgetChoice::Host { budget, kind } => (*budget, kind),
+                    RouteBudgetChoice::Own { .. } => panic!("no own budget"),
+                })
+        };
+        use RouteKeyKind::{Ip, Tenant};
+        assert_eq!(host(true, Some(&tenant), Some(&ip)), Some((2, Tenant)));
+        assert_eq!(host(false, Some(&tenant), Some(&ip)), Some((3, Ip)));
+        assert_eq!(host(true, None, Some(&ip)), Some((3, Ip)));
+        assert_eq!(host(true, Some(&tenant), None), Some((2, Tenant)));
+        assert_eq!(host(false, Some(&tenant), None), None);
+        assert_eq!(host(true, None, None), None);
+        assert_eq!(host(false, None, None), None);
+    }
+
+    #[test]
+    fn the_tenant_is_looked_up_only_when_a_tenant_default_exists() {
+        let ip = 3;
+        let choice = budgets(None, None, Some(&ip)).choose(|| panic!("no tenant default"));
+        assert_eq!(choice.map(|choice| *choice.budget()), Some(3));
+    }
+
+    #[test]
+    fn kinds_have_their_labels_and_nouns() {
+        let labels: Vec<_> = RouteKeyKind::ALL.iter().map(|kind| kind.label()).collect();
+        assert_eq!(labels, ["principal", "tenant", "ip", "custom"]);
+        let nouns: Vec<_> = RouteKeyKind::ALL.iter().map(|kind| kind.noun()).collect();
+        assert_eq!(nouns, ["principal", "tenant", "client IP", "custom key"]);
+    }
+
+    #[test]
+    fn store_keys_namespace_route_and_kind() {
+        assert_eq!(
+            route_store_key("orders", RouteKeyKind::Tenant, "acme"),
+            "orders/tenant:acme"
+        );
+        assert_eq!(
+            route_store_key("orders", RouteKeyKind::Principal, "acme"),
+            "orders/principal:acme"
+        );
+        assert_eq!(
+            route_store_key("search", RouteKeyKind::Custom, "a:b/c"),
+            "search/custom:a:b/c"
+        );
+        let mut key = route_store_key_prefix("search", RouteKeyKind::Ip, 39);
+        assert_eq!(key, "search/ip:");
+        assert!(key.capacity() >= "search/ip:".len() + 39);
+        key.push_str("2001:db8:1:2::/64");
+        assert_eq!(key, "search/ip:2001:db8:1:2::/64");
+    }
+}

@@ -1,0 +1,289 @@
+//! [`HostLimits`]: what every route of a host shares (the store, the clock,
+//! the client-IP rules, the host defaults, the failure policy), and the
+//! factory of route layers.
+
+use std::sync::{Arc, Mutex};
+
+use tollgate_core::{
+    Clock, DEFAULT_MAX_TRACKED_KEYS, LimiterConfig, MemoryStore, PolicyError, Store, SystemClock,
+};
+
+use crate::budget::Budget;
+use crate::host::HostDefaults;
+use crate::key::ClientIpResolver;
+use crate::route_limit::{PreparedBudget, Route, RouteLimitLayer};
+
+/// The rate limits of one host: the [`Store`] its routes' budgets live in
+/// and what they share. Cheap to clone; every clone shares one state.
+///
+/// [`HostLimits::route`] makes the layer of one route.
+///
+/// ```
+/// use tollgate_tower::{Budget, HostLimits, KeySelector};
+///
+/// let limits = HostLimits::new();
+/// let orders = limits
+///     .route("orders")
+///     .budget(Budget::new(60, 5).unwrap())
+///     .unwrap()
+///     .key(KeySelector::Tenant);
+/// let search = limits.route("search"); // host defaults, or no limit at all
+/// # let _ = (orders, search);
+/// ```
+#[derive(Clone, Debug)]
+pub struct HostLimits {
+    shared: Arc<Shared>,
+    /// The host defaults, prepared for the store (each route keys them apart).
+    host_tenant: Option<PreparedBudget>,
+    host_ip: Option<PreparedBudget>,
+}
+
+/// What a store failure does to a request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// The request goes on unlimited, without RateLimit fields (the default:
+    /// a rate limiter that is down should not take the service down with it).
+    /// Each such request counts in [`STORE_FAILURES_METRIC`](crate::STORE_FAILURES_METRIC).
+    #[default]
+    FailOpen,
+    /// The request is answered `503 Service Unavailable` with a problem+json
+    /// body and never reaches the service (for routes that must never run
+    /// unlimited). Counted as with `FailOpen`.
+    FailClosed,
+}
+
+impl FailurePolicy {
+    /// `fail_open` or `fail_closed`, the `policy` label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            FailurePolicy::FailOpen => "fail_open",
+            FailurePolicy::FailClosed => "fail_closed",
+        }
+    }
+}
+
+/// The state every route of a host shares.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    /// Whether the store answers every call at once (the in-memory store made
+    /// by the builder): its decisions are then taken in `Service::call`,
+    /// without boxing a future of the layer's own.
+    pub(crate) immediate: bool,
+    pub(crate) client_ip: ClientIpResolver,
+    pub(crate) failure: FailurePolicy,
+    /// The builder's own in-memory store, with the idle eviction it has now:
+    /// raised to cover every budget made on it.
+    memory: Option<(Arc<MemoryStore>, Mutex<LimiterConfig>)>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("immediate", &self.immediate)
+            .field("client_ip", &self.client_ip)
+            .field("failure", &self.failure)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// The store's identity (the address of its data): layers on one store
+    /// decide together.
+    pub(crate) fn store_id(&self) -> usize {
+        Arc::as_ptr(&self.store).cast::<()>() as usize
+    }
+
+    /// `budget` prepared for the store, for the route `route`.
+    pub(crate) fn prepare(
+        &self,
+        route: &str,
+        budget: Budget,
+    ) -> Result<PreparedBudget, PolicyError> {
+        self.cover(budget);
+        PreparedBudget::new(self.store.as_ref(), route, budget)
+    }
+
+    /// Makes the builder's in-memory store keep a key's state at least as
+    /// long as `budget`'s bucket takes to fill, so forgetting an idle key
+    /// changes no decision.
+    fn cover(&self, budget: Budget) {
+        let Some((store, config)) = &self.memory else {
+            return;
+        };
+        let mut config = config
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let needed = budget.seconds_to_fill();
+        if needed > config.idle_eviction_s {
+            config.idle_eviction_s = needed;
+            // Only the idle eviction changes, to a valid value: this cannot fail.
+            let _ = store.reconfigure(&config);
+        }
+    }
+}
+
+impl Default for HostLimits {
+    fn default() -> Self {
+        HostLimits::new()
+    }
+}
+
+impl HostLimits {
+    /// An in-memory store on the system clock, no host defaults, no trusted
+    /// proxies, IPv6 grouped by /64, failing open.
+    pub fn new() -> Self {
+        HostLimits::builder()
+            .build()
+            .expect("no host defaults: nothing to prepare")
+    }
+
+    /// A builder to set the store, clock, host defaults, client-IP rules,
+    /// key cap and failure policy.
+    pub fn builder() -> HostLimitsBuilder {
+        HostLimitsBuilder {
+            store: None,
+            clock: Arc::new(SystemClock::new()),
+            client_ip: ClientIpResolver::default(),
+            host: HostDefaults::default(),
+            max_tracked_keys: DEFAULT_MAX_TRACKED_KEYS,
+            failure: FailurePolicy::default(),
+        }
+    }
+
+    /// The layer of the route `name`: the `route` label of the metrics, the
+    /// policy name in the RateLimit fields, and the start of its store keys
+    /// (`{name}/{kind}:{value}`; two layers with one name on one store share
+    /// their budgets). Without [`RouteLimitLayer::budget`], the host
+    /// defaults apply to it.
+    pub fn route(&self, name: impl Into<String>) -> RouteLimitLayer {
+        let name: Arc<str> = Arc::from(name.into());
+        let named = |budget: &PreparedBudget| budget.for_route(&name);
+        RouteLimitLayer::new(Route {
+            host_tenant: self.host_tenant.as_ref().map(named),
+            host_ip: self.host_ip.as_ref().map(named),
+            name,
+            shared: Arc::clone(&self.shared),
+            own: None,
+            selector: Default::default(),
+        })
+    }
+}
+
+/// Builds [`HostLimits`].
+pub struct HostLimitsBuilder {
+    store: Option<Arc<dyn Store>>,
+    clock: Arc<dyn Clock>,
+    client_ip: ClientIpResolver,
+    host: HostDefaults,
+    max_tracked_keys: usize,
+    failure: FailurePolicy,
+}
+
+impl std::fmt::Debug for HostLimitsBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostLimitsBuilder")
+            .field("store", &self.store.as_ref().map(|_| "custom"))
+            .field("client_ip", &self.client_ip)
+            .field("host", &self.host)
+            .field("max_tracked_keys", &self.max_tracked_keys)
+            .field("failure", &self.failure)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HostLimitsBuilder {
+    /// Where the budgets live: any [`Store`], such as
+    /// `tollgate_redis::RedisStore` to share them between processes (as
+    /// `tollgate serve` does). The store keeps its own time and its own
+    /// memory bounds: [`clock`](Self::clock) and
+    /// [`max_tracked_keys`](Self::max_tracked_keys) then do not apply, and
+    /// its idle eviction (a Redis store's TTLs are exact) must not forget a
+    /// key before its bucket is full again. Default: an in-memory
+    /// [`MemoryStore`] on the builder's clock with the builder's key cap.
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The in-memory store's clock: [`SystemClock`] by default, a
+    /// [`ManualClock`](tollgate_core::ManualClock) in tests. Nanoseconds.
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Default budgets for routes that declare none.
+    pub fn host_defaults(mut self, host: HostDefaults) -> Self {
+        self.host = host;
+        self
+    }
+
+    /// How the client IP is found (trusted proxies, IPv6 prefix).
+    pub fn client_ip(mut self, client_ip: ClientIpResolver) -> Self {
+        self.client_ip = client_ip;
+        self
+    }
+
+    /// The most keys the in-memory store tracks at once, over every route of
+    /// the host (at least 1; default 1,000,000); see
+    /// [`LimiterConfig::max_tracked_keys`].
+    pub fn max_tracked_keys(mut self, keys: usize) -> Self {
+        self.max_tracked_keys = keys.max(1);
+        self
+    }
+
+    /// What a store failure does to a request (default
+    /// [`FailurePolicy::FailOpen`]). The layer that asks the store (the
+    /// outermost of stacked layers) applies its own.
+    pub fn failure_policy(mut self, failure: FailurePolicy) -> Self {
+        self.failure = failure;
+        self
+    }
+
+    /// The host limits.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError`] when the store cannot use a host default (a Redis
+    /// store refuses budgets whose numbers could pass 2^52).
+    pub fn build(self) -> Result<HostLimits, PolicyError> {
+        let (store, memory): (Arc<dyn Store>, _) = match self.store {
+            Some(store) => (store, None),
+            None => {
+                let fill =
+                    |budget: Option<Budget>| budget.map_or(1, |budget| budget.seconds_to_fill());
+                let config = LimiterConfig {
+                    tiers: Default::default(),
+                    exempt_keys: Vec::new(),
+                    idle_eviction_s: fill(self.host.tenant).max(fill(self.host.ip)),
+                    max_tracked_keys: self.max_tracked_keys,
+                    ..LimiterConfig::default()
+                };
+                let store = MemoryStore::new(&config, self.clock)
+                    .expect("an in-memory store of valid settings");
+                let store = Arc::new(store);
+                (
+                    Arc::clone(&store) as Arc<dyn Store>,
+                    Some((store, Mutex::new(config))),
+                )
+            }
+        };
+        let shared = Shared {
+            immediate: memory.is_some(),
+            store,
+            client_ip: self.client_ip,
+            failure: self.failure,
+            memory,
+        };
+        // Prepared under a placeholder name: each route renames its copy.
+        let prepare =
+            |budget: Option<Budget>| budget.map(|budget| shared.prepare("", budget)).transpose();
+        let host_tenant = prepare(self.host.tenant)?;
+        let host_ip = prepare(self.host.ip)?;
+        Ok(HostLimits {
+            shared: Arc::new(shared),
+            host_tenant,
+            host_ip,
+        })
+    }
+}

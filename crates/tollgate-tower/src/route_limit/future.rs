@@ -1,0 +1,119 @@
+//! [`ResponseFuture`]: the inner service's response with the RateLimit
+//! fields added, or tollgate's own response.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http::Response;
+use http_body_util::{Either, Full};
+use pin_project_lite::pin_project;
+
+use super::decide::Outcome;
+use crate::headers::RateLimitHeaders;
+use crate::problem::Problem;
+
+/// The store's decision still to come.
+type Deciding = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
+pin_project! {
+    /// The response future of [`RouteLimit`](super::RouteLimit): the inner
+    /// service's future, polled only once every limit allowed the request
+    /// (and dropped unpolled otherwise).
+    pub struct ResponseFuture<F> {
+        #[pin]
+        inner: Option<F>,
+        stage: Stage,
+    }
+}
+
+enum Stage {
+    /// Waiting for a store that does not answer at once (Redis).
+    Deciding(Deciding),
+    /// Allowed: the inner response, with these fields added.
+    Allowed(Option<RateLimitHeaders>),
+    /// Refused: this response (taken once; boxed, so the future stays small
+    /// on the common path).
+    Refused(Option<Box<Response<Full<Bytes>>>>),
+}
+
+impl<F> ResponseFuture<F> {
+    /// The inner future's response, untouched (no limit, or the limit of a
+    /// layer that another one decides for).
+    pub(super) fn pass(future: F) -> Self {
+        ResponseFuture {
+            inner: Some(future),
+            stage: Stage::Allowed(None),
+        }
+    }
+
+    /// `response` without calling the inner service.
+    pub(super) fn refused(response: Box<Response<Full<Bytes>>>) -> Self {
+        ResponseFuture {
+            inner: None,
+            stage: Stage::Refused(Some(response)),
+        }
+    }
+
+    /// Decided already: the inner future is dropped at once if refused.
+    pub(super) fn decided(future: F, outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Allowed(headers) => ResponseFuture {
+                inner: Some(future),
+                stage: Stage::Allowed(headers),
+            },
+            Outcome::Refused(response) => ResponseFuture::refused(response),
+        }
+    }
+
+    /// The inner future, waiting for `decision`.
+    pub(super) fn deciding(future: F, decision: Deciding) -> Self {
+        ResponseFuture {
+            inner: Some(future),
+            stage: Stage::Deciding(decision),
+        }
+    }
+}
+
+impl<F, Body, Error> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<Body>, Error>>,
+{
+    type Output = Result<Response<Either<Body, Full<Bytes>>>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.stage {
+                Stage::Deciding(decision) => match ready!(decision.as_mut().poll(cx)) {
+                    Outcome::Allowed(headers) => *this.stage = Stage::Allowed(headers),
+                    Outcome::Refused(response) => {
+                        // Refused: the inner future is never polled.
+                        this.inner.set(None);
+                        *this.stage = Stage::Refused(Some(response));
+                    }
+                },
+                Stage::Allowed(headers) => {
+                    let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+                        let response = Problem::internal("response already taken".to_owned());
+                        return Poll::Ready(Ok(response.map(Either::Right)));
+                    };
+                    let mut response = ready!(inner.poll(cx))?;
+                    this.inner.set(None);
+                    if let Some(headers) = headers.take() {
+                        headers.add_to(response.headers_mut());
+                    }
+                    return Poll::Ready(Ok(response.map(Either::Left)));
+                }
+                Stage::Refused(response) => {
+                    let response = response.take().map_or_else(
+                        || Problem::internal("response already taken".to_owned()),
+                        |response| *response,
+                    );
+                    return Poll::Ready(Ok(response.map(Either::Right)));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! One route's budgets, and which of them (with which key) a request is held
+//! to.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::Response;
+use http_body_util::Full;
+use tollgate_core::{
+    Limit, PolicyError, PreparedPolicy, RouteBudgetChoice, RouteBudgets, RouteKeyKind, Store,
+};
+
+use crate::budget::Budget;
+use crate::headers::{HeaderTemplate, advertised_quota};
+use crate::host_limits::Shared;
+use crate::key::{self, KeySelector, LimitKey, MissingKey, RequestParts};
+use crate::problem::Problem;
+
+/// A budget prepared for the store, with the route's RateLimit fields for it.
+#[derive(Clone, Debug)]
+pub(crate) struct PreparedBudget {
+    budget: Budget,
+    pub(crate) prepared: PreparedPolicy,
+    pub(crate) headers: HeaderTemplate,
+}
+
+impl PreparedBudget {
+    pub(crate) fn new(store: &dyn Store, route: &str, budget: Budget) -> Result<Self, PolicyError> {
+        let prepared = store.prepare(budget.policy())?;
+        let (quota, window_s) = advertised_quota(&budget.policy());
+        Ok(PreparedBudget {
+            budget,
+            prepared,
+            headers: HeaderTemplate::new(route, quota, window_s),
+        })
+    }
+
+    /// The same budget, its fields named after `route`.
+    pub(crate) fn for_route(&self, route: &str) -> Self {
+        let (quota, window_s) = advertised_quota(&self.budget.policy());
+        PreparedBudget {
+            headers: HeaderTemplate::new(route, quota, window_s),
+            ..self.clone()
+        }
+    }
+
+    /// The quota and window (seconds) advertised in `RateLimit-Policy`.
+    pub(crate) fn quota(&self) -> (u64, u64) {
+        advertised_quota(&self.budget.policy())
+    }
+}
+
+/// A route's limits.
+#[derive(Clone, Debug)]
+pub(crate) struct Route {
+    pub(crate) name: Arc<str>,
+    pub(crate) shared: Arc<Shared>,
+    /// The route's own budget, which overrides the host defaults.
+    pub(crate) own: Option<PreparedBudget>,
+    /// What the route's own budget is keyed by.
+    pub(crate) selector: KeySelector,
+    /// The host's per-tenant default, for this route.
+    pub(crate) host_tenant: Option<PreparedBudget>,
+    /// The host's per-IP default, for this route.
+    pub(crate) host_ip: Option<PreparedBudget>,
+}
+
+/// Which of a route's budgets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Which {
+    Own,
+    HostTenant,
+    HostIp,
+}
+
+/// One budget a request is held to: the route, which budget, and the key.
+#[derive(Debug)]
+pub(crate) struct PendingLimit {
+    pub(crate) route: Arc<Route>,
+    which: Which,
+    pub(crate) key: LimitKey,
+}
+
+impl PendingLimit {
+    pub(crate) fn budget(&self) -> &PreparedBudget {
+        let budget = match self.which {
+            Which::Own => self.route.own.as_ref(),
+            Which::HostTenant => self.route.host_tenant.as_ref(),
+            Which::HostIp => self.route.host_ip.as_ref(),
+        };
+        budget.expect("a pending limit names a budget its route has")
+    }
+
+    /// The limit for [`Store::acquire`].
+    pub(crate) fn limit(&self) -> Limit<'_> {
+        Limit::Policy {
+            key: &self.key.text,
+            policy: &self.budget().prepared,
+        }
+    }
+
+    pub(crate) fn kind(&self) -> RouteKeyKind {
+        self.key.kind
+    }
+}
+
+/// What a request is held to on a route.
+#[derive(Debug)]
+pub(crate) enum Check {
+    /// No budget applies: call the service, add nothing, keep no state.
+    PassThrough,
+    /// This budget and key.
+    Limit(PendingLimit),
+    /// Refused before any budget is used (401, 500); boxed, so the common
+    /// path moves little.
+    Refused(Box<Response<Full<Bytes>>>),
+}
+
+impl Route {
+    /// The budget and key `request` is held to on this route.
+    pub(crate) fn check(self: &Arc<Self>, request: &RequestParts<'_>) -> Check {
+        let budgets = RouteBudgets {
+            own: self.own.as_ref().map(|budget| (budget, &self.selector)),
+            host_tenant: self.host_tenant.as_ref(),
+            host_ip: self.host_ip.as_ref(),
+        };
+        let (which, selector) = match budgets.choose(|| key::tenant(request.extensions).is_some()) {
+            None => return Check::PassThrough,
+            Some(RouteBudgetChoice::Own { selector, .. }) => (Which::Own, selector),
+            Some(RouteBudgetChoice::Host {
+                kind: RouteKeyKind::Tenant,
+                ..
+            }) => (Which::HostTenant, &KeySelector::Tenant),
+            Some(RouteBudgetChoice::Host { .. }) => (Which::HostIp, &KeySelector::Ip),
+        };
+        match selector.key(request, &self.shared.client_ip, &self.name) {
+            Ok(key) => Check::Limit(PendingLimit {
+                route: Arc::clone(self),
+                which,
+                key,
+            }),
+            Err(MissingKey::Identity(kind)) => {
+                Check::Refused(Box::new(Problem::unauthorized(format!(
+                    "{} is rate limited per {}, and the request has none",
+                    self.name,
+                    kind.noun()
+                ))))
+            }
+            Err(MissingKey::PeerAddress) => Check::Refused(Box::new(Problem::internal(format!(
+                "{} is rate limited per client IP, and the server does not record peer \
+                 addresses (serve with ConnectInfo, or insert PeerAddr)",
+                self.name
+            )))),
+        }
+    }
+}

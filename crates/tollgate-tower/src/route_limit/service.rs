@@ -1,0 +1,99 @@
+//! [`RouteLimit`]: the service that holds each request to its route's budget
+//! before the inner one runs.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::decide;
+use super::future::ResponseFuture;
+use super::pending::PendingLimits;
+use super::route::{Check, Route};
+use crate::key::RequestParts;
+
+/// A service rate-limited by its route's budget; made by
+/// [`RouteLimitLayer`](super::RouteLimitLayer).
+///
+/// Its responses carry a body that is either the inner service's or a
+/// tollgate problem+json body (`http_body_util::Either`).
+///
+/// In [`Service::call`] it calls the inner service at once (its future is
+/// lazy) so that route layers further in add their limits to the request's:
+/// the outermost decides them all in one store call and polls the inner
+/// future only when every one allows. See the crate documentation, "Stacked
+/// layers", for what that asks of the services in between.
+#[derive(Clone, Debug)]
+pub struct RouteLimit<S> {
+    inner: S,
+    route: Arc<Route>,
+}
+
+impl<S> RouteLimit<S> {
+    pub(crate) fn new(inner: S, route: Arc<Route>) -> Self {
+        RouteLimit { inner, route }
+    }
+}
+
+impl<S, RequestBody, ResponseBody> Service<Request<RequestBody>> for RouteLimit<S>
+where
+    S: Service<Request<RequestBody>, Response = Response<ResponseBody>>,
+{
+    type Response =
+        Response<http_body_util::Either<ResponseBody, http_body_util::Full<bytes::Bytes>>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<RequestBody>) -> Self::Future {
+        let parts = RequestParts {
+            method: request.method(),
+            uri: request.uri(),
+            headers: request.headers(),
+            extensions: request.extensions(),
+        };
+        let limit = match self.route.check(&parts) {
+            Check::PassThrough => return ResponseFuture::pass(self.inner.call(request)),
+            Check::Refused(response) => {
+                if let Some(pending) = request.extensions().get::<PendingLimits>() {
+                    pending.refuse();
+                }
+                return ResponseFuture::refused(response);
+            }
+            Check::Limit(limit) => limit,
+        };
+        let shared = &self.route.shared;
+        let store = shared.store_id();
+        // A layer further out gathers limits for this request: join it.
+        let limit = match request.extensions().get::<PendingLimits>() {
+            Some(pending) => match pending.join(store, limit) {
+                Ok(()) => return ResponseFuture::pass(self.inner.call(request)),
+                Err(limit) => limit,
+            },
+            None => limit,
+        };
+        // The outermost (or one that must decide alone): gather the limits of
+        // the layers further in while calling them, then decide them all.
+        let pending = PendingLimits::open(store, limit);
+        request.extensions_mut().insert(pending.clone());
+        let future = self.inner.call(request);
+        let Some(gathered) = pending.seal() else {
+            return ResponseFuture::pass(future);
+        };
+        if gathered.refused {
+            return ResponseFuture::pass(future);
+        }
+        if shared.immediate {
+            ResponseFuture::decided(future, decide::decide_now(&gathered.first, &gathered.more))
+        } else {
+            ResponseFuture::deciding(
+                future,
+                Box::pin(decide::decide(gathered.first, gathered.more)),
+            )
+        }
+    }
+}

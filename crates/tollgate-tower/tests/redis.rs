@@ -1,0 +1,138 @@
+//! Two axum services, each with its own Redis store on one Redis, share one
+//! route budget: real HTTP on loopback, a real client. Needs `REDIS_URL`
+//! (skipped without it, failing under `CI=true`, as the Redis store's own
+//! tests do).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use tollgate_core::{Clock, LimiterConfig, ManualClock};
+use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_tower::{Budget, HostLimits, KeySelector};
+
+/// 2026-12-01T00:00:00Z in nanoseconds; the clock stands still, so no token
+/// comes back during the test.
+const START: u64 = 1_796_083_200_000_000_000;
+
+/// The Redis URL, or `None` (after saying why) when the test is skipped.
+fn redis_url() -> Option<String> {
+    let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
+    let url = match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ if in_ci => panic!("REDIS_URL is not set: CI must provide a Redis (see .ci/run)"),
+        _ => {
+            eprintln!(
+                "skipped: set REDIS_URL (for example REDIS_URL=redis://127.0.0.1:6379/15) to \
+                 run the Redis test"
+            );
+            return None;
+        }
+    };
+    let reachable = redis::Client::open(url.as_str())
+        .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(2)))
+        .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
+    match reachable {
+        Ok(_) => Some(url),
+        Err(error) if in_ci => panic!("Redis at {url} is unreachable: {error}"),
+        Err(error) => {
+            eprintln!("skipped: Redis at {url} is unreachable ({error})");
+            None
+        }
+    }
+}
+
+/// Deletes every key under `prefix`.
+fn cleanup(url: &str, prefix: &str) {
+    let mut connection = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut connection)
+        .unwrap();
+    for key in keys {
+        let _: i64 = redis::cmd("DEL").arg(key).query(&mut connection).unwrap();
+    }
+}
+
+/// An axum service on 127.0.0.1 whose `/orders` is limited per `x-client`
+/// (5 at once, 1 a second back) in its own Redis store; its address.
+async fn serve(url: &str, prefix: &str, clock: &Arc<dyn Clock>) -> SocketAddr {
+    let mut redis = RedisConfig::new(url);
+    redis.prefix = prefix.to_owned();
+    redis.timeout = Duration::from_secs(5);
+    redis.time = TimeSource::Clock(Arc::clone(clock));
+    // Redis expires keys on its own clock, not on the standing one.
+    redis.minimum_ttl = Duration::from_secs(600);
+    let store = RedisStore::connect(redis, &LimiterConfig::default()).unwrap();
+    let limits = HostLimits::builder()
+        .store(Arc::new(store))
+        .build()
+        .unwrap();
+    let by_client = KeySelector::custom(|request| {
+        let client = request.headers.get("x-client")?.to_str().ok()?;
+        Some(client.to_owned())
+    });
+    let orders = limits
+        .route("orders")
+        .budget(Budget::new(60, 5).unwrap())
+        .unwrap()
+        .key(by_client);
+    let app = Router::new().route("/orders", get(|| async { "orders" }).layer(orders));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    address
+}
+
+#[tokio::test]
+async fn two_services_on_one_redis_share_one_route_budget() {
+    let Some(url) = redis_url() else {
+        return;
+    };
+    let prefix = format!("tollgate-tower-test-{}", std::process::id());
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let servers = [
+        serve(&url, &prefix, &clock).await,
+        serve(&url, &prefix, &clock).await,
+    ];
+    let client = reqwest::Client::new();
+    let mut seen = Vec::new();
+    for index in 0..8 {
+        let server = servers[index % 2];
+        let response = client
+            .get(format!("http://{server}/orders"))
+            .header("x-client", "c1")
+            .send()
+            .await
+            .unwrap();
+        let state = response.headers()["ratelimit"].to_str().unwrap().to_owned();
+        seen.push((response.status().as_u16(), state));
+    }
+    // Burst 5 across both services together: 4, 3, 2, 1, 0 left, then
+    // refused with nothing left and the bucket full again 5 s later.
+    let expected: Vec<(u16, String)> = [
+        (200, "\"orders\";r=4;t=1"),
+        (200, "\"orders\";r=3;t=2"),
+        (200, "\"orders\";r=2;t=3"),
+        (200, "\"orders\";r=1;t=4"),
+        (200, "\"orders\";r=0;t=5"),
+        (429, "\"orders\";r=0;t=5"),
+        (429, "\"orders\";r=0;t=5"),
+        (429, "\"orders\";r=0;t=5"),
+    ]
+    .into_iter()
+    .map(|(status, state)| (status, state.to_owned()))
+    .collect();
+    assert_eq!(seen, expected);
+    // Another key has a budget of its own.
+    let response = client
+        .get(format!("http://{}/orders", servers[1]))
+        .header("x-client", "c2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    cleanup(&url, &prefix);
+}
