@@ -6,7 +6,10 @@ use std::time::Instant;
 
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
-use tollgate_core::{Limit, LimitDecision, Redacted, Store};
+use tollgate_core::{
+    Limit, LimitDecision, Redacted, RouteBudgetChoice, RouteBudgets, RouteKeyKind, Store,
+    route_store_key,
+};
 use tollgate_tower::{Problem, RateLimitField, advertised_quota, record_denial};
 
 use super::api_key::{MAX_KEY_LENGTH, api_key};
@@ -20,7 +23,7 @@ use super::routes::{Route, RouteBudget};
 /// The route budget that applies to a request, with its key.
 struct RouteLimit<'a> {
     budget: &'a RouteBudget,
-    kind: &'a RouteKey,
+    kind: RouteKeyKind,
     key: String,
 }
 
@@ -131,10 +134,11 @@ fn route_field<'a>(
     }
 }
 
-/// The route budget of a request: the route's own, else the host default per
-/// tenant (for keys with a tenant), else per IP; `None` when none applies.
-/// `Err` holds why the request is refused (401) when the route's key is
-/// missing: a tenant for a key without one, a header the request lacks.
+/// The route budget of a request, as core's [`RouteBudgets::choose`] picks
+/// it: the route's own, else the host default per tenant (for keys with a
+/// tenant), else per IP; `None` when none applies. `Err` holds why the
+/// request is refused (401) when the route's key is missing: a tenant for a
+/// key without one, a header the request lacks.
 fn route_limit<'a>(
     reloadable: &'a Reloadable,
     route: Option<&'a Route>,
@@ -144,17 +148,22 @@ fn route_limit<'a>(
     peer: SocketAddr,
 ) -> Result<Option<RouteLimit<'a>>, String> {
     let tenant = reloadable.tenants.get(key);
-    let own = route.and_then(|route| route.budget.as_ref());
-    let (budget, kind) = if let Some((budget, kind)) = own {
-        (budget, kind)
-    } else if let (Some(_), Some(budget)) = (tenant, &reloadable.host_tenant) {
-        (budget, &RouteKey::Tenant)
-    } else if let Some(budget) = &reloadable.host_ip {
-        (budget, &RouteKey::Ip)
-    } else {
-        return Ok(None);
+    let budgets = RouteBudgets {
+        own: route
+            .and_then(|route| route.budget.as_ref())
+            .map(|(budget, key)| (budget, key)),
+        host_tenant: reloadable.host_tenant.as_ref(),
+        host_ip: reloadable.host_ip.as_ref(),
     };
-    let value = match kind {
+    let (budget, key_of) = match budgets.choose(|| tenant.is_some()) {
+        None => return Ok(None),
+        Some(RouteBudgetChoice::Own { budget, selector }) => (budget, selector),
+        Some(RouteBudgetChoice::Host { budget, kind }) => match kind {
+            RouteKeyKind::Tenant => (budget, &RouteKey::Tenant),
+            _ => (budget, &RouteKey::Ip),
+        },
+    };
+    let value = match key_of {
         RouteKey::Principal => key.to_owned(),
         RouteKey::Tenant => tenant
             .ok_or_else(|| {
@@ -171,10 +180,11 @@ fn route_limit<'a>(
             })?
             .to_owned(),
     };
+    let kind = key_of.kind();
     Ok(Some(RouteLimit {
         budget,
         kind,
-        key: format!("{route_name}/{}:{value}", kind.label()),
+        key: route_store_key(route_name, kind, &value),
     }))
 }
 
@@ -195,14 +205,14 @@ fn header_key<'a>(headers: &'a HeaderMap, name: &http::HeaderName) -> Option<&'a
 }
 
 impl RouteKey {
-    /// The `key_kind` label: `principal`, `tenant`, `ip` or `custom` (a
-    /// header, as `tollgate-tower` labels a custom key).
-    pub(crate) fn label(&self) -> &'static str {
+    /// The kind of key: a header is a custom key, as `tollgate-tower` labels
+    /// one.
+    pub(crate) fn kind(&self) -> RouteKeyKind {
         match self {
-            RouteKey::Principal => "principal",
-            RouteKey::Tenant => "tenant",
-            RouteKey::Ip => "ip",
-            RouteKey::Header(_) => "custom",
+            RouteKey::Principal => RouteKeyKind::Principal,
+            RouteKey::Tenant => RouteKeyKind::Tenant,
+            RouteKey::Ip => RouteKeyKind::Ip,
+            RouteKey::Header(_) => RouteKeyKind::Custom,
         }
     }
 }

@@ -29,12 +29,13 @@ pub struct AdminConfig {
 
 impl AdminConfig {
     /// The admin token in force: the environment variable `token_env` names
-    /// when set and not empty, else `token`.
+    /// when set and not empty, else `token` when not empty. An empty token
+    /// is none: every admin call is refused, and the start warns.
     pub(crate) fn token_in_force(&self) -> Option<String> {
         std::env::var(&self.token_env)
             .ok()
             .filter(|token| !token.is_empty())
-            .or_else(|| self.token.clone())
+            .or_else(|| self.token.clone().filter(|token| !token.is_empty()))
     }
 }
 
@@ -54,4 +55,30 @@ fn default_admin_listen() -> SocketAddr {
 
 fn default_token_env() -> String {
     "TOLLGATE_ADMIN_TOKEN".to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_token_is_no_token() {
+        let admin = |token: &str| AdminConfig {
+            token: Some(token.to_owned()),
+            // A variable no test environment sets.
+            token_env: "TOLLGATE_TEST_UNSET_ADMIN_TOKEN".to_owned(),
+            ..AdminConfig::default()
+        };
+        assert_eq!(admin("").token_in_force(), None);
+        assert_eq!(admin("s3cret").token_in_force().as_deref(), Some("s3cret"));
+        let config = super::super::ServeConfig::from_toml_str("[admin]\ntoken = \"\"").unwrap();
+        assert_eq!(
+            config.admin_token_warning(config.admin.token_in_force().as_deref()),
+            Some(
+                "no admin token (admin.token or $TOLLGATE_ADMIN_TOKEN): every admin call will be \
+                 refused"
+                    .to_owned()
+            )
+        );
+    }
 }
