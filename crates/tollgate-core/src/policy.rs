@@ -185,12 +185,30 @@ impl Policy {
 
     /// Parses a policy from a JSON value, naming the offending field on error.
     ///
+    /// A [`serde_json::Value`] keeps one of a duplicated field only; to refuse
+    /// duplicates, read the document itself with [`Policy::from_deserializer`].
+    ///
     /// # Errors
     ///
     /// [`PolicyError::Malformed`] for a document of the wrong shape (the text
     /// starts with the field's name), or the errors of [`Policy::new`].
     pub fn from_json(value: &serde_json::Value) -> Result<Self, PolicyError> {
-        serde_path_to_error::deserialize(value).map_err(|error| {
+        Policy::from_deserializer(value)
+    }
+
+    /// Reads a policy from any serde deserializer (a JSON document, say),
+    /// naming the offending field on error. A field given twice is refused
+    /// (`duplicate field `limit``), not read as its last value.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Malformed`] for a document of the wrong shape (the text
+    /// starts with the field's name, or names the duplicated field), or the
+    /// errors of [`Policy::new`].
+    pub fn from_deserializer<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Self, PolicyError> {
+        serde_path_to_error::deserialize(deserializer).map_err(|error| {
             let path = error.path().to_string();
             let inner = error.into_inner();
             // A validation error from `Policy::new` comes back through serde as

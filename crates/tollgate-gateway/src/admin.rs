@@ -14,7 +14,8 @@
 //! | `POST /admin/inspect` | `{"key"}` | `{"tier", "policy", "exempt", "tracked", "remaining", "reset_after_s"}` |
 //! | `GET /admin/stats` | | `{"tracked_keys", "allowed", "rejected"}` |
 //!
-//! Invalid input gets 400 with a problem+json body and changes nothing.
+//! Invalid input gets 400 with a problem+json body and changes nothing; a body
+//! naming a field twice is invalid (never read as its last value).
 
 use std::sync::Arc;
 
@@ -27,7 +28,7 @@ use axum::routing::{get, post};
 use http::header::{AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderValue, StatusCode};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::json;
 use subtle::ConstantTimeEq;
 use tollgate_core::{ApiKey, Policy, Redacted, StoreError};
@@ -112,8 +113,10 @@ async fn get_policy(State(app): State<Arc<App>>) -> Result<Response, AdminError>
 }
 
 async fn put_policy(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, AdminError> {
-    let value: serde_json::Value = parse(&body)?;
-    let policy = Policy::from_json(&value)
+    // Checked to be one JSON document first, then read as the document itself
+    // (not through a `Value`, which would keep the last of a duplicated field).
+    let _: IgnoredAny = parse(&body)?;
+    let policy = Policy::from_deserializer(&mut serde_json::Deserializer::from_slice(&body))
         .map_err(|error| AdminError::bad_request(format!("invalid policy: {error}")))?;
     let policy = app.store.configure(policy).await?;
     tracing::info!(?policy, "default policy replaced");
@@ -211,6 +214,8 @@ impl IntoResponse for AdminError {
     }
 }
 
+/// Reads a body; the bodies are structs read straight from the document, so a
+/// duplicated field is refused (`duplicate field `key``).
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, AdminError> {
     serde_json::from_slice(body)
         .map_err(|error| AdminError::bad_request(format!("invalid JSON body: {error}")))

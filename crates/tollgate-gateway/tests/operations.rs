@@ -73,6 +73,125 @@ async fn admin_calls_need_the_token_and_invalid_input_changes_nothing() {
     assert_eq!(report["tracked"], false);
 }
 
+/// A raw admin call: the body is sent as written (a `Value` cannot hold a
+/// duplicated field).
+async fn admin_raw(gateway: &Gateway, method: Method, path: &str, body: &str) -> reqwest::Response {
+    gateway
+        .client
+        .request(method, gateway.admin_url(path))
+        .header("authorization", "Bearer secret")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_field_given_twice_is_refused_by_every_admin_call_and_changes_nothing() {
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&plans(&upstream, ""), 0).await;
+    // sk_a holds state (4 left) and sk_b is on no tier.
+    assert_eq!(gateway.status("/", "sk_a").await, 200);
+    let policies = [
+        (
+            r#"{"algorithm": "fixed_window", "limit": 10, "limit": 20, "window_s": 60}"#,
+            "invalid policy: duplicate field `limit`",
+        ),
+        (
+            r#"{"algorithm": "sliding_log", "algorithm": "fixed_window", "limit": 10, "window_s": 60}"#,
+            "invalid policy: duplicate field `algorithm`",
+        ),
+        (
+            r#"{"algorithm": "fixed_window", "limit": 10, "window_s": 60, "window_s": 60}"#,
+            "invalid policy: duplicate field `window_s`",
+        ),
+        (
+            r#"{"algorithm": "token_bucket", "limit": 10, "window_s": 60, "burst": 1, "burst": 2}"#,
+            "invalid policy: duplicate field `burst`",
+        ),
+    ];
+    let bodies = [
+        (
+            Method::POST,
+            "/admin/tier",
+            r#"{"key": "sk_b", "tier": "pro", "tier": "default"}"#,
+            "duplicate field `tier`",
+        ),
+        (
+            Method::POST,
+            "/admin/tier",
+            r#"{"key": "sk_b", "key": "sk_c", "tier": "pro"}"#,
+            "duplicate field `key`",
+        ),
+        (
+            Method::POST,
+            "/admin/reset",
+            r#"{"key": "sk_a", "key": "sk_a"}"#,
+            "duplicate field `key`",
+        ),
+        (
+            Method::POST,
+            "/admin/inspect",
+            r#"{"key": "sk_b", "key": "sk_a"}"#,
+            "duplicate field `key`",
+        ),
+    ];
+    let calls = policies
+        .into_iter()
+        .map(|(body, detail)| (Method::PUT, "/admin/policy", body, detail))
+        .chain(bodies);
+    for (method, path, body, detail) in calls {
+        let response = admin_raw(&gateway, method, path, body).await;
+        assert_eq!(response.status(), 400, "{path} {body}");
+        assert_eq!(
+            header(&response, "content-type").as_deref(),
+            Some("application/problem+json")
+        );
+        let problem: serde_json::Value = response.json().await.unwrap();
+        let text = problem["detail"].as_str().unwrap();
+        assert!(text.contains(detail), "{path} {body}: {text}");
+    }
+    // Nothing changed: the default policy, sk_b's tier, sk_a's state.
+    let policy: serde_json::Value = gateway
+        .admin(Method::GET, "/admin/policy", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        policy,
+        json!({"algorithm": "fixed_window", "limit": 5, "window_s": 60})
+    );
+    let inspect = |key: &'static str| {
+        let gateway = &gateway;
+        async move {
+            let report: serde_json::Value = gateway
+                .admin(Method::POST, "/admin/inspect", Some(json!({ "key": key })))
+                .await
+                .json()
+                .await
+                .unwrap();
+            report
+        }
+    };
+    let b = inspect("sk_b").await;
+    assert_eq!(
+        (&b["tier"], &b["tracked"]),
+        (&json!("default"), &json!(false))
+    );
+    let a = inspect("sk_a").await;
+    assert_eq!((&a["tracked"], &a["remaining"]), (&json!(true), &json!(4)));
+    // The same bodies without the duplicate are accepted.
+    let response = admin_raw(
+        &gateway,
+        Method::PUT,
+        "/admin/policy",
+        r#"{"algorithm": "fixed_window", "limit": 20, "window_s": 60}"#,
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+}
+
 #[tokio::test]
 async fn a_bad_config_on_reload_is_refused_and_the_old_one_stays() {
     let upstream = Upstream::start().await;
