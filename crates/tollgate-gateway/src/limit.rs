@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use axum::response::Response;
-use http::{HeaderMap, StatusCode};
+use http::HeaderMap;
 use tollgate_core::{
     Limit, LimitDecision, Redacted, RouteBudgetChoice, RouteBudgets, RouteKeyKind, Store,
     route_store_key,
@@ -16,9 +16,13 @@ use super::api_key::{MAX_KEY_LENGTH, api_key};
 use super::config::{FailurePolicy, RouteKey};
 use super::headers::{RateLimitHeaders, rate_limit_headers};
 use super::metrics;
-use super::problem::{problem, respond};
+use super::problem::respond;
 use super::reloadable::Reloadable;
 use super::routes::{Route, RouteBudget};
+
+/// The `key_kind` label of a refusal by the API key's plan (route budgets
+/// use [`RouteKeyKind::label`]).
+const PLAN_KEY_KIND: &str = "api_key";
 
 /// The route budget that applies to a request, with its key.
 struct RouteLimit<'a> {
@@ -58,10 +62,7 @@ pub(crate) async fn admit(
             metrics::record_store_failure(reloadable.failure, &error);
             return match reloadable.failure {
                 FailurePolicy::FailOpen => Ok(RateLimitHeaders::default()),
-                FailurePolicy::FailClosed => Err(problem(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the rate limiter cannot decide right now; retry shortly",
-                )),
+                FailurePolicy::FailClosed => Err(respond(Problem::unavailable())),
             };
         }
     };
@@ -91,9 +92,9 @@ pub(crate) async fn admit(
             continue;
         }
         let kind = match (index, &route_limit) {
-            (0, _) => "api_key",
+            (0, _) => PLAN_KEY_KIND,
             (_, Some(route_limit)) => route_limit.kind.label(),
-            (_, None) => "api_key",
+            (_, None) => PLAN_KEY_KIND,
         };
         record_denial(route_name, kind);
         if limit.decision.retry_after_seconds() > retry_after {

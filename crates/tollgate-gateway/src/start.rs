@@ -131,18 +131,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     });
     let config = &app.started.config;
     let (address, listeners) = workers::bind(config.listen, app.started.workers)?;
-    let admin = TcpListener::bind(config.admin.listen)
-        .await
-        .map_err(|source| StartError::Listen {
-            address: config.admin.listen,
-            admin: true,
-            source,
-        })?;
-    let admin_address = admin.local_addr().map_err(|source| StartError::Listen {
-        address: config.admin.listen,
-        admin: true,
-        source,
-    })?;
+    let (admin, admin_address) = bind_admin(config.admin.listen).await?;
     let (shutdown, stopped) = watch::channel(false);
     let workers = workers::spawn(listeners, &app, config.upstream.connect_timeout, &stopped)?;
     let (shutdown_admin, admin_stopped) = watch::channel(false);
@@ -161,6 +150,18 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         admin,
         workers,
     })
+}
+
+/// The admin listener on `address`, and the address bound.
+async fn bind_admin(address: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
+    let listen_error = |source| StartError::Listen {
+        address,
+        admin: true,
+        source,
+    };
+    let listener = TcpListener::bind(address).await.map_err(listen_error)?;
+    let bound = listener.local_addr().map_err(listen_error)?;
+    Ok((listener, bound))
 }
 
 /// The warnings a configuration owes at start: settings that work but
