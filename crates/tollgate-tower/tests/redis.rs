@@ -7,6 +7,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+#[path = "../../tollgate-redis/tests/support/mod.rs"]
+mod redis_support;
+
 use axum::Router;
 use axum::routing::get;
 use tollgate_core::{Clock, LimiterConfig, ManualClock};
@@ -16,45 +19,6 @@ use tollgate_tower::{Budget, HostLimits, KeySelector};
 /// 2026-12-01T00:00:00Z in nanoseconds; the clock stands still, so no token
 /// comes back during the test.
 const START: u64 = 1_796_083_200_000_000_000;
-
-/// The Redis URL, or `None` (after saying why) when the test is skipped.
-fn redis_url() -> Option<String> {
-    let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
-    let url = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => url,
-        _ if in_ci => panic!("REDIS_URL is not set: CI must provide a Redis (see .ci/run)"),
-        _ => {
-            eprintln!(
-                "skipped: set REDIS_URL (for example REDIS_URL=redis://127.0.0.1:6379/15) to \
-                 run the Redis test"
-            );
-            return None;
-        }
-    };
-    let reachable = redis::Client::open(url.as_str())
-        .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(2)))
-        .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
-    match reachable {
-        Ok(_) => Some(url),
-        Err(error) if in_ci => panic!("Redis at {url} is unreachable: {error}"),
-        Err(error) => {
-            eprintln!("skipped: Redis at {url} is unreachable ({error})");
-            None
-        }
-    }
-}
-
-/// Deletes every key under `prefix`.
-fn cleanup(url: &str, prefix: &str) {
-    let mut connection = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
-        .query(&mut connection)
-        .unwrap();
-    for key in keys {
-        let _: i64 = redis::cmd("DEL").arg(key).query(&mut connection).unwrap();
-    }
-}
 
 /// An axum service on 127.0.0.1 whose `/orders` is limited per `x-client`
 /// (5 at once, 1 a second back) in its own Redis store; its address.
@@ -88,10 +52,10 @@ async fn serve(url: &str, prefix: &str, clock: &Arc<dyn Clock>) -> SocketAddr {
 
 #[tokio::test]
 async fn two_services_on_one_redis_share_one_route_budget() {
-    let Some(url) = redis_url() else {
+    let Some(url) = redis_support::redis_url() else {
         return;
     };
-    let prefix = format!("tollgate-tower-test-{}", std::process::id());
+    let prefix = redis_support::prefix("tower-two-services");
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
     let servers = [
         serve(&url, &prefix, &clock).await,
@@ -134,5 +98,5 @@ async fn two_services_on_one_redis_share_one_route_budget() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    cleanup(&url, &prefix);
+    redis_support::cleanup(&url, &prefix);
 }
