@@ -33,6 +33,7 @@ mod algorithm;
 mod clock;
 mod config;
 mod decision;
+mod failure_policy;
 mod harness;
 mod key;
 mod limiter;
@@ -47,6 +48,7 @@ pub use config::{
     describe_toml_error, parse_toml,
 };
 pub use decision::Decision;
+pub use failure_policy::FailurePolicy;
 pub use harness::{Harness, InputError, Output};
 pub use key::{ApiKey, Redacted};
 pub use limiter::{Limit, LimitDecision, Limiter, PreparedPolicy, Stats, UnknownTier};

@@ -121,13 +121,13 @@ impl<'a, B, S> RouteBudgets<'a, B, S> {
         if let Some((budget, selector)) = self.own {
             return Some(RouteBudgetChoice::Own { budget, selector });
         }
-        if let Some(budget) = self.host_tenant {
-            if has_tenant() {
-                return Some(RouteBudgetChoice::Host {
-                    budget,
-                    kind: RouteKeyKind::Tenant,
-                });
-            }
+        if let Some(budget) = self.host_tenant
+            && has_tenant()
+        {
+            return Some(RouteBudgetChoice::Host {
+                budget,
+                kind: RouteKeyKind::Tenant,
+            });
         }
         self.host_ip.map(|budget| RouteBudgetChoice::Host {
             budget,

@@ -13,12 +13,13 @@ use tollgate_core::{
 use tollgate_tower::{Problem, RateLimitField, advertised_quota, record_denial};
 
 use super::api_key::{MAX_KEY_LENGTH, api_key};
-use super::config::{FailurePolicy, RouteKey};
+use super::config::RouteKey;
 use super::headers::{RateLimitHeaders, rate_limit_headers};
 use super::metrics;
 use super::problem::respond;
 use super::reloadable::Reloadable;
 use super::routes::{Route, RouteBudget};
+use tollgate_core::{FailurePolicy, StoreError};
 
 /// The `key_kind` label of a refusal by the API key's plan (route budgets
 /// use [`RouteKeyKind::label`]).
@@ -56,10 +57,23 @@ pub(crate) async fn admit(
         });
     }
     let started = Instant::now();
-    let decisions = match store.acquire(&limits).await {
+    // A store answers one decision per limit; a short answer is a store
+    // failure, not a panic.
+    let answer = store.acquire(&limits).await.and_then(|decisions| {
+        if decisions.len() == limits.len() {
+            Ok(decisions)
+        } else {
+            Err(StoreError::Unavailable(format!(
+                "the store answered {} decisions for {} limits",
+                decisions.len(),
+                limits.len()
+            )))
+        }
+    });
+    let decisions = match answer {
         Ok(decisions) => decisions,
         Err(error) => {
-            metrics::record_store_failure(reloadable.failure, &error);
+            metrics::record_store_failure(route_name, reloadable.failure, &error);
             return match reloadable.failure {
                 FailurePolicy::FailOpen => Ok(RateLimitHeaders::default()),
                 FailurePolicy::FailClosed => Err(respond(Problem::unavailable())),

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use metrics::{Counter, Histogram};
 
-use super::config::FailurePolicy;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tollgate_core::FailurePolicy;
 
 /// Decisions by `outcome` (`allowed`, `rejected`), `tier` and `route`.
 pub(crate) const DECISIONS: &str = "tollgate_decisions_total";
@@ -15,8 +15,6 @@ pub(crate) const DECISIONS: &str = "tollgate_decisions_total";
 pub(crate) const DECISION_SECONDS: &str = "tollgate_decision_seconds";
 /// Keys holding limiter state, at the last scrape.
 pub(crate) const TRACKED_KEYS: &str = "tollgate_tracked_keys";
-/// Requests the store could not decide, by the failure `policy` applied.
-pub(crate) const STORE_FAILURES: &str = "tollgate_store_failures_total";
 /// Forwarded requests whose upstream failed them, by `route` and `failure`.
 pub(crate) const UPSTREAM_FAILURES: &str = "tollgate_upstream_failures_total";
 
@@ -55,12 +53,15 @@ pub(crate) fn record_upstream_failure(route: &Arc<str>, failure: UpstreamFailure
 
 /// Counts a store failure, and logs it (at most once a second, so a Redis
 /// outage does not flood the logs).
-pub(crate) fn record_store_failure(policy: FailurePolicy, error: &tollgate_core::StoreError) {
-    let policy = match policy {
-        FailurePolicy::FailOpen => "fail_open",
-        FailurePolicy::FailClosed => "fail_closed",
-    };
-    metrics::counter!(STORE_FAILURES, "policy" => policy).increment(1);
+/// The counter is the tower layer's (`tollgate_store_failures_total`, labels
+/// `plugin`, `route`, `policy`).
+pub(crate) fn record_store_failure(
+    route: &Arc<str>,
+    policy: FailurePolicy,
+    error: &tollgate_core::StoreError,
+) {
+    let policy = policy.label();
+    tollgate_tower::record_store_failure(route, policy);
     static LAST_LOG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let second = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use tollgate_core::{ApiKey, Store};
 use tollgate_tower::ClientIpResolver;
 
-use super::config::{FailurePolicy, ServeConfig, ServeConfigError, UpstreamConfig};
+use super::config::{ServeConfig, ServeConfigError, UpstreamConfig};
 use super::demo::DEMO_ROUTE;
 use super::metrics::DecisionCounters;
 use super::routes::{RouteBudget, RouteTable};
 use tollgate_core::DEFAULT_TIER;
+use tollgate_core::FailurePolicy;
 
 /// The reloadable part of the gateway, built from a configuration.
 #[derive(Debug)]

@@ -48,10 +48,14 @@ async fn without_redis_requests_follow_the_failure_policy_and_resume_after() {
     );
     let metrics = open.metrics().await;
     assert!(
-        metrics.contains("tollgate_store_failures_total{policy=\"fail_open\"}"),
+        metrics.contains(
+            "tollgate_store_failures_total{plugin=\"tollgate\",route=\"/\",policy=\"fail_open\"}"
+        ),
         "{metrics}"
     );
-    assert!(metrics.contains("tollgate_store_failures_total{policy=\"fail_closed\"}"));
+    assert!(metrics.contains(
+        "tollgate_store_failures_total{plugin=\"tollgate\",route=\"/\",policy=\"fail_closed\"}"
+    ));
 
     redis.run().unwrap();
     let mut resumed = false;

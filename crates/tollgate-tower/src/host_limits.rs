@@ -5,7 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use tollgate_core::{
-    Clock, DEFAULT_MAX_TRACKED_KEYS, LimiterConfig, MemoryStore, PolicyError, Store, SystemClock,
+    Clock, DEFAULT_MAX_TRACKED_KEYS, FailurePolicy, LimiterConfig, MemoryStore, PolicyError, Store,
+    SystemClock,
 };
 
 use crate::budget::Budget;
@@ -36,30 +37,6 @@ pub struct HostLimits {
     /// The host defaults, prepared for the store (each route keys them apart).
     host_tenant: Option<PreparedBudget>,
     host_ip: Option<PreparedBudget>,
-}
-
-/// What a store failure does to a request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FailurePolicy {
-    /// The request goes on unlimited, without RateLimit fields (the default:
-    /// a rate limiter that is down should not take the service down with it).
-    /// Each such request counts in [`STORE_FAILURES_METRIC`](crate::STORE_FAILURES_METRIC).
-    #[default]
-    FailOpen,
-    /// The request is answered `503 Service Unavailable` with a problem+json
-    /// body and never reaches the service (for routes that must never run
-    /// unlimited). Counted as with `FailOpen`.
-    FailClosed,
-}
-
-impl FailurePolicy {
-    /// `fail_open` or `fail_closed`, the `policy` label.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            FailurePolicy::FailOpen => "fail_open",
-            FailurePolicy::FailClosed => "fail_closed",
-        }
-    }
 }
 
 /// The state every route of a host shares.

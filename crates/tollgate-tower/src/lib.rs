@@ -21,11 +21,14 @@ mod route_limit;
 pub use budget::{Budget, BudgetError};
 pub use headers::{HeaderTemplate, RATELIMIT, RATELIMIT_POLICY, RateLimitField, advertised_quota};
 pub use host::{HostDefaults, HostDefaultsError};
-pub use host_limits::{FailurePolicy, HostLimits, HostLimitsBuilder};
+pub use host_limits::{HostLimits, HostLimitsBuilder};
 pub use key::{
     ClientIpResolver, ForwardedHeader, KeySelector, PeerAddr, Principal, RequestParts, Tenant,
 };
-pub use metrics::{DENIALS_METRIC, PLUGIN, STORE_FAILURES_METRIC, record_denial};
+pub use metrics::{
+    DENIALS_METRIC, PLUGIN, STORE_FAILURES_METRIC, record_denial, record_store_failure,
+};
 pub use problem::{PROBLEM_JSON, Problem};
 pub use route_limit::{ResponseFuture, RouteLimit, RouteLimitLayer};
+pub use tollgate_core::FailurePolicy;
 pub use tollgate_core::{RouteKeyKind, Store};

@@ -28,12 +28,13 @@ pub fn record_denial(route: &Arc<str>, kind: &'static str) {
 /// too slow), whatever the [`FailurePolicy`](crate::FailurePolicy) then did.
 /// Labels: `plugin`, `route` (the layer that asked the store), `policy`
 /// (`fail_open` or `fail_closed`). The gateway server counts under the same
-/// name.
+/// name and labels (its route names in `route`).
 pub const STORE_FAILURES_METRIC: &str = "tollgate_store_failures_total";
 
 /// Counts one request of `route` the store could not decide, under `policy`
-/// (`fail_open` or `fail_closed`).
-pub(crate) fn record_store_failure(route: &Arc<str>, policy: &'static str) {
+/// ([`FailurePolicy::label`](tollgate_core::FailurePolicy::label): `fail_open`
+/// or `fail_closed`). The gateway server counts its own failures here too.
+pub fn record_store_failure(route: &Arc<str>, policy: &'static str) {
     metrics::counter!(
         STORE_FAILURES_METRIC,
         "plugin" => PLUGIN,

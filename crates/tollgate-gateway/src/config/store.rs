@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use tollgate_core::FailurePolicy;
+
 use super::format::duration;
 
 /// Where limits live.
@@ -31,17 +33,6 @@ pub struct StoreConfig {
     /// agrees whatever its own clock) or `"local"`.
     #[serde(default)]
     pub time: StoreTime,
-}
-
-/// What a request gets when the limit store cannot decide.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailurePolicy {
-    /// Let it through, unlimited (the default: the API stays up).
-    #[default]
-    FailOpen,
-    /// Refuse it with 503 (limits are never exceeded).
-    FailClosed,
 }
 
 /// Where the Redis store takes its time from.

@@ -11,9 +11,9 @@ use tollgate_core::{Limit, LimitDecision, StoreError, StoreFuture};
 
 use super::route::PendingLimit;
 use crate::headers::{RateLimitField, RateLimitHeaders};
-use crate::host_limits::FailurePolicy;
 use crate::metrics::{record_denial, record_store_failure};
 use crate::problem::Problem;
+use tollgate_core::FailurePolicy;
 
 /// What happens to a request once its limits are decided.
 #[derive(Debug)]
