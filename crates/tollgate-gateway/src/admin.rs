@@ -55,6 +55,12 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(render_metrics))
         .merge(admin)
         .fallback(|| async { problem(StatusCode::NOT_FOUND, "no such admin endpoint") })
+        .method_not_allowed_fallback(|| async {
+            problem(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "this admin endpoint does not take that method",
+            )
+        })
         .with_state(app)
 }
 

@@ -12,11 +12,50 @@ pub(crate) const X_API_KEY: &str = "x-api-key";
 /// Redis names, hashed), so their length is bounded.
 pub(crate) const MAX_KEY_LENGTH: usize = 256;
 
-/// The request's API key, or why it has none (for the 401's detail).
-pub(crate) fn api_key(headers: &HeaderMap) -> Result<&str, &'static str> {
-    let key = read_key(headers)?;
+/// Why a request has no API key to limit it by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyError {
+    /// No usable key (401): the detail says what is missing or wrong.
+    Missing(&'static str),
+    /// More than one credential, naming different keys or the same header
+    /// twice (400): a backend reading another line than the gateway would
+    /// serve a key that was never charged, so such a request is refused
+    /// before any budget is used.
+    Ambiguous(&'static str),
+}
+
+/// The request's API key, or why it has none (for the 401's or 400's
+/// detail).
+///
+/// The key comes from `Authorization: Bearer <key>` or `X-API-Key: <key>`,
+/// each sent once. When both are sent, `Authorization` decides, and
+/// `X-API-Key` must carry the same key.
+pub(crate) fn api_key(headers: &HeaderMap) -> Result<&str, KeyError> {
+    for (name, header) in [
+        ("Authorization", AUTHORIZATION.as_str()),
+        ("X-API-Key", X_API_KEY),
+    ] {
+        if headers.get_all(header).iter().nth(1).is_some() {
+            return Err(KeyError::Ambiguous(if name == "Authorization" {
+                "the request carries two Authorization headers"
+            } else {
+                "the request carries two X-API-Key headers"
+            }));
+        }
+    }
+    let key = read_key(headers).map_err(KeyError::Missing)?;
     if key.len() > MAX_KEY_LENGTH {
-        return Err("the API key is longer than 256 bytes");
+        return Err(KeyError::Missing("the API key is longer than 256 bytes"));
+    }
+    if headers.contains_key(AUTHORIZATION)
+        && let Some(other) = headers.get(X_API_KEY)
+    {
+        let other = other.to_str().ok().and_then(ApiKey::parse);
+        if other.is_none_or(|other| other.as_str() != key) {
+            return Err(KeyError::Ambiguous(
+                "Authorization and X-API-Key carry different keys: send one",
+            ));
+        }
     }
     Ok(key)
 }
@@ -50,7 +89,7 @@ mod tests {
     use super::*;
     use http::HeaderValue;
 
-    fn key(name: &'static str, value: &str) -> Result<String, &'static str> {
+    fn key(name: &'static str, value: &str) -> Result<String, KeyError> {
         let mut headers = HeaderMap::new();
         headers.insert(name, HeaderValue::from_str(value).unwrap());
         api_key(&headers).map(str::to_owned)
@@ -72,5 +111,42 @@ mod tests {
         assert!(api_key(&HeaderMap::new()).is_err());
         assert!(key("x-api-key", &"k".repeat(256)).is_ok());
         assert!(key("x-api-key", &"k".repeat(257)).is_err());
+    }
+
+    #[test]
+    fn two_credentials_are_ambiguous_unless_they_name_one_key() {
+        let headers = |lines: &[(&'static str, &'static str)]| {
+            let mut headers = HeaderMap::new();
+            for (name, value) in lines {
+                headers.append(*name, HeaderValue::from_static(value));
+            }
+            headers
+        };
+        let two_bearers = headers(&[
+            ("authorization", "Bearer sk_a"),
+            ("authorization", "Bearer sk_b"),
+        ]);
+        assert_eq!(
+            api_key(&two_bearers),
+            Err(KeyError::Ambiguous(
+                "the request carries two Authorization headers"
+            ))
+        );
+        let two_keys = headers(&[("x-api-key", "sk_a"), ("x-api-key", "sk_a")]);
+        assert_eq!(
+            api_key(&two_keys),
+            Err(KeyError::Ambiguous(
+                "the request carries two X-API-Key headers"
+            ))
+        );
+        let different = headers(&[("authorization", "Bearer sk_a"), ("x-api-key", "sk_b")]);
+        assert_eq!(
+            api_key(&different),
+            Err(KeyError::Ambiguous(
+                "Authorization and X-API-Key carry different keys: send one"
+            ))
+        );
+        let same = headers(&[("authorization", "Bearer sk_a"), ("x-api-key", " sk_a ")]);
+        assert_eq!(api_key(&same), Ok("sk_a"));
     }
 }

@@ -72,6 +72,9 @@ pub(crate) async fn handle(
             "tollgate is a reverse proxy and does not open tunnels (CONNECT)",
         );
     }
+    if let Some(reason) = host_problem(&request) {
+        return problem(StatusCode::BAD_REQUEST, reason);
+    }
     let peer = client.peer;
     let reloadable = app.reloadable.load_full();
     let mut request = request;
@@ -111,6 +114,21 @@ pub(crate) async fn handle(
     };
     headers.insert_into(response.headers_mut());
     response
+}
+
+/// Why an HTTP/1.1 request's `Host` makes it unanswerable, if it does: RFC
+/// 9112 section 3.2 requires exactly one `Host` header line in HTTP/1.1 (a
+/// server answers 400 otherwise). HTTP/1.0 may omit it; HTTP/2 carries
+/// `:authority` instead.
+fn host_problem(request: &Request) -> Option<&'static str> {
+    if request.version() != http::Version::HTTP_11 {
+        return None;
+    }
+    match request.headers().get_all(http::header::HOST).iter().count() {
+        1 => None,
+        0 => Some("an HTTP/1.1 request needs a Host header (RFC 9112 section 3.2)"),
+        _ => Some("the request carries two Host headers (RFC 9112 section 3.2)"),
+    }
 }
 
 /// `uri` with its path replaced by `path` (the query kept).

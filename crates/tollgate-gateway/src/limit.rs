@@ -5,18 +5,18 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use axum::response::Response;
-use http::HeaderMap;
+use http::{HeaderMap, StatusCode};
 use tollgate_core::{
     Limit, LimitDecision, Redacted, RouteBudgetChoice, RouteBudgets, RouteKeyKind, Store,
     route_store_key,
 };
 use tollgate_tower::{Problem, RateLimitField, advertised_quota, record_denial};
 
-use super::api_key::{MAX_KEY_LENGTH, api_key};
+use super::api_key::{KeyError, MAX_KEY_LENGTH, api_key};
 use super::config::RouteKey;
 use super::headers::{RateLimitHeaders, rate_limit_headers};
 use super::metrics;
-use super::problem::respond;
+use super::problem::{problem, respond};
 use super::reloadable::Reloadable;
 use super::routes::{Route, RouteBudget};
 use tollgate_core::{FailurePolicy, StoreError};
@@ -41,7 +41,10 @@ pub(crate) async fn admit(
     headers: &HeaderMap,
     peer: SocketAddr,
 ) -> Result<RateLimitHeaders, Response> {
-    let key = api_key(headers).map_err(|reason| respond(Problem::unauthorized(reason)))?;
+    let key = api_key(headers).map_err(|error| match error {
+        KeyError::Missing(reason) => respond(Problem::unauthorized(reason)),
+        KeyError::Ambiguous(reason) => problem(StatusCode::BAD_REQUEST, reason),
+    })?;
     let route_name = route.map_or(&reloadable.demo_route, |route| &route.name);
     if store.is_exempt(key) {
         reloadable.decisions.record(true, "exempt", route_name);

@@ -384,3 +384,57 @@ async fn route_budgets_keyed_by_a_header_or_by_tenant() {
         assert!(metrics.contains(line), "{line}\n{metrics}");
     }
 }
+
+#[tokio::test]
+async fn two_credentials_naming_different_keys_get_400_and_use_no_budget() {
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&plans(&upstream, ""), 0).await;
+    let url = gateway.url("/");
+    let cases: [&[(&str, &str)]; 3] = [
+        &[
+            ("authorization", "Bearer sk_a"),
+            ("authorization", "Bearer sk_b"),
+        ],
+        &[("x-api-key", "sk_a"), ("x-api-key", "sk_b")],
+        &[("authorization", "Bearer sk_a"), ("x-api-key", "sk_b")],
+    ];
+    for lines in cases {
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (name, value) in lines {
+            headers.append(*name, value.parse().unwrap());
+        }
+        let response = gateway
+            .client
+            .get(&url)
+            .headers(headers)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{lines:?}");
+        assert_eq!(
+            header(&response, "content-type").as_deref(),
+            Some("application/problem+json")
+        );
+    }
+    assert_eq!(upstream.requests(), 0);
+    // Neither key was charged: each has its whole budget of 5.
+    for key in ["sk_a", "sk_b"] {
+        let response = gateway.get("/", key).await;
+        assert_eq!(
+            header(&response, "x-ratelimit-remaining").as_deref(),
+            Some("4"),
+            "{key}"
+        );
+    }
+    // The same key in both headers is one credential.
+    let same = gateway
+        .client
+        .get(&url)
+        .header("authorization", "Bearer sk_c")
+        .header("x-api-key", "sk_c")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(same.status(), 200);
+    assert_eq!(upstream.requests(), 3);
+}

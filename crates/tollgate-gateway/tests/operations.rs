@@ -285,3 +285,31 @@ async fn a_policy_the_redis_store_cannot_hold_is_named_with_its_file() {
         )
     );
 }
+
+#[tokio::test]
+async fn a_method_an_admin_endpoint_does_not_take_gets_405_problem_json() {
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&plans(&upstream, ""), 0).await;
+    for (method, path) in [
+        (Method::DELETE, "/admin/policy"),
+        (Method::GET, "/admin/tier"),
+        (Method::POST, "/admin/stats"),
+    ] {
+        let response = gateway.admin(method.clone(), path, None).await;
+        assert_eq!(response.status(), 405, "{method} {path}");
+        assert_eq!(
+            header(&response, "content-type").as_deref(),
+            Some("application/problem+json")
+        );
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "type": "about:blank",
+                "title": "Method Not Allowed",
+                "status": 405,
+                "detail": "this admin endpoint does not take that method",
+            })
+        );
+    }
+}

@@ -324,3 +324,50 @@ async fn a_chunked_get_body_reaches_the_upstream() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.unwrap(), "query");
 }
+
+/// A raw HTTP/1.1 request whose head is `head` (without the final empty
+/// line): the status the gateway answers.
+async fn raw_status(address: std::net::SocketAddr, head: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(format!("{head}\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response[9..12].parse().unwrap()
+}
+
+#[tokio::test]
+async fn an_http_1_1_request_without_one_host_gets_400_and_is_not_forwarded() {
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&plans(&upstream, ""), 0).await;
+    let address = gateway.running.address;
+    let key = "Authorization: Bearer sk_a";
+    assert_eq!(
+        raw_status(address, &format!("GET / HTTP/1.1\r\n{key}")).await,
+        400
+    );
+    assert_eq!(
+        raw_status(
+            address,
+            &format!("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n{key}")
+        )
+        .await,
+        400
+    );
+    assert_eq!(upstream.requests(), 0);
+    // Neither used budget: the next request has 4 of 5 left.
+    let response = gateway.get("/", "sk_a").await;
+    assert_eq!(
+        header(&response, "x-ratelimit-remaining").as_deref(),
+        Some("4")
+    );
+    // HTTP/1.0 may leave Host out.
+    assert_eq!(
+        raw_status(address, &format!("GET / HTTP/1.0\r\n{key}")).await,
+        200
+    );
+    assert_eq!(upstream.requests(), 2);
+}

@@ -292,10 +292,15 @@ mod tests {
             ),
             ("[client_ip]\nipv6_prefix = 129", "ipv6_prefix"),
             ("colour = 1", "colour"),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://u:s3cret@h:1\"",
+                "route /api: the upstream URL must not carry credentials (user:password@)",
+            ),
         ];
         for (text, expected) in cases {
             let error = ServeConfig::from_toml_str(text).unwrap_err().to_string();
             assert!(error.contains(expected), "{text:?}: {error}");
+            assert!(!error.contains("s3cret"), "{error}");
         }
     }
 

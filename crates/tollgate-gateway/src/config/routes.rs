@@ -138,8 +138,16 @@ impl RouteConfig {
         if self.upstream.scheme_str() != Some("http") {
             return Err(error("the upstream must be an http:// URL"));
         }
-        if self.upstream.authority().is_none() {
-            return Err(error("the upstream needs a host"));
+        match self.upstream.authority() {
+            None => return Err(error("the upstream needs a host")),
+            // Never shown: the URL's credentials would reach the log.
+            Some(authority) if authority.as_str().contains('@') => {
+                return Err(error(
+                    "the upstream URL must not carry credentials (user:password@): tollgate \
+                     does not send them, and they would sit in the configuration in clear",
+                ));
+            }
+            Some(_) => {}
         }
         if self.upstream.query().is_some() {
             return Err(error("the upstream must not have a query"));
