@@ -21,7 +21,10 @@ pub(crate) fn serve(arguments: &ServeArguments) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     let mut options = ServeOptions::new(config, arguments.config.clone());
     options.store_url.clone_from(&arguments.store);
-    Ok(runtime.block_on(tollgate_gateway::run(options))?)
+    let result = runtime.block_on(tollgate_gateway::run(options));
+    // What a drain timeout or a second signal cut off is not waited for.
+    runtime.shutdown_background();
+    Ok(result?)
 }
 
 fn init_logs(format: LogFormat) {

@@ -99,3 +99,65 @@ async fn sigterm_drains_in_flight_requests_before_exiting() {
         .unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// Starts a gateway with `drain_timeout` and holds one request in flight at
+/// its upstream (never released), then sends SIGTERM.
+async fn stopping_with_a_request_held(name: &str, drain_timeout: &str) -> (Process, Upstream) {
+    let upstream = Upstream::start().await;
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    // A top-level setting: before the tables `config` writes.
+    let text = format!(
+        "drain_timeout = \"{drain_timeout}\"\n{}",
+        serve::config(&format!(
+            "[[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+            upstream.address
+        ))
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut process = Process::start(&path).await;
+    let address = process.address.clone();
+    tokio::spawn(async move {
+        let _ = reqwest::Client::new()
+            .get(format!("http://{address}/slow"))
+            .header("authorization", "Bearer sk_a")
+            .send()
+            .await;
+    });
+    let arrived = async {
+        while upstream.requests() == 0 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), arrived)
+        .await
+        .unwrap();
+    process.signal("-TERM");
+    Process::wait_for(&mut process.logs, "draining").await;
+    (process, upstream)
+}
+
+#[tokio::test]
+async fn a_request_still_in_flight_after_the_drain_timeout_is_cut_off() {
+    let (mut process, _upstream) = stopping_with_a_request_held("drain.toml", "1s").await;
+    Process::wait_for(&mut process.logs, "cut off").await;
+    // The process exits although the upstream never answered.
+    let status = tokio::time::timeout(Duration::from_secs(30), process.child.wait())
+        .await
+        .expect("the gateway did not exit after its drain timeout")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
+async fn a_second_sigterm_stops_at_once() {
+    // A drain timeout far longer than the test waits: only the second
+    // signal can make the process exit within it.
+    let (mut process, _upstream) = stopping_with_a_request_held("second.toml", "1h").await;
+    process.signal("-TERM");
+    Process::wait_for(&mut process.logs, "a second signal").await;
+    let status = tokio::time::timeout(Duration::from_secs(30), process.child.wait())
+        .await
+        .expect("the gateway did not exit on the second signal")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}

@@ -193,7 +193,10 @@ async fn serve_admin(
     .await
 }
 
-/// Runs a gateway until SIGTERM or Ctrl-C, reloading on SIGHUP.
+/// Runs a gateway until SIGTERM or Ctrl-C, reloading on SIGHUP. Stopping
+/// drains in-flight requests for at most `drain_timeout`; a second signal
+/// stops at once. Either way the requests still running are cut off when the
+/// process exits.
 ///
 /// # Errors
 ///
@@ -219,7 +222,16 @@ pub async fn run(options: ServeOptions) -> Result<(), StartError> {
             _ = tokio::signal::ctrl_c() => break,
         }
     }
-    running.shutdown().await;
-    tracing::info!("stopped");
+    // A reload may have changed it.
+    let drain_timeout = running.app.in_force.load().config.drain_timeout;
+    tokio::select! {
+        () = running.shutdown() => tracing::info!("stopped"),
+        () = tokio::time::sleep(drain_timeout) => tracing::warn!(
+            drain_timeout = %humantime::format_duration(drain_timeout),
+            "in-flight requests still running after the drain timeout are cut off"
+        ),
+        _ = terminate.recv() => tracing::warn!("a second signal: stopping at once"),
+        _ = tokio::signal::ctrl_c() => tracing::warn!("a second signal: stopping at once"),
+    }
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! `listen` and `workers`: where clients connect, and how many threads serve
-//! them.
+//! `listen`, `workers` and `drain_timeout`: where clients connect, how many
+//! threads serve them, and how long a stop waits for them.
 
 use std::net::SocketAddr;
 
@@ -8,6 +8,11 @@ use super::ServeConfigError;
 /// The gateway listener's default address, `127.0.0.1:8080`.
 pub(super) fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+/// How long SIGTERM waits for in-flight requests by default: 30 s.
+pub(super) fn default_drain_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(30)
 }
 
 /// The worker threads for `configured` (`workers` of the file): one per CPU

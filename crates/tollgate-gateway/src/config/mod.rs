@@ -47,6 +47,13 @@ pub struct ServeConfig {
     /// of CPUs.
     #[serde(default)]
     pub workers: Option<usize>,
+    /// How long SIGTERM waits for in-flight requests before cutting them off.
+    /// Default `"30s"`.
+    #[serde(
+        default = "listeners::default_drain_timeout",
+        deserialize_with = "format::duration"
+    )]
+    pub drain_timeout: std::time::Duration,
     /// The admin and operations listener.
     #[serde(default)]
     pub admin: AdminConfig,
@@ -83,6 +90,7 @@ impl ServeConfig {
         ServeConfig {
             listen: listeners::default_listen(),
             workers: None,
+            drain_timeout: listeners::default_drain_timeout(),
             admin: AdminConfig::default(),
             limits: LimiterConfig::default(),
             upstream: UpstreamConfig::default(),
@@ -145,6 +153,7 @@ impl ServeConfig {
                 self.upstream.body_idle_timeout,
             ),
             ("store.timeout", self.store.timeout),
+            ("drain_timeout", self.drain_timeout),
         ] {
             if timeout.is_zero() {
                 return Err(ServeConfigError::Invalid(format!(
