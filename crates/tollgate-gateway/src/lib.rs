@@ -16,6 +16,7 @@ mod api_key;
 mod app;
 mod body_timeout;
 mod client;
+mod client_body;
 pub mod config;
 mod demo;
 mod error;

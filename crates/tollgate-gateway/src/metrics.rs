@@ -18,6 +18,15 @@ pub(crate) const TRACKED_KEYS: &str = "tollgate_tracked_keys";
 /// Forwarded requests whose upstream failed them, by `route` and `failure`.
 pub(crate) const UPSTREAM_FAILURES: &str = "tollgate_upstream_failures_total";
 
+/// Requests whose body the client sent malformed or cut off (answered 400),
+/// by `route`: the client's errors, apart from the upstream's.
+pub(crate) const CLIENT_BODY_ERRORS: &str = "tollgate_client_body_errors_total";
+
+/// Counts a request of `route` whose body the client sent malformed.
+pub(crate) fn record_client_body_error(route: &Arc<str>) {
+    metrics::counter!(CLIENT_BODY_ERRORS, "route" => Arc::clone(route)).increment(1);
+}
+
 /// How an upstream failed a forwarded request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum UpstreamFailure {

@@ -13,9 +13,10 @@ use hyper_util::client::legacy::connect::HttpConnector;
 
 use super::body_timeout::IdleTimeout;
 use super::client::ClientConnection;
+use super::client_body::ClientBody;
 use super::config::UpstreamConfig;
 use super::hop_by_hop::remove_hop_by_hop;
-use super::metrics::{UpstreamFailure, record_upstream_failure};
+use super::metrics::{UpstreamFailure, record_client_body_error, record_upstream_failure};
 use super::problem::problem;
 use super::routes::Route;
 use super::upstream::UpstreamConnections;
@@ -81,6 +82,7 @@ impl Proxy {
         );
         *request.uri_mut() = Uri::from(path_and_query);
         *request.version_mut() = Version::HTTP_11;
+        let client_body = ClientBody::watch(request.body_mut());
         let exchange = self.connections.send(&route.upstream, request);
         match tokio::time::timeout(timeout, exchange).await {
             Ok(Ok(mut response)) => {
@@ -93,6 +95,13 @@ impl Proxy {
                     let route = Arc::clone(&route.name);
                     Body::new(IdleTimeout::new(body, limits.body_idle_timeout, route))
                 })
+            }
+            Ok(Err(_)) if client_body.failed() => {
+                record_client_body_error(&route.name);
+                problem(
+                    StatusCode::BAD_REQUEST,
+                    "the request body is malformed or was cut off",
+                )
             }
             Ok(Err(error)) => {
                 tracing::warn!(route = %route.name, %error, "upstream unreachable");

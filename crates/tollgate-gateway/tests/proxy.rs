@@ -233,7 +233,8 @@ async fn an_upstream_that_stalls_in_a_body_has_the_response_cut_off() {
     assert!(rest.is_err(), "the body ended cleanly: {rest:?}");
     // No other test stalls a body on its route "all".
     let metrics = gateway.metrics().await;
-    let line = "tollgate_upstream_failures_total{route=\"all\",failure=\"body_stalled\"} 1";
+    let line =
+        "tollgate_upstream_failures_total{route=\"malformed-body\",failure=\"body_stalled\"} 1";
     assert!(
         metrics.lines().any(|metric| metric == line),
         "{line} missing from\n{metrics}"
@@ -370,4 +371,42 @@ async fn an_http_1_1_request_without_one_host_gets_400_and_is_not_forwarded() {
         200
     );
     assert_eq!(upstream.requests(), 2);
+}
+
+#[tokio::test]
+async fn a_malformed_request_body_gets_400_and_is_no_upstream_failure() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = Upstream::start().await;
+    // A route name of its own: the metrics are the test process's.
+    let toml = config(&format!(
+        "[[routes]]\nname = \"malformed-body\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+        upstream.address
+    ));
+    let gateway = Gateway::start(&toml, 0).await;
+    // A chunk size that is not hexadecimal, then one that overflows.
+    for chunk in [
+        "zz\r\nab\r\n0\r\n\r\n",
+        "fffffffffffffffffffffff\r\nab\r\n0\r\n\r\n",
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(gateway.running.address)
+            .await
+            .unwrap();
+        let request = format!(
+            "POST /read HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer sk_a\r\n\
+             Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n{chunk}"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response).await;
+        assert_eq!(&response[9..12], "400", "{chunk:?}: {response}");
+    }
+    let metrics = gateway.metrics().await;
+    assert!(
+        !metrics.contains("tollgate_upstream_failures_total{route=\"malformed-body\""),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tollgate_client_body_errors_total{route=\"malformed-body\"} 2\n"),
+        "{metrics}"
+    );
 }

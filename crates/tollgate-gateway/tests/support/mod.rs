@@ -18,7 +18,8 @@ use tollgate_gateway::{Running, ServeConfig, ServeOptions};
 
 /// The upstream: counts requests and connections; `/echo` streams the body
 /// back, `/headers` answers with the request's headers as JSON, `/slow` waits
-/// for `release`, `/close` answers and closes its connection.
+/// for `release`, `/close` answers and closes its connection, `/read` reads
+/// the whole body and answers its length.
 #[derive(Clone)]
 pub struct Upstream {
     pub address: SocketAddr,
@@ -34,6 +35,7 @@ impl Upstream {
         let counted = Arc::clone(&requests);
         let waiting = Arc::clone(&release);
         let app = Router::new()
+            .route("/read", any(|body: axum::body::Bytes| async move { body.len().to_string() }))
             .route("/echo", any(|request: Request| async move { Body::from_stream(request.into_body().into_data_stream()) }))
             .route(
                 "/headers",
