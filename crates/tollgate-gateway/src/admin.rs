@@ -17,11 +17,12 @@
 //! Invalid input gets 400 with a problem+json body and changes nothing; a body
 //! naming a field twice is invalid (never read as its last value).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -32,10 +33,11 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::json;
 use subtle::ConstantTimeEq;
 use tollgate_core::{ApiKey, Policy, Redacted, StoreError};
+use tollgate_tower::Problem;
 
 use super::app::App;
 use super::metrics;
-use super::problem::problem;
+use super::problem::{problem, respond};
 
 /// The admin listener's routes.
 pub(crate) fn router(app: Arc<App>) -> Router {
@@ -64,7 +66,19 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-async fn authenticate(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+async fn authenticate(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+    next: Next,
+) -> Response {
+    // An address that used up its failed calls is not heard until it waits.
+    if let Some(wait) = app.admin_guard.wait_for(peer.ip()) {
+        return respond(Problem::too_many_requests(
+            "failed admin calls from this address",
+            wait,
+        ));
+    }
     let presented = request
         .headers()
         .get(AUTHORIZATION)
@@ -80,7 +94,12 @@ async fn authenticate(State(app): State<Arc<App>>, request: Request, next: Next)
         _ => false,
     };
     if !accepted {
-        tracing::warn!(path = %request.uri().path(), "admin call refused: missing or wrong token");
+        if app.admin_guard.failed(peer.ip()) {
+            tracing::warn!(
+                path = %request.uri().path(),
+                "admin call refused: missing or wrong token (logged at most once a second)"
+            );
+        }
         let mut response = problem(
             StatusCode::UNAUTHORIZED,
             "a valid admin bearer token is required",

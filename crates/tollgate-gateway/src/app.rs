@@ -12,6 +12,7 @@ use axum::response::Response;
 use http::{Method, StatusCode};
 use tollgate_core::Store;
 
+use super::admin_guard::AdminGuard;
 use super::client::ClientConnection;
 use super::config::InForce;
 use super::problem::problem;
@@ -38,6 +39,8 @@ pub(crate) struct App {
     pub(crate) store_url: Option<String>,
     /// Whether the store running is the in-memory one.
     pub(crate) in_memory_store: bool,
+    /// Failed admin calls, limited per client address.
+    pub(crate) admin_guard: AdminGuard,
 }
 
 impl App {

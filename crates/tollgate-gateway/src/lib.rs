@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod admin_guard;
 mod api_key;
 mod app;
 mod body_timeout;

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tollgate_core::{Clock, Store, SystemClock};
 
+use super::admin_guard::AdminGuard;
 use super::app::App;
 use super::config::{InForce, ServeConfig, ServeConfigError};
 use super::error::StartError;
@@ -114,7 +115,11 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     let in_memory_store = options.store.is_none() && config.store.url.is_none();
     let store = match options.store {
         Some(store) => store,
-        None => store::open(&config, options.clock, options.config_path.as_deref())?,
+        None => store::open(
+            &config,
+            Arc::clone(&options.clock),
+            options.config_path.as_deref(),
+        )?,
     };
     let reloadable = Reloadable::build(&config, store.as_ref())?;
     let started = InForce::new(config);
@@ -128,6 +133,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         config_path: options.config_path,
         store_url: options.store_url,
         in_memory_store,
+        admin_guard: AdminGuard::new(options.clock),
     });
     let config = &app.started.config;
     let (address, listeners) = workers::bind(config.listen, app.started.workers)?;

@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use reqwest::Method;
 use serde_json::json;
 use support::{Gateway, Upstream, config, header, plans};
@@ -312,4 +314,33 @@ async fn a_method_an_admin_endpoint_does_not_take_gets_405_problem_json() {
             })
         );
     }
+}
+
+#[tokio::test]
+async fn an_address_guessing_admin_tokens_is_held_off_with_429() {
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&plans(&upstream, ""), 0).await;
+    let call = |token: &'static str| {
+        gateway
+            .client
+            .get(gateway.admin_url("/admin/stats"))
+            .header("authorization", format!("Bearer {token}"))
+            .send()
+    };
+    // 10 failed calls in a burst, then 10 a minute: one every 6 s.
+    for _ in 0..10 {
+        assert_eq!(call("guess").await.unwrap().status(), 401);
+    }
+    for token in ["guess", "secret"] {
+        let held = call(token).await.unwrap();
+        assert_eq!(held.status(), 429, "{token}");
+        assert_eq!(header(&held, "retry-after").as_deref(), Some("6"));
+    }
+    gateway.clock.advance(Duration::from_secs(6));
+    assert_eq!(call("secret").await.unwrap().status(), 200);
+    // A right token uses none of the failed calls; the next guess is the
+    // one call the 6 s gave back.
+    assert_eq!(call("secret").await.unwrap().status(), 200);
+    assert_eq!(call("guess").await.unwrap().status(), 401);
+    assert_eq!(call("guess").await.unwrap().status(), 429);
 }
