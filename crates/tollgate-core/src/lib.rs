@@ -51,7 +51,7 @@ pub use decision::Decision;
 pub use failure_policy::FailurePolicy;
 pub use harness::{Harness, InputError, Output};
 pub use key::{ApiKey, Redacted};
-pub use limiter::{Limit, LimitDecision, Limiter, PreparedPolicy, Stats, UnknownTier};
+pub use limiter::{Limit, LimitDecision, LimitUnits, Limiter, PreparedPolicy, Stats, UnknownTier};
 pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};
 pub use resolution::Resolution;
 pub use route_budget::{

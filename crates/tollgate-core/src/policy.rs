@@ -85,6 +85,12 @@ pub enum PolicyError {
         /// The policy's algorithm.
         algorithm: Algorithm,
     },
+    /// `count_refused` was given for an algorithm other than `fixed_window`.
+    #[error("count_refused applies to fixed_window only, not to {algorithm}")]
+    CountRefusedNotAllowed {
+        /// The policy's algorithm.
+        algorithm: Algorithm,
+    },
     /// The window, in the engine's clock ticks, does not fit in 64 bits (only
     /// possible on a nanosecond clock, for windows longer than about 584 years).
     #[error("window_s of {window_s} s is longer than the {max_window_s} s this clock can count")]
@@ -110,6 +116,11 @@ pub enum PolicyError {
 /// `burst` belongs to the token bucket only and defaults to `limit`. In JSON:
 /// `{"algorithm": "token_bucket", "limit": 60, "window_s": 60, "burst": 5}`.
 ///
+/// A fixed window may also count the units it refuses
+/// ([`Policy::fixed_window_counting_refused`]; in JSON and TOML
+/// `"count_refused": true`, a field accepted with `fixed_window` only and
+/// written only when true), as envoyproxy/ratelimit does.
+///
 /// ```
 /// use tollgate_core::{Algorithm, Policy};
 ///
@@ -124,6 +135,8 @@ pub struct Policy {
     limit: u64,
     window_s: u64,
     burst: u64,
+    /// Whether refused units are counted too (fixed window only).
+    count_refused: bool,
 }
 
 impl Policy {
@@ -153,6 +166,7 @@ impl Policy {
             limit,
             window_s,
             burst,
+            count_refused: false,
         })
     }
 
@@ -163,6 +177,40 @@ impl Policy {
     /// [`PolicyError::OutOfRange`] when a count is outside 1..=2^63-1.
     pub fn fixed_window(limit: u64, window_s: u64) -> Result<Self, PolicyError> {
         Policy::new(Algorithm::FixedWindow, limit, window_s, None)
+    }
+
+    /// `limit` units per aligned window of `window_s` seconds, counting every
+    /// unit asked for, refused ones included: the rule of envoyproxy/ratelimit,
+    /// whose Redis cache `INCRBY`s a descriptor's counter by the request's hits
+    /// and then compares the counter with the limit.
+    ///
+    /// A request of `n` units on a window whose counter is `c` allows
+    /// `min(n, limit - c)` (0 once `c >= limit`), rejects the rest, and the
+    /// counter becomes `c + n` (saturating); `remaining` is
+    /// `limit - (c + n)`, 0 at or over the limit; `retry_after` and
+    /// `reset_after` are the fixed window's (the window's end). On one key alone
+    /// this decides as [`Policy::fixed_window`] does (a window never gives back
+    /// what it counted); the difference is in
+    /// [`Limiter::acquire_units`](crate::Limiter::acquire_units): such a limit
+    /// is charged its units whatever the request's other limits decide. Its
+    /// state is never shared with a plain fixed window of the same numbers.
+    ///
+    /// ```
+    /// use tollgate_core::{Algorithm, Policy};
+    ///
+    /// let policy = Policy::fixed_window_counting_refused(20, 60).unwrap();
+    /// assert_eq!(policy.algorithm(), Algorithm::FixedWindow);
+    /// assert!(policy.counts_refused());
+    /// assert_ne!(policy, Policy::fixed_window(20, 60).unwrap());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::OutOfRange`] when a count is outside 1..=2^63-1.
+    pub fn fixed_window_counting_refused(limit: u64, window_s: u64) -> Result<Self, PolicyError> {
+        let mut policy = Policy::fixed_window(limit, window_s)?;
+        policy.count_refused = true;
+        Ok(policy)
     }
 
     /// `limit` requests in any span of `window_s` seconds.
@@ -236,6 +284,13 @@ impl Policy {
         self.window_s
     }
 
+    /// Whether the policy counts the units it refuses (a fixed window made by
+    /// [`Policy::fixed_window_counting_refused`], or `"count_refused": true`);
+    /// false for every other policy.
+    pub fn counts_refused(&self) -> bool {
+        self.count_refused
+    }
+
     /// The token bucket's capacity in tokens; `None` for the other algorithms.
     pub fn burst(&self) -> Option<u64> {
         (self.algorithm == Algorithm::TokenBucket).then_some(self.burst)
@@ -293,6 +348,19 @@ struct PolicyDocument {
         deserialize_with = "present_integer"
     )]
     burst: Option<u64>,
+    /// Fixed window only; written when true only, so every other policy's
+    /// document is what it was before the field existed.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_bool"
+    )]
+    count_refused: Option<bool>,
+}
+
+/// `count_refused`, when present, must be a boolean: `null` is not "absent".
+fn present_bool<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
+    bool::deserialize(deserializer).map(Some)
 }
 
 /// `burst`, when present, must be an integer: `null` is not "absent".
@@ -307,6 +375,7 @@ impl Serialize for Policy {
             limit: self.limit,
             window_s: self.window_s,
             burst: self.burst(),
+            count_refused: self.count_refused.then_some(true),
         }
         .serialize(serializer)
     }
@@ -315,13 +384,24 @@ impl Serialize for Policy {
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let document = PolicyDocument::deserialize(deserializer)?;
-        Policy::new(
+        let mut policy = Policy::new(
             document.algorithm,
             document.limit,
             document.window_s,
             document.burst,
         )
-        .map_err(serde::de::Error::custom)
+        .map_err(serde::de::Error::custom)?;
+        if let Some(count_refused) = document.count_refused {
+            if policy.algorithm != Algorithm::FixedWindow {
+                return Err(serde::de::Error::custom(
+                    PolicyError::CountRefusedNotAllowed {
+                        algorithm: policy.algorithm,
+                    },
+                ));
+            }
+            policy.count_refused = count_refused;
+        }
+        Ok(policy)
     }
 }
 
@@ -392,5 +472,62 @@ mod tests {
             serde_json::to_value(log).unwrap(),
             json!({"algorithm": "sliding_log", "limit": 2, "window_s": 10})
         );
+    }
+
+    #[test]
+    fn count_refused_belongs_to_the_fixed_window() {
+        let counting = Policy::fixed_window_counting_refused(20, 60).unwrap();
+        assert!(counting.counts_refused());
+        assert_eq!(counting.algorithm(), Algorithm::FixedWindow);
+        assert_eq!((counting.limit(), counting.window_s()), (20, 60));
+        for plain in [
+            Policy::fixed_window(20, 60).unwrap(),
+            Policy::sliding_log(20, 60).unwrap(),
+            Policy::token_bucket(20, 60, 5).unwrap(),
+        ] {
+            assert!(!plain.counts_refused());
+        }
+        assert_ne!(counting, Policy::fixed_window(20, 60).unwrap());
+        assert_eq!(
+            Policy::fixed_window_counting_refused(0, 60),
+            Err(PolicyError::OutOfRange {
+                field: PolicyField::Limit,
+                value: 0
+            })
+        );
+        // In documents: read when given, written when true only.
+        let document = json!({"algorithm": "fixed_window", "limit": 20, "window_s": 60, "count_refused": true});
+        assert_eq!(Policy::from_json(&document).unwrap(), counting);
+        assert_eq!(serde_json::to_value(counting).unwrap(), document);
+        let off = json!({"algorithm": "fixed_window", "limit": 20, "window_s": 60, "count_refused": false});
+        let plain = Policy::from_json(&off).unwrap();
+        assert_eq!(plain, Policy::fixed_window(20, 60).unwrap());
+        assert_eq!(
+            serde_json::to_value(plain).unwrap(),
+            json!({"algorithm": "fixed_window", "limit": 20, "window_s": 60})
+        );
+        let toml: Policy = toml::from_str(
+            "algorithm = \"fixed_window\"\nlimit = 20\nwindow_s = 60\ncount_refused = true\n",
+        )
+        .unwrap();
+        assert_eq!(toml, counting);
+        // Any other algorithm, or a value that is not a boolean, is refused.
+        let error = Policy::from_json(
+            &json!({"algorithm": "sliding_log", "limit": 3, "window_s": 10, "count_refused": true}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            error,
+            "count_refused applies to fixed_window only, not to sliding_log"
+        );
+        for bad in [
+            json!({"algorithm": "token_bucket", "limit": 3, "window_s": 10, "count_refused": false}),
+            json!({"algorithm": "fixed_window", "limit": 3, "window_s": 10, "count_refused": null}),
+            json!({"algorithm": "fixed_window", "limit": 3, "window_s": 10, "count_refused": 1}),
+            json!({"algorithm": "fixed_window", "limit": 3, "window_s": 10, "count_refused": "true"}),
+        ] {
+            assert!(Policy::from_json(&bad).is_err(), "{bad} was accepted");
+        }
     }
 }

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::config::{ConfigError, LimiterConfig};
 use crate::decision::Decision;
-use crate::limiter::{Limit, LimitDecision, Limiter, PreparedPolicy, Stats, UnknownTier};
+use crate::limiter::{
+    Limit, LimitDecision, LimitUnits, Limiter, PreparedPolicy, Stats, UnknownTier,
+};
 use crate::policy::{Policy, PolicyError};
 use crate::resolution::Resolution;
 
@@ -62,6 +64,30 @@ pub trait Store: Send + Sync {
     /// One request held to every limit at once, all or nothing; see
     /// [`Limiter::acquire`].
     fn acquire<'a>(&'a self, limits: &'a [Limit<'a>]) -> StoreFuture<'a, Vec<LimitDecision>>;
+
+    /// One request held to every limit at once, each charged its own units:
+    /// limits whose policy counts refused units are always charged theirs
+    /// (each decides alone, as envoyproxy/ratelimit's descriptors do); the
+    /// others are all or nothing among themselves; `units = 0` only looks. See
+    /// [`Limiter::acquire_units`] for the whole rule. One decision per limit,
+    /// in order.
+    ///
+    /// The default implementation, for stores written before this method,
+    /// serves every limit with one unit through [`Store::acquire`] and answers
+    /// any other request with [`StoreError::Unavailable`];
+    /// [`MemoryStore`] and the Redis store decide every request.
+    fn acquire_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+    ) -> StoreFuture<'a, Vec<LimitDecision>> {
+        if limits.iter().any(|limit| limit.units != 1) {
+            return ready(Err(StoreError::Unavailable(
+                "this store decides one unit per limit only".into(),
+            )));
+        }
+        let limits: Vec<Limit<'a>> = limits.iter().map(|limit| limit.limit).collect();
+        Box::pin(async move { self.acquire(&limits).await })
+    }
 
     /// Whether `key` is exempt from its plan.
     fn is_exempt(&self, key: &str) -> bool;
@@ -140,6 +166,13 @@ impl Store for MemoryStore {
 
     fn acquire<'a>(&'a self, limits: &'a [Limit<'a>]) -> StoreFuture<'a, Vec<LimitDecision>> {
         ready(Ok(self.limiter.acquire(limits, self.now())))
+    }
+
+    fn acquire_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+    ) -> StoreFuture<'a, Vec<LimitDecision>> {
+        ready(Ok(self.limiter.acquire_units(limits, self.now())))
     }
 
     fn is_exempt(&self, key: &str) -> bool {

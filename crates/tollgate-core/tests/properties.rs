@@ -7,7 +7,7 @@ use std::num::NonZeroU64;
 
 use models::{Batch, FixedWindowModel, Model, Single, SlidingLogModel, TokenBucketModel};
 use proptest::prelude::*;
-use tollgate_core::{Algorithm, Limit, Limiter, LimiterConfig, Policy, Resolution};
+use tollgate_core::{Algorithm, Limit, LimitUnits, Limiter, LimiterConfig, Policy, Resolution};
 
 /// A limiter whose default policy is `policy`, counting seconds, no eviction in
 /// the times these tests use.
@@ -23,6 +23,9 @@ fn limiter(policy: Policy) -> Limiter {
 
 fn model(policy: &Policy) -> Box<dyn Model> {
     match policy.algorithm() {
+        Algorithm::FixedWindow if policy.counts_refused() => Box::new(
+            FixedWindowModel::counting_refused(policy.limit(), policy.window_s()),
+        ),
         Algorithm::FixedWindow => {
             Box::new(FixedWindowModel::new(policy.limit(), policy.window_s()))
         }
@@ -39,6 +42,9 @@ fn policies() -> impl Strategy<Value = Policy> {
     prop_oneof![
         (1u64..=8, 1u64..=20)
             .prop_map(|(limit, window)| Policy::fixed_window(limit, window).unwrap()),
+        (1u64..=8, 1u64..=20).prop_map(|(limit, window)| {
+            Policy::fixed_window_counting_refused(limit, window).unwrap()
+        }),
         (1u64..=8, 1u64..=20)
             .prop_map(|(limit, window)| Policy::sliding_log(limit, window).unwrap()),
         (1u64..=8, 1u64..=20, 1u64..=8)
@@ -123,12 +129,89 @@ proptest! {
         }
     }
 
-    /// Fixed window: never more than `limit` allowed in one aligned window.
+    /// A request held to a plan and two policy limits, each with its own
+    /// units (0 included), plain and count-refused mixed, gives exactly what
+    /// the rule written over the models gives.
+    #[test]
+    fn acquire_units_matches_the_model(
+        policies in prop::collection::vec(policies(), 3),
+        steps in prop::collection::vec((0u64..=12, prop::collection::vec(0u64..=10, 3), 1usize..=3), 1..60),
+        start in 0u64..1000,
+    ) {
+        let limiter = limiter(policies[0]);
+        let route = limiter.prepare(policies[1]).unwrap();
+        let other = limiter.prepare(policies[2]).unwrap();
+        let limits = [
+            Limit::Plan("k"),
+            Limit::Policy { key: "route", policy: &route },
+            Limit::Policy { key: "other", policy: &other },
+        ];
+        let mut models: Vec<Box<dyn Model>> = policies.iter().map(model).collect();
+        let mut now = start;
+        for (elapsed, units, count) in steps {
+            now += elapsed;
+            // The first `count` limits, with their units.
+            let request: Vec<LimitUnits<'_>> = limits[..count]
+                .iter()
+                .zip(&units)
+                .map(|(limit, units)| LimitUnits { limit: *limit, units: *units })
+                .collect();
+            let got: Vec<Batch> = limiter
+                .acquire_units(&request, now)
+                .into_iter()
+                .map(|limit| Batch {
+                    allowed: limit.decision.allowed,
+                    rejected: limit.decision.rejected,
+                    remaining: limit.decision.remaining.unwrap(),
+                    retry_after: limit.decision.retry_after.as_secs(),
+                })
+                .collect();
+            let expected = models::acquire_units(&mut models[..count], &units[..count], now);
+            prop_assert_eq!(got, expected, "{:?} of {:?} at {}", &units[..count], &policies[..count], now);
+        }
+    }
+
+    /// `acquire` is `acquire_units` with one unit per limit: the model's rule
+    /// with 1 unit each, count-refused limits charged whatever the others say.
+    #[test]
+    fn acquire_is_one_unit_per_limit(
+        policies in prop::collection::vec(policies(), 2),
+        steps in prop::collection::vec(0u64..=12, 1..60),
+        start in 0u64..1000,
+    ) {
+        let limiter = limiter(policies[0]);
+        let route = limiter.prepare(policies[1]).unwrap();
+        let limits = [Limit::Plan("k"), Limit::Policy { key: "route", policy: &route }];
+        let mut models: Vec<Box<dyn Model>> = policies.iter().map(model).collect();
+        let mut now = start;
+        for elapsed in steps {
+            now += elapsed;
+            let got: Vec<Batch> = limiter
+                .acquire(&limits, now)
+                .into_iter()
+                .map(|limit| Batch {
+                    allowed: limit.decision.allowed,
+                    rejected: limit.decision.rejected,
+                    remaining: limit.decision.remaining.unwrap(),
+                    retry_after: limit.decision.retry_after.as_secs(),
+                })
+                .collect();
+            prop_assert_eq!(got, models::acquire_units(&mut models, &[1, 1], now), "at {}", now);
+        }
+    }
+
+    /// Fixed window (counting refused units or not): never more than `limit`
+    /// allowed in one aligned window.
     #[test]
     fn fixed_window_never_exceeds_the_limit_per_window(
-        limit in 1u64..=10, window in 1u64..=30, steps in steps(),
+        limit in 1u64..=10, window in 1u64..=30, steps in steps(), count_refused in any::<bool>(),
     ) {
-        let limiter = limiter(Policy::fixed_window(limit, window).unwrap());
+        let policy = if count_refused {
+            Policy::fixed_window_counting_refused(limit, window).unwrap()
+        } else {
+            Policy::fixed_window(limit, window).unwrap()
+        };
+        let limiter = limiter(policy);
         let mut per_window = std::collections::BTreeMap::new();
         let mut now = 0;
         for (elapsed, n) in steps {

@@ -1,17 +1,23 @@
--- Requests held to their limits, one after another, each all or nothing:
--- concurrent requests share one call.
+-- Requests held to their limits, one after another, each decided atomically
+-- by core's rule of Limiter::acquire_units: a limit whose rule counts refused
+-- units (COUNTING_FIXED_WINDOW) is charged its units whatever the others
+-- decide; the others are all or nothing among themselves (each checked with
+-- its units, each charged only if every one allows all of its units); 0
+-- units only look. Concurrent requests share one call.
 --
 -- Rust twin: src/call.rs builds these arguments (`invoke`, from its
 -- `Request`s of `ScriptLimit`s) and reads the reply (`read_replies`); the
--- codes are the constants of common.lua and src/protocol.rs.
+-- codes are the constants of common.lua and src/protocol.rs; the rule is
+-- crates/tollgate-core/src/limiter/mod.rs's `acquire_together`.
 --
 -- ARGV: now in microseconds (REDIS_TIME for Redis's own TIME); the shortest
 -- TTL to set in microseconds (0: exactly the state's useful life); the number
 -- of rules, then RULE_FIELDS fields per rule: algorithm (FIXED_WINDOW,
--- SLIDING_LOG, TOKEN_BUCKET), limit, window (us), burst, state version; then
--- per request: its number of limits, its units (several limits take 1), a
--- write flag (WRITE, or READ_ONLY to only read), and per limit: its rule
--- (1-based) and the tier the caller expects (NO_TIER for none to check).
+-- COUNTING_FIXED_WINDOW, SLIDING_LOG, TOKEN_BUCKET), limit, window (us),
+-- burst, state version; then per request: its number of limits, a write flag
+-- (WRITE, or READ_ONLY to only read), and per limit: its rule (1-based), its
+-- units (at most 2^52) and the tier the caller expects (NO_TIER for none to
+-- check).
 -- KEYS, per limit in the same order: its state; its log list when its rule is
 -- a sliding log; its tier key when a tier is expected.
 --
@@ -33,9 +39,10 @@ for index = 1, tonumber(ARGV[3]) do
   at = at + RULE_FIELDS
 end
 
--- Per limit of the request being decided: rule, state key, log key, expected
--- tier (NO_TIER for none), tier key, state.
-local limit_rules, state_keys, log_keys, expected_tiers, tier_keys, states = {}, {}, {}, {}, {}, {}
+-- Per limit of the request being decided: rule, units, state key, log key,
+-- expected tier (NO_TIER for none), tier key, state.
+local limit_rules, limit_units, state_keys, log_keys, expected_tiers, tier_keys, states =
+  {}, {}, {}, {}, {}, {}, {}
 
 -- Reads the fields (from ARGV[at]) and keys (from KEYS[key]) of a request's
 -- `limits` limits into the tables above; returns where the next request's
@@ -44,8 +51,9 @@ local function read_limits(limits, at, key)
   for index = 1, limits do
     local rule = rules[tonumber(ARGV[at])]
     limit_rules[index] = rule
-    expected_tiers[index] = ARGV[at + 1]
-    at = at + 2
+    limit_units[index] = tonumber(ARGV[at + 1])
+    expected_tiers[index] = ARGV[at + 2]
+    at = at + 3
     state_keys[index] = KEYS[key]
     key = key + 1
     if rule and rule[1] == SLIDING_LOG then
@@ -65,7 +73,9 @@ local function decide(index, units, write)
   local algorithm, limit, window, burst, version = rule[1], rule[2], rule[3], rule[4], rule[5]
   local key, state = state_keys[index], states[index]
   if algorithm == FIXED_WINDOW then
-    return fixed_window(key, state, version, limit, window, now, units, write)
+    return fixed_window(key, state, version, limit, window, now, units, write, false)
+  elseif algorithm == COUNTING_FIXED_WINDOW then
+    return fixed_window(key, state, version, limit, window, now, units, write, true)
   elseif algorithm == SLIDING_LOG then
     return sliding_log(key, log_keys[index], state, version, limit, window, now, units, write)
   end
@@ -75,7 +85,7 @@ end
 
 -- One request of `limits` limits, read by read_limits; appends its reply to
 -- `replies`.
-local function handle(replies, limits, units, write)
+local function handle(replies, limits, write)
   for index = 1, limits do
     local expected = expected_tiers[index]
     if limit_rules[index] == nil then
@@ -101,8 +111,11 @@ local function handle(replies, limits, units, write)
     end
   end
   local n = #replies
-  if limits == 1 then
-    local allowed, remaining, retry_after, reset_after, _, counted_at = decide(1, units, write)
+  local rule = limit_rules[1]
+  if limits == 1 and (limit_units[1] <= 1 or rule[1] == COUNTING_FIXED_WINDOW) then
+    -- One limit whose own decision is the whole answer.
+    local allowed, remaining, retry_after, reset_after, _, counted_at =
+      decide(1, limit_units[1], write)
     replies[n + 1] = DECIDED
     replies[n + 2] = counted_at
     replies[n + 3] = allowed
@@ -111,26 +124,41 @@ local function handle(replies, limits, units, write)
     replies[n + 6] = reset_after
     return
   end
-  -- Several limits: check every one with nothing taken (writing the state
-  -- back tidied, expired runs dropped, which changes no decision), then take
-  -- one unit from each only if all allow it.
+  -- Check every all-or-nothing limit with nothing taken (writing the state
+  -- back tidied, expired runs dropped, which changes no decision); then
+  -- charge each only if all allow their units. Counting limits and looks
+  -- (0 units) are decided on their own.
   local checks = {}
   local everyone = true
   for index = 1, limits do
-    local _, remaining, _, reset_after, tidied = decide(index, 0, write)
-    states[index] = tidied
-    checks[index] = {remaining, reset_after}
-    if remaining < 1 then
-      everyone = false
+    local units = limit_units[index]
+    if units > 0 and limit_rules[index][1] ~= COUNTING_FIXED_WINDOW then
+      local _, remaining, _, reset_after, tidied = decide(index, 0, write)
+      states[index] = tidied
+      checks[index] = {remaining, reset_after}
+      if remaining < units then
+        everyone = false
+      end
     end
   end
   local outcome = {DECIDED}
   for index = 1, limits do
-    local allowed, remaining, retry_after, reset_after = 0, checks[index][1], 0, checks[index][2]
-    local counted_at = now
-    if everyone or remaining < 1 then
+    local units = limit_units[index]
+    local check = checks[index]
+    local allowed, remaining, retry_after, reset_after, counted_at
+    if check == nil or everyone or check[1] < 1 then
+      -- Charged (a counting limit, or everyone allows), looked at (0
+      -- units), or refused with nothing left (which takes nothing).
       local _
-      allowed, remaining, retry_after, reset_after, _, counted_at = decide(index, 1, write)
+      allowed, remaining, retry_after, reset_after, _, counted_at = decide(index, units, write)
+    else
+      -- Nothing taken: refused by another limit, or here with some room but
+      -- not enough (then with the wait a batch of its units would be told).
+      allowed, remaining, retry_after, reset_after, counted_at = 0, check[1], 0, check[2], now
+      if remaining < units then
+        local _
+        _, _, retry_after = decide(index, units, false)
+      end
     end
     outcome[#outcome + 1] = counted_at
     outcome[#outcome + 1] = allowed
@@ -150,12 +178,11 @@ local requests = tonumber(ARGV[at])
 at = at + 1
 for _ = 1, requests do
   local limits = tonumber(ARGV[at])
-  local units = tonumber(ARGV[at + 1])
-  local write = ARGV[at + 2] == WRITE
-  at, key = read_limits(limits, at + 3, key)
+  local write = ARGV[at + 1] == WRITE
+  at, key = read_limits(limits, at + 2, key)
   -- A failing request fails alone, not the call it shares.
   local before = #replies
-  local ok, failure = pcall(handle, replies, limits, units, write)
+  local ok, failure = pcall(handle, replies, limits, write)
   if not ok then
     for index = #replies, before + 1, -1 do
       replies[index] = nil

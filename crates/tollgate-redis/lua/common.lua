@@ -13,6 +13,7 @@
 -- The codes of the argument and reply protocol (see src/protocol.rs).
 local REDIS_TIME = '' -- protocol::REDIS_TIME: `now` argument for Redis's TIME
 local FIXED_WINDOW = 'f' -- protocol::FIXED_WINDOW: algorithm code
+local COUNTING_FIXED_WINDOW = 'c' -- protocol::COUNTING_FIXED_WINDOW: algorithm code (counts refused units)
 local SLIDING_LOG = 's' -- protocol::SLIDING_LOG: algorithm code (sends its log key)
 local TOKEN_BUCKET = 't' -- protocol::TOKEN_BUCKET: algorithm code
 local RULE_FIELDS = 5 -- protocol::RULE_FIELDS: algorithm, limit, window, burst, version

@@ -3,12 +3,25 @@
 -- reset_after (microseconds), the state the key holds afterwards and the
 -- time the units count at (the start of the window counted in).
 --
+-- With `counting` (algorithm COUNTING_FIXED_WINDOW, envoyproxy/ratelimit's
+-- rule: INCRBY the hits, then compare) every unit asked for is counted,
+-- refused ones too, so the count may pass the limit: allowed is
+-- min(units, limit - count) (0 at or over it), remaining limit - count (0 at
+-- or over it). The core counts up to 2^64-1; here the count stops at
+-- count_cap (2^52, above any limit the store accepts), which changes no
+-- decision: past the limit only "past the limit" matters. count and units
+-- are each at most 2^52 (units are capped by the caller), so their sum is
+-- exact.
+--
 -- Rust twins: crates/tollgate-core/src/algorithm/fixed_window.rs, the
 -- engine's transition this mirrors; src/call.rs sends its rule's fields
--- (algorithm FIXED_WINDOW) and reads what it returns; src/refund.rs gives its
--- units back through refund.lua.
+-- (algorithm FIXED_WINDOW or COUNTING_FIXED_WINDOW) and reads what it
+-- returns; src/refund.rs gives its units back through refund.lua (never a
+-- counting window's: its units count whatever happens).
 
-local function fixed_window(key, state, version, limit, window, now, units, write)
+local count_cap = 4503599627370496 -- 2^52
+
+local function fixed_window(key, state, version, limit, window, now, units, write, counting)
   local index = floor_div(now, window)
   local count = 0
   local stored, stored_count = read_state(state, version)
@@ -21,8 +34,23 @@ local function fixed_window(key, state, version, limit, window, now, units, writ
       count = stored_count
     end
   end
-  local allowed = math.min(units, limit - count)
-  count = count + allowed
+  local room = limit - count
+  if room < 0 then
+    room = 0
+  end
+  local allowed = math.min(units, room)
+  if counting then
+    count = count + units
+    if count > count_cap then
+      count = count_cap
+    end
+  else
+    count = count + allowed
+  end
+  local remaining = limit - count
+  if remaining < 0 then
+    remaining = 0
+  end
   local until_end = (index + 1) * window - now
   local retry_after = 0
   if allowed < units then
@@ -35,5 +63,5 @@ local function fixed_window(key, state, version, limit, window, now, units, writ
   if write then
     state = store(key, string.format('%s:%d:%d', version, index, count), reset_after)
   end
-  return allowed, limit - count, retry_after, reset_after, state, index * window
+  return allowed, remaining, retry_after, reset_after, state, index * window
 end

@@ -4,7 +4,9 @@
 -- gateway took the last unit between the check and the charge).
 -- KEYS: the state, the log list (sliding log). ARGV: now (us; REDIS_TIME
 -- for Redis's TIME), then the RULE_FIELDS fields of the rule as acquire.lua
--- takes them: algorithm (FIXED_WINDOW, SLIDING_LOG, TOKEN_BUCKET), limit,
+-- takes them: algorithm (FIXED_WINDOW, SLIDING_LOG, TOKEN_BUCKET; a
+-- COUNTING_FIXED_WINDOW's units are never given back: it counts what it was
+-- asked, and src/split.rs never refunds it), limit,
 -- window (us), burst, state version; then counted_at (us: where the acquire
 -- script said the units count: a window's start, a run's time), units, the
 -- shortest TTL (us). Returns the units given back (0 when the state has moved
@@ -31,6 +33,9 @@ local units = tonumber(ARGV[8])
 minimum_ttl = tonumber(ARGV[9])
 if now < counted_at then
   now = counted_at
+end
+if algorithm == COUNTING_FIXED_WINDOW then
+  return 0
 end
 local state = redis.call('GET', KEYS[1])
 

@@ -117,10 +117,9 @@ pub(crate) async fn inspect(context: &Context, key: &str) -> Result<KeyReport, S
         .unwrap_or_else(|| DEFAULT_TIER.to_owned());
     let rule = plans.rule_for(&tier).clone();
     let state = if exists {
-        let limit = ScriptLimit::plan(Arc::new(names), Arc::from(tier.as_str()), &plans);
+        let limit = ScriptLimit::plan(Arc::new(names), Arc::from(tier.as_str()), &plans, 0);
         let request = Request {
             limits: vec![limit],
-            units: 0,
             write: false,
         };
         let requests = [&request];

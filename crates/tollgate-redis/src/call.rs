@@ -2,7 +2,9 @@
 //! requests it carries, each a list of [`ScriptLimit`]s; the arguments they
 //! become ([`invoke`]); the flat reply read back ([`read_replies`]). Each
 //! limit's rule runs `lua/fixed_window.lua`, `lua/sliding_log.lua` or
-//! `lua/token_bucket.lua`. The codes of both directions are the constants of
+//! `lua/token_bucket.lua` (`lua/fixed_window.lua` counting refused units
+//! for [`COUNTING_FIXED_WINDOW`](crate::protocol::COUNTING_FIXED_WINDOW)).
+//! The codes of both directions are the constants of
 //! [`protocol`](crate::protocol).
 //! Every call goes through here: the batcher's shared calls, a lone request's
 //! call, each step of a split request, `inspect`'s read.
@@ -21,7 +23,8 @@ use crate::protocol::{
 };
 
 /// One limit of a request as the scripts take it: the Redis keys of its
-/// limited key, the tier its plan is expected on, and the rule it is held to.
+/// limited key, the tier its plan is expected on, the rule it is held to and
+/// the units the request asks of it.
 #[derive(Clone, Debug)]
 pub(crate) struct ScriptLimit {
     pub(crate) names: Arc<KeyNames>,
@@ -29,29 +32,48 @@ pub(crate) struct ScriptLimit {
     /// [`NO_TIER`], which no tier is named).
     pub(crate) tier: Option<Arc<str>>,
     pub(crate) rule: Arc<ScriptRule>,
+    /// The units asked of it, at most [`MAX_SCRIPT_UNITS`] (0: a look).
+    pub(crate) units: u64,
 }
+
+/// The most units one limit takes in a script call (the scripts' exact
+/// range); more are sent as this many: no limit is larger and a counting
+/// window's count stops there, so no decision changes.
+pub(crate) const MAX_SCRIPT_UNITS: u64 = 1 << 52;
 
 impl ScriptLimit {
     /// The plan whose keys are `names`, expected on `tier`: held to that
-    /// tier's rule in `plans`.
-    pub(crate) fn plan(names: Arc<KeyNames>, tier: Arc<str>, plans: &Plans) -> Self {
+    /// tier's rule in `plans`, asked for `units`.
+    pub(crate) fn plan(names: Arc<KeyNames>, tier: Arc<str>, plans: &Plans, units: u64) -> Self {
         ScriptLimit {
             names,
             rule: Arc::clone(plans.rule_for(&tier)),
             tier: Some(tier),
+            units: units.min(MAX_SCRIPT_UNITS),
         }
     }
 
-    /// A limit held to a policy given with the request (a route budget).
+    /// A limit held to a policy given with the request (a route budget, an
+    /// Envoy descriptor's limit), asked for `units`.
     pub(crate) fn policy(
         names: Arc<KeyNames>,
         policy: &PreparedPolicy,
+        units: u64,
     ) -> Result<Self, PolicyError> {
         Ok(ScriptLimit {
             names,
             tier: None,
             rule: Arc::new(ScriptRule::for_prepared(policy)?),
+            units: units.min(MAX_SCRIPT_UNITS),
         })
+    }
+
+    /// The same limit asked for `units` instead.
+    pub(crate) fn with_units(&self, units: u64) -> Self {
+        ScriptLimit {
+            units: units.min(MAX_SCRIPT_UNITS),
+            ..self.clone()
+        }
     }
 
     /// Moves a plan to `tier` (the one the script found it on) and its rule.
@@ -61,11 +83,10 @@ impl ScriptLimit {
     }
 }
 
-/// One request: its limits, its units, whether it writes.
+/// One request: its limits (each with its units), whether it writes.
 #[derive(Clone, Debug)]
 pub(crate) struct Request {
     pub(crate) limits: Vec<ScriptLimit>,
-    pub(crate) units: u64,
     pub(crate) write: bool,
 }
 
@@ -97,13 +118,13 @@ pub(crate) async fn invoke(
     for request in requests {
         invocation
             .arg(request.limits.len())
-            .arg(request.units)
             .arg(if request.write { WRITE } else { READ_ONLY });
         for limit in &request.limits {
             let names = &limit.names;
             invocation
                 .key(&names.state)
-                .arg(rules.get(limit.rule.version.as_str()).copied().unwrap_or(0));
+                .arg(rules.get(limit.rule.version.as_str()).copied().unwrap_or(0))
+                .arg(limit.units.min(MAX_SCRIPT_UNITS));
             if limit.rule.algorithm == SLIDING_LOG {
                 invocation.key(&names.log);
             }

@@ -1,9 +1,11 @@
 //! The Redis store of tollgate: limits shared by every gateway process pointed
 //! at one Redis, decided inside Redis by Lua scripts that perform the engine's
-//! exact transitions (fixed window, sliding log, token bucket; one Lua file
-//! each), atomically and in one round trip. On a Redis Cluster, a request
-//! whose limits sit in different slots (a plan and a route budget) takes a
-//! few round trips instead, still all or nothing (see `RedisStore`).
+//! exact transitions (fixed window, counting refused units or not, sliding
+//! log, token bucket; one Lua file each), atomically and in one round trip,
+//! each limit of a request with its own units by core's rule
+//! (`Limiter::acquire_units`). On a Redis Cluster, a request whose limits sit
+//! in different slots (a plan and a route budget) takes a few round trips
+//! instead, still keeping that rule (see `RedisStore`).
 //!
 //! ```no_run
 //! use tollgate_core::{LimiterConfig, Limit, Store};
@@ -24,8 +26,8 @@
 //! [`PolicyError::Unsupported`](tollgate_core::PolicyError). Within that range
 //! it decides exactly what the in-memory gateway decides, one server or a
 //! cluster, except that on a cluster a request whose limits sit in different
-//! slots can be refused near a limit while another request briefly holds a
-//! unit it then gives back.
+//! slots can be refused near a limit while another request briefly holds
+//! units it then gives back.
 
 #![forbid(unsafe_code)]
 

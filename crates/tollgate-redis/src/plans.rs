@@ -13,7 +13,9 @@ use tollgate_core::{
     Algorithm, ApiKey, DEFAULT_TIER, LimiterConfig, Policy, PolicyError, PreparedPolicy, Resolution,
 };
 
-use crate::protocol::{FIXED_WINDOW, RULE_FIELDS, SLIDING_LOG, TOKEN_BUCKET};
+use crate::protocol::{
+    COUNTING_FIXED_WINDOW, FIXED_WINDOW, RULE_FIELDS, SLIDING_LOG, TOKEN_BUCKET,
+};
 
 /// Largest quantity the Lua scripts handle exactly (with room for one sum).
 const LUA_EXACT: u128 = 1 << 52;
@@ -22,7 +24,8 @@ const LUA_EXACT: u128 = 1 << 52;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ScriptRule {
     pub(crate) policy: Policy,
-    /// [`FIXED_WINDOW`], [`SLIDING_LOG`] or [`TOKEN_BUCKET`].
+    /// [`FIXED_WINDOW`], [`COUNTING_FIXED_WINDOW`], [`SLIDING_LOG`] or
+    /// [`TOKEN_BUCKET`].
     pub(crate) algorithm: &'static str,
     pub(crate) limit: u64,
     /// The window in microseconds.
@@ -45,6 +48,7 @@ impl ScriptRule {
         Ok(ScriptRule {
             policy,
             algorithm: match policy.algorithm() {
+                Algorithm::FixedWindow if policy.counts_refused() => COUNTING_FIXED_WINDOW,
                 Algorithm::FixedWindow => FIXED_WINDOW,
                 Algorithm::SlidingLog => SLIDING_LOG,
                 Algorithm::TokenBucket => TOKEN_BUCKET,
@@ -54,6 +58,12 @@ impl ScriptRule {
             burst: policy.capacity(),
             version,
         })
+    }
+
+    /// Whether its limits are charged whatever the request's other limits
+    /// decide (and never refunded): a fixed window counting refused units.
+    pub(crate) fn counts_refused(&self) -> bool {
+        self.algorithm == COUNTING_FIXED_WINDOW
     }
 
     /// The rule's [`RULE_FIELDS`] arguments, in the order the acquire and
@@ -213,9 +223,13 @@ fn default_rule(policy: Policy, generation: u64) -> Result<Arc<ScriptRule>, Poli
 
 /// A policy as text that every build and platform writes the same way, for
 /// state versions that gateways of different builds sharing one Redis agree on:
-/// `f5.60`, `s20.60`, `t60.60.5` (algorithm, limit, window, burst).
+/// `f5.60`, `c5.60` (counting refused units), `s20.60`, `t60.60.5`
+/// (algorithm, limit, window, burst).
 fn canonical(policy: &Policy) -> String {
     match policy.algorithm() {
+        Algorithm::FixedWindow if policy.counts_refused() => {
+            format!("c{}.{}", policy.limit(), policy.window_s())
+        }
         Algorithm::FixedWindow => format!("f{}.{}", policy.limit(), policy.window_s()),
         Algorithm::SlidingLog => format!("s{}.{}", policy.limit(), policy.window_s()),
         Algorithm::TokenBucket => {
@@ -240,6 +254,22 @@ mod tests {
         assert_eq!(sent.len(), RULE_FIELDS);
         let sent: Vec<&[u8]> = sent.iter().map(Vec::as_slice).collect();
         assert_eq!(sent, [&b"t"[..], b"60", b"60000000", b"5", b"v"]);
+    }
+
+    #[test]
+    fn a_counting_window_has_its_own_code_and_versions() {
+        let counting = Policy::fixed_window_counting_refused(20, 60).unwrap();
+        let plain = Policy::fixed_window(20, 60).unwrap();
+        assert_eq!(canonical(&counting), "c20.60");
+        assert_eq!(canonical(&plain), "f20.60");
+        let rule = ScriptRule::for_prepared(
+            &PreparedPolicy::compile(counting, Resolution::Microseconds).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(rule.algorithm, COUNTING_FIXED_WINDOW);
+        assert!(rule.counts_refused());
+        assert_eq!(rule.version, "pc20.60");
+        assert!(check_exact(&Policy::fixed_window_counting_refused(1 << 52, 1).unwrap()).is_err());
     }
 
     #[test]

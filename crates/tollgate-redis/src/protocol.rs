@@ -11,6 +11,13 @@ pub(crate) const REDIS_TIME: &str = "";
 /// `FIXED_WINDOW`.
 pub(crate) const FIXED_WINDOW: &str = "f";
 
+/// A rule's algorithm code: the fixed window that counts refused units too
+/// (`lua/fixed_window.lua` with its `counting` flag; core's
+/// `Policy::counts_refused`, envoyproxy/ratelimit's `INCRBY` then compare).
+/// Its limits are charged whatever the request's other limits decide, and
+/// never refunded. Lua: `COUNTING_FIXED_WINDOW`.
+pub(crate) const COUNTING_FIXED_WINDOW: &str = "c";
+
 /// A rule's algorithm code: the sliding log (`lua/sliding_log.lua`), the one
 /// rule whose limits also send their log key. Lua: `SLIDING_LOG`.
 pub(crate) const SLIDING_LOG: &str = "s";
@@ -95,6 +102,7 @@ mod tests {
         vec![
             text("REDIS_TIME", REDIS_TIME),
             text("FIXED_WINDOW", FIXED_WINDOW),
+            text("COUNTING_FIXED_WINDOW", COUNTING_FIXED_WINDOW),
             text("SLIDING_LOG", SLIDING_LOG),
             text("TOKEN_BUCKET", TOKEN_BUCKET),
             number("RULE_FIELDS", RULE_FIELDS),
@@ -135,11 +143,19 @@ mod tests {
 
     #[test]
     fn no_code_is_two_things() {
-        let algorithms = [FIXED_WINDOW, SLIDING_LOG, TOKEN_BUCKET];
+        let algorithms = [
+            FIXED_WINDOW,
+            COUNTING_FIXED_WINDOW,
+            SLIDING_LOG,
+            TOKEN_BUCKET,
+        ];
         assert!(algorithms.iter().all(|code| !code.is_empty()));
-        assert_ne!(FIXED_WINDOW, SLIDING_LOG);
-        assert_ne!(SLIDING_LOG, TOKEN_BUCKET);
-        assert_ne!(FIXED_WINDOW, TOKEN_BUCKET);
+        assert!(
+            algorithms
+                .iter()
+                .enumerate()
+                .all(|(at, code)| algorithms[at + 1..].iter().all(|other| other != code))
+        );
         assert_ne!(WRITE, READ_ONLY);
         assert_ne!(NO_TIER, DEFAULT_TIER);
         assert_ne!(ADMIN_TIER, ADMIN_RESET);

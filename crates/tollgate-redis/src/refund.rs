@@ -1,7 +1,7 @@
 //! Giving back what a request took from one limit and must not keep: a
 //! request whose limits sit in different cluster slots ([`split`](crate::split))
-//! takes a unit from each in turn, and gives back the units taken when a later
-//! limit refuses. This is the Rust twin of `lua/refund.lua`: it sends the
+//! takes each all-or-nothing limit's units in turn, and gives back the units
+//! taken when a later limit refuses (never a counting window's). This is the Rust twin of `lua/refund.lua`: it sends the
 //! limit's keys, the rule's fields as the acquire script takes them, and the
 //! time the acquire script said the unit counts at.
 
@@ -11,11 +11,12 @@ use tollgate_core::StoreError;
 use crate::call::ScriptLimit;
 use crate::connection::{self, Connection};
 
-/// Gives back one unit taken from `limit`, counted at `counted_at`.
-/// `script` is the refund script, `now` the call's time
+/// Gives back the units taken from `limit` (its `units`), counted at
+/// `counted_at`. `script` is the refund script, `now` the call's time
 /// ([`REDIS_TIME`](crate::protocol::REDIS_TIME) for Redis's), `minimum_ttl`
-/// the shortest TTL to set (µs). The units given back: 1, or 0 when the state
-/// has moved on.
+/// the shortest TTL to set (µs). The units given back: `limit.units`, or 0
+/// when the state has moved on (and always for a window counting refused
+/// units, which keeps what it was asked).
 pub(crate) async fn refund(
     connection: &Connection,
     script: &Script,
@@ -31,7 +32,7 @@ pub(crate) async fn refund(
         .arg(now)
         .arg(&limit.rule.fields())
         .arg(counted_at)
-        .arg(1)
+        .arg(limit.units)
         .arg(minimum_ttl)
         .invoke_async(&mut connection)
         .await
@@ -83,6 +84,7 @@ mod tests {
             names: Arc::new(KeyNames::new(&prefix, Space::Policy, test)),
             tier: None,
             rule: Arc::new(ScriptRule::new(policy, format!("p-{test}")).unwrap()),
+            units: 1,
         }
     }
 
@@ -96,8 +98,7 @@ mod tests {
         /// Takes `units` at `now` (0: only reads).
         async fn take(&self, limit: &ScriptLimit, now: u64, units: u64) -> Outcome {
             let request = Request {
-                limits: vec![limit.clone()],
-                units,
+                limits: vec![limit.with_units(units)],
                 write: units > 0,
             };
             let mut connection = self.connection.clone();

@@ -1,28 +1,36 @@
 //! Requests whose limits sit in different Redis Cluster slots (a plan and a
-//! route budget keyed by different keys): one script cannot touch them all, so
-//! the request is decided in steps that keep it all or nothing.
+//! route budget keyed by different keys, Envoy descriptors): one script cannot
+//! touch them all, so the request is decided in steps that keep core's rule
+//! (`Limiter::acquire_units`): the all-or-nothing limits (those whose rule
+//! does not count refused units, asked for some units) all or nothing; the
+//! limits counting refused units charged whatever the others decide; looks
+//! (0 units) only read.
 //!
 //! 1. Every limit is checked, nothing taken (one script call per limit, all at
-//!    once).
-//! 2. If one has nothing left, nothing is taken: the limits with nothing left
-//!    report their refusal (with its `retry_after`, read without writing), the
-//!    others what they have left: what one script deciding them together
-//!    answers. (If a limit that had nothing left has room by the time its
-//!    refusal is read, because another request gave a unit back, the steps
-//!    start again, up to three times.)
-//! 3. Otherwise one unit is taken from each limit in turn, in the order of
-//!    their hash tags (the same order on every gateway, so that requests
-//!    racing for the last units of two limits do not each win one). If a
-//!    limit refuses (another gateway took its last unit since the check), or
-//!    a call fails, the units taken so far are given back
-//!    ([`refund`], `lua/refund.lua`) and the request is
-//!    refused.
+//!    once). A look's check is its answer.
+//! 2. If an all-or-nothing limit has less left than its units, nothing is
+//!    taken from them: those report their refusal (with its `retry_after`,
+//!    read without writing), the others what they have left: what one script
+//!    deciding them together answers. (If a limit that had too little left
+//!    has room by the time its refusal is read, because another request gave
+//!    units back, the steps start again, up to three times.)
+//! 3. Otherwise each all-or-nothing limit's units are taken in turn, in the
+//!    order of their hash tags (the same order on every gateway, so that
+//!    requests racing for the last units of two limits do not each win one).
+//!    If a limit refuses (another gateway took its last units since the
+//!    check), or a call fails, the units taken so far are given back
+//!    ([`refund`], `lua/refund.lua`) and the request is refused.
+//! 4. Then the limits counting refused units are charged, all at once, each
+//!    alone; they are never given back.
 //!
 //! The caller runs [`acquire`] as a task of its own, so that units taken are
-//! given back even when the caller stops waiting. One unit can still be kept:
+//! given back even when the caller stops waiting. Units can still be kept:
 //! when a charge call fails after the script ran (its answer lost, or late
-//! past the response timeout), the unit it took is not known and so not given
-//! back.
+//! past the response timeout), what it took is not known and so not given
+//! back; and a plan whose tier changes between the check and step 4 makes
+//! the request start again (the caller follows the tier), which charges the
+//! limits counting refused units that step 4 had already charged a second
+//! time (only plans on such a tier can be caught so).
 
 use std::sync::Arc;
 
@@ -49,34 +57,66 @@ pub(crate) struct Scripts {
     pub(crate) minimum_ttl: u64,
 }
 
-/// Decides one unit of `limits`, all or nothing, one script call per limit.
+/// What a step asks of each limit it calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ask {
+    /// Nothing: a check.
+    Nothing,
+    /// The limit's own units.
+    Units,
+}
+
+/// Decides `limits`, each with its units, by core's rule, one script call
+/// per limit.
 pub(crate) async fn acquire(
     connection: Connection,
     scripts: Scripts,
     limits: Vec<ScriptLimit>,
 ) -> Result<Reply, StoreError> {
     let everyone: Vec<usize> = (0..limits.len()).collect();
+    // Asked for units and all or nothing; the limits counting refused units
+    // asked for some; the looks are neither.
+    let (counting, together): (Vec<usize>, Vec<usize>) = everyone
+        .iter()
+        .copied()
+        .filter(|&position| limits[position].units > 0)
+        .partition(|&position| limits[position].rule.counts_refused());
     let mut attempt = 0;
-    loop {
+    let outcomes = loop {
         attempt += 1;
-        let checks = match each(&connection, &scripts, &limits, &everyone, 0, false).await? {
+        let checks = match each(
+            &connection,
+            &scripts,
+            &limits,
+            &everyone,
+            Ask::Nothing,
+            false,
+        )
+        .await?
+        {
             Ok(checks) => checks,
             Err(reply) => return Ok(reply),
         };
-        let refused: Vec<usize> = (0..limits.len())
-            .filter(|&position| checks[position].remaining < 1)
+        let refused: Vec<usize> = together
+            .iter()
+            .copied()
+            .filter(|&position| checks[position].remaining < limits[position].units)
             .collect();
         if refused.is_empty() {
-            return charge(&connection, &scripts, &limits, checks).await;
+            match charge(&connection, &scripts, &limits, &together, checks).await? {
+                Reply::Decided(outcomes) => break outcomes,
+                other => return Ok(other),
+            }
         }
-        // The refusals, read without writing: taking a unit here could keep
-        // one for a request that is refused.
-        let refusals = match each(&connection, &scripts, &limits, &refused, 1, false).await? {
-            Ok(refusals) => refusals,
-            Err(reply) => return Ok(reply),
-        };
-        // A limit that had nothing left has room now (another request gave a
-        // unit back): decide again.
+        // The refusals, read without writing: taking units here could keep
+        // them for a request that is refused.
+        let refusals =
+            match each(&connection, &scripts, &limits, &refused, Ask::Units, false).await? {
+                Ok(refusals) => refusals,
+                Err(reply) => return Ok(reply),
+            };
+        // A limit that had too little left has room now (another request
+        // gave units back): decide again.
         if refusals.iter().any(|refusal| refusal.allowed > 0) && attempt < ATTEMPTS {
             continue;
         }
@@ -90,25 +130,54 @@ pub(crate) async fn acquire(
                 ..refusal
             };
         }
+        break outcomes;
+    };
+    if counting.is_empty() {
         return Ok(Reply::Decided(outcomes));
+    }
+    // The limits counting refused units, whatever the others decided.
+    let charged = each(&connection, &scripts, &limits, &counting, Ask::Units, true).await;
+    // What the all-or-nothing limits took, to give back if this step fails.
+    let taken: Vec<usize> = together
+        .iter()
+        .copied()
+        .filter(|&position| outcomes[position].allowed > 0)
+        .collect();
+    match charged {
+        Ok(Ok(charged)) => {
+            let mut outcomes = outcomes;
+            for (position, outcome) in counting.into_iter().zip(charged) {
+                outcomes[position] = outcome;
+            }
+            Ok(Reply::Decided(outcomes))
+        }
+        Ok(Err(reply)) => {
+            give_back(&connection, &scripts, &limits, &taken, &outcomes).await;
+            Ok(reply)
+        }
+        Err(error) => {
+            give_back(&connection, &scripts, &limits, &taken, &outcomes).await;
+            Err(error)
+        }
     }
 }
 
-/// Takes one unit from every limit in turn (in hash tag order); gives back
-/// what was taken when one refuses or a call fails. `checks`: what each limit
-/// had left, reported for the limits not reached.
+/// Takes the units of every limit at `positions` in turn (in hash tag
+/// order); gives back what was taken when one refuses or a call fails.
+/// `checks`: what each limit had left, reported for the limits not reached.
 async fn charge(
     connection: &Connection,
     scripts: &Scripts,
     limits: &[ScriptLimit],
+    positions: &[usize],
     checks: Vec<Outcome>,
 ) -> Result<Reply, StoreError> {
-    let mut order: Vec<usize> = (0..limits.len()).collect();
+    let mut order: Vec<usize> = positions.to_vec();
     order.sort_by(|&a, &b| limits[a].names.hash_tag().cmp(limits[b].names.hash_tag()));
     let mut outcomes = checks;
     let mut taken: Vec<usize> = Vec::new();
     for position in order {
-        let charged = each(connection, scripts, limits, &[position], 1, true).await;
+        let charged = each(connection, scripts, limits, &[position], Ask::Units, true).await;
         let outcome = match charged {
             Ok(Ok(mut charged)) => charged.pop(),
             Ok(Err(reply)) => {
@@ -125,7 +194,8 @@ async fn charge(
             return Err(unexpected());
         };
         outcomes[position] = outcome;
-        if outcome.allowed == 1 {
+        // A limit of several units is all or nothing in its own call too.
+        if outcome.allowed == limits[position].units {
             taken.push(position);
             continue;
         }
@@ -135,7 +205,7 @@ async fn charge(
             let charge = outcomes[position];
             outcomes[position] = Outcome {
                 allowed: 0,
-                remaining: charge.remaining + 1,
+                remaining: charge.remaining + limits[position].units,
                 retry_after: 0,
                 ..charge
             };
@@ -145,7 +215,7 @@ async fn charge(
     Ok(Reply::Decided(outcomes))
 }
 
-/// Gives back the unit taken from each limit at `positions`.
+/// Gives back the units taken from each limit at `positions`.
 async fn give_back(
     connection: &Connection,
     scripts: &Scripts,
@@ -170,21 +240,24 @@ async fn give_back(
     }
 }
 
-/// `units` of the limits at `positions`, each in its own call, all at once:
-/// their outcomes in that order, or the reply that ends the request (a tier
-/// that changed, with its index in `limits`; a failure).
+/// What `ask` says of the limits at `positions`, each in its own call, all
+/// at once: their outcomes in that order, or the reply that ends the request
+/// (a tier that changed, with its index in `limits`; a failure).
 async fn each(
     connection: &Connection,
     scripts: &Scripts,
     limits: &[ScriptLimit],
     positions: &[usize],
-    units: u64,
+    ask: Ask,
     write: bool,
 ) -> Result<Result<Vec<Outcome>, Reply>, StoreError> {
     let calls = positions.iter().map(|&position| async move {
+        let limit = &limits[position];
         let request = Request {
-            limits: vec![limits[position].clone()],
-            units,
+            limits: vec![match ask {
+                Ask::Nothing => limit.with_units(0),
+                Ask::Units => limit.clone(),
+            }],
             write,
         };
         let mut connection = connection.clone();

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tollgate_core::{
-    Decision, KeyReport, Limit, LimitDecision, LimiterConfig, Policy, PolicyError, PreparedPolicy,
-    Resolution, Stats, Store, StoreError, StoreFuture,
+    Decision, KeyReport, Limit, LimitDecision, LimitUnits, LimiterConfig, Policy, PolicyError,
+    PreparedPolicy, Resolution, Stats, Store, StoreError, StoreFuture,
 };
 
 use crate::admin;
@@ -29,21 +29,20 @@ use crate::policy_sync::sync_default_policy;
 use crate::protocol::{DEFAULT_TIER, REDIS_TIME};
 use crate::split;
 
-/// The most units one script call takes (the scripts' exact range); larger
-/// batches are sent as this many: no limit is larger, so nothing changes.
-const MAX_SCRIPT_UNITS: u64 = 1 << 52;
-
 /// Limits kept in Redis and shared by every gateway process pointed at it.
 ///
 /// Each decision is one round trip: one `EVALSHA` of a script that performs the
 /// engine's transition inside Redis, atomically, for every limit of the request
-/// (all or nothing), reloaded on `NOSCRIPT`. On one server, concurrent
+/// (core's rule of `Limiter::acquire_units`: limits counting refused units
+/// charged whatever the others decide, the others all or nothing), reloaded
+/// on `NOSCRIPT`. On one server, concurrent
 /// requests share calls; on a Redis Cluster (`redis-cluster://` URLs) each
 /// request is its own call, and a request whose limits sit in different slots
-/// is decided in steps: every limit checked, then one unit taken from each in
-/// a fixed order, given back if one refuses (all or nothing, in two or three
-/// round trips; near a limit, a unit briefly held this way can refuse another
-/// request). Calls are pipelined on one multiplexed connection that
+/// is decided in steps: every limit checked, then the all-or-nothing limits'
+/// units taken from each in a fixed order, given back if one refuses, then
+/// the counting limits charged (in two to four round trips; near a limit,
+/// units briefly held this way can refuse another request). Calls are
+/// pipelined on one multiplexed connection that
 /// reconnects by itself; each decision gives up after the configured timeout
 /// with [`StoreError::Unavailable`].
 ///
@@ -151,33 +150,33 @@ impl RedisStore {
         })
     }
 
-    /// `units` requests held to every limit, all or nothing (for several
-    /// limits `units` must be 1), at `now` microseconds (`None`: the store's
-    /// time source). The same decisions as [`Limiter::acquire`] and
-    /// [`Limiter::request_batch`] on a microsecond gateway, in one round trip
-    /// (a few, for limits in different slots of a cluster)
-    /// whatever `units` is.
+    /// One request held to every limit, each charged its own units, at `now`
+    /// microseconds (`None`: the store's time source): the decisions of
+    /// [`Limiter::acquire_units`] on a microsecond gateway (limits whose
+    /// policy counts refused units charged whatever the others decide, the
+    /// others all or nothing among themselves, 0 units a look), in one round
+    /// trip (a few, for limits in different slots of a cluster) whatever the
+    /// units are. [`Store::acquire_units`] is this on the store's time,
+    /// [`Store::acquire`] this with one unit per limit.
     ///
-    /// [`Limiter::acquire`]: tollgate_core::Limiter::acquire
-    /// [`Limiter::request_batch`]: tollgate_core::Limiter::request_batch
+    /// [`Limiter::acquire_units`]: tollgate_core::Limiter::acquire_units
     ///
     /// # Errors
     ///
     /// [`StoreError::Unavailable`] when Redis does not answer in time, or a
     /// policy cannot be computed exactly in Redis.
-    pub async fn acquire_units(
+    pub async fn acquire_units_at(
         &self,
-        limits: &[Limit<'_>],
-        units: u64,
+        limits: &[LimitUnits<'_>],
         now: Option<u64>,
     ) -> Result<Vec<LimitDecision>, StoreError> {
         let plans = self.context.plans.load_full();
         // Exempt plans are decided here; the rest go to Redis.
         let mut decisions: Vec<Option<LimitDecision>> = limits
             .iter()
-            .map(|limit| match limit {
-                Limit::Plan(key) if plans.exempt.contains(*key) => Some(LimitDecision {
-                    decision: Decision::exempt(units),
+            .map(|limit| match limit.limit {
+                Limit::Plan(key) if plans.exempt.contains(key) => Some(LimitDecision {
+                    decision: Decision::exempt(limit.units),
                     policy: None,
                     tier: None,
                 }),
@@ -186,28 +185,31 @@ impl RedisStore {
             .collect();
         let prefix = &self.context.prefix;
         let mut sent = Vec::with_capacity(limits.len());
+        // The units each sent limit was asked for (those sent are capped).
+        let mut asked = Vec::with_capacity(limits.len());
         for (limit, decided) in limits.iter().zip(&decisions) {
             if decided.is_some() {
                 continue;
             }
-            sent.push(match limit {
+            sent.push(match limit.limit {
                 Limit::Plan(key) => {
                     let names = Arc::new(KeyNames::new(prefix, Space::Plan, key));
                     let tier = self.context.remembered_tier(&names.tier);
                     let tier = tier.unwrap_or_else(|| Arc::from(DEFAULT_TIER));
-                    ScriptLimit::plan(names, tier, &plans)
+                    ScriptLimit::plan(names, tier, &plans, limit.units)
                 }
                 Limit::Policy { key, policy } => {
                     let names = Arc::new(KeyNames::new(prefix, Space::Policy, key));
-                    ScriptLimit::policy(names, policy)?
+                    ScriptLimit::policy(names, policy, limit.units)?
                 }
             });
+            asked.push(limit.units);
         }
         if !sent.is_empty() {
-            let outcomes = self.run(&mut sent, &plans, units, now).await?;
-            let mut outcomes = sent.iter().zip(outcomes);
+            let outcomes = self.run(&mut sent, &plans, now).await?;
+            let mut outcomes = sent.iter().zip(asked).zip(outcomes);
             for slot in decisions.iter_mut().filter(|slot| slot.is_none()) {
-                let Some((limit, outcome)) = outcomes.next() else {
+                let Some(((limit, units), outcome)) = outcomes.next() else {
                     break;
                 };
                 *slot = Some(LimitDecision {
@@ -239,7 +241,6 @@ impl RedisStore {
         &self,
         limits: &mut [ScriptLimit],
         plans: &Plans,
-        units: u64,
         now: Option<u64>,
     ) -> Result<Vec<Outcome>, StoreError> {
         let context = &self.context;
@@ -247,7 +248,6 @@ impl RedisStore {
         for _ in 0..3 {
             let request = Request {
                 limits: limits.to_vec(),
-                units: units.min(MAX_SCRIPT_UNITS),
                 write: true,
             };
             let spread = limits
@@ -320,7 +320,23 @@ impl Store for RedisStore {
     }
 
     fn acquire<'a>(&'a self, limits: &'a [Limit<'a>]) -> StoreFuture<'a, Vec<LimitDecision>> {
-        Box::pin(self.acquire_units(limits, 1, None))
+        Box::pin(async move {
+            let limits: Vec<LimitUnits<'_>> = limits
+                .iter()
+                .map(|limit| LimitUnits {
+                    limit: *limit,
+                    units: 1,
+                })
+                .collect();
+            self.acquire_units_at(&limits, None).await
+        })
+    }
+
+    fn acquire_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+    ) -> StoreFuture<'a, Vec<LimitDecision>> {
+        Box::pin(self.acquire_units_at(limits, None))
     }
 
     fn is_exempt(&self, key: &str) -> bool {

@@ -90,6 +90,46 @@ impl<'a> Limit<'a> {
     }
 }
 
+/// One limit of a request and the units the request costs it, for
+/// [`Limiter::acquire_units`](crate::Limiter::acquire_units) and
+/// [`Store::acquire_units`](crate::Store::acquire_units): an Envoy
+/// descriptor's `hits_addend`, say.
+#[derive(Clone, Copy, Debug)]
+pub struct LimitUnits<'a> {
+    /// The limit.
+    pub limit: Limit<'a>,
+    /// The units taken from it: 0 only looks at it (nothing is taken and it
+    /// refuses nothing); any value up to `u64::MAX`.
+    pub units: u64,
+}
+
+/// A limit and its units, as the all-or-nothing decision reads them: a
+/// [`Limit`] costs one unit, a [`LimitUnits`] its own.
+pub(crate) trait Demand {
+    fn limit(&self) -> Limit<'_>;
+    fn units(&self) -> u64;
+}
+
+impl Demand for Limit<'_> {
+    fn limit(&self) -> Limit<'_> {
+        *self
+    }
+
+    fn units(&self) -> u64 {
+        1
+    }
+}
+
+impl Demand for LimitUnits<'_> {
+    fn limit(&self) -> Limit<'_> {
+        self.limit
+    }
+
+    fn units(&self) -> u64 {
+        self.units
+    }
+}
+
 /// What one limit of [`Limiter::acquire`](crate::Limiter::acquire) decided,
 /// and under which policy.
 #[derive(Clone, Debug, PartialEq, Eq)]

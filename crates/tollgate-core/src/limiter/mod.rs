@@ -23,9 +23,10 @@ use crate::decision::Decision;
 use crate::policy::{Policy, PolicyError};
 use crate::resolution::Resolution;
 
-pub use limit::{Limit, LimitDecision, PreparedPolicy};
+use limit::Demand;
+pub use limit::{Limit, LimitDecision, LimitUnits, PreparedPolicy};
 use policy_set::{PolicySet, VersionedRule};
-use shard::Shard;
+use shard::{Check, Shard};
 use tracked::KeyCount;
 
 /// Shards of the store; a power of two. Each has its own lock, so decisions for
@@ -187,23 +188,80 @@ impl Limiter {
     /// - allowed by this limit but refused by another: `rejected = 1`,
     ///   `retry_after` zero and `remaining` unchanged, since nothing was taken.
     ///
+    /// A limit whose policy counts refused units
+    /// ([`Policy::counts_refused`]) is the exception: it is charged its unit
+    /// whatever the others decide, and refuses none of them; see
+    /// [`Limiter::acquire_units`], of which this is the case of one unit per
+    /// limit.
+    ///
     /// A [`Limit::Plan`] of an exempt key is always allowed and holds no state.
     /// The shards involved are locked together (in index order, so concurrent
     /// calls never deadlock), so no other decision comes between the check and
     /// the charge. The limits' keys should be distinct.
     pub fn acquire(&self, limits: &[Limit<'_>], now: u64) -> Vec<LimitDecision> {
         if let [limit] = limits {
-            // One limit: its own decision is the whole answer, so the check
-            // before the charge is not needed.
-            let hash = self.hash(limit.key(), limit.policy().is_some());
-            let mut shard = self.shard(hash).lock();
-            let verdict = shard.apply(hash, limit.key(), limit.policy(), now, 1);
-            let decision = verdict.map_or(Decision::exempt(1), |verdict| self.decision(verdict));
-            return vec![limit_decision(&shard, hash, limit, decision)];
+            return vec![self.acquire_one(limit, now)];
         }
+        self.acquire_together(limits, now)
+    }
+
+    /// One request held to every limit in `limits` at once, each charged its
+    /// own `units`. The rule:
+    ///
+    /// - A limit whose policy counts refused units
+    ///   ([`Policy::counts_refused`]) decides alone and is always charged its
+    ///   units, whatever the others decide; nor does it refuse the others. This
+    ///   is envoyproxy/ratelimit's rule: each descriptor's counter is
+    ///   incremented by the request's hits whether or not another descriptor
+    ///   is over its limit.
+    /// - The other limits are all or nothing among themselves: each is checked
+    ///   with its units, and each is charged its units only if every one of
+    ///   them allows all of its units. Otherwise none of them is charged
+    ///   anything: one that would have allowed its units reports
+    ///   `rejected = units`, `retry_after` zero and `remaining` unchanged; one
+    ///   that refuses reports `rejected = units`, `remaining` what it has, and
+    ///   the `retry_after` a batch of `units` would be told there (how long
+    ///   until one more unit than it has now is allowed: waiting that long
+    ///   does not promise room for all `units`).
+    /// - `units = 0` looks at a limit: nothing charged, nothing changed,
+    ///   nothing refused (its decision says what it has left).
+    /// - A [`Limit::Plan`] of an exempt key allows its units and holds no state.
+    ///
+    /// A single limit of `units` is therefore all or nothing too (unlike
+    /// [`Limiter::request_batch`], which allows what fits), unless its policy
+    /// counts refused units. Every limit with one unit is exactly
+    /// [`Limiter::acquire`]. Returns one decision per limit, in order. The
+    /// shards involved are locked together, so the whole call is atomic; the
+    /// limits' keys should be distinct.
+    pub fn acquire_units(&self, limits: &[LimitUnits<'_>], now: u64) -> Vec<LimitDecision> {
+        if let [LimitUnits { limit, units: 1 }] = limits {
+            return vec![self.acquire_one(limit, now)];
+        }
+        self.acquire_together(limits, now)
+    }
+
+    /// One unit of a lone limit: its own decision is the whole answer, so the
+    /// check before the charge is not needed.
+    #[inline]
+    fn acquire_one(&self, limit: &Limit<'_>, now: u64) -> LimitDecision {
+        let hash = self.hash(limit.key(), limit.policy().is_some());
+        let mut shard = self.shard(hash).lock();
+        let verdict = shard.apply(hash, limit.key(), limit.policy(), now, 1);
+        let decision = verdict.map_or(Decision::exempt(1), |verdict| self.decision(verdict));
+        limit_decision(&shard, hash, limit, decision)
+    }
+
+    /// The rule of [`Limiter::acquire_units`], for limits of any units. Its
+    /// Redis twins: `handle` in `crates/tollgate-redis/lua/acquire.lua` (one
+    /// script call) and `crates/tollgate-redis/src/split.rs` (limits in
+    /// different cluster slots).
+    fn acquire_together<D: Demand>(&self, limits: &[D], now: u64) -> Vec<LimitDecision> {
         let hashes: Vec<u64> = limits
             .iter()
-            .map(|limit| self.hash(limit.key(), limit.policy().is_some()))
+            .map(|demand| {
+                let limit = demand.limit();
+                self.hash(limit.key(), limit.policy().is_some())
+            })
             .collect();
         let mut indices: Vec<usize> = hashes.iter().map(|hash| self.shard_index(*hash)).collect();
         indices.sort_unstable();
@@ -217,44 +275,66 @@ impl Limiter {
                 .binary_search(&self.shard_index(hash))
                 .unwrap_or_default()
         };
-        // Check: what each limit would say to one more unit, touching nothing.
-        let checks: Vec<Option<Verdict>> = limits
+        // Check: what each limit has now, touching nothing.
+        let checks: Vec<Option<Check>> = limits
             .iter()
             .zip(&hashes)
-            .map(|(limit, hash)| {
+            .map(|(demand, hash)| {
+                let limit = demand.limit();
                 guards[position(*hash)].peek(*hash, limit.key(), limit.policy(), now)
             })
             .collect();
-        let everyone_allows = checks
-            .iter()
-            .all(|check| check.is_none_or(|check| check.remaining >= 1));
+        // Whether every all-or-nothing limit allows all of its units.
+        let everyone_allows = limits.iter().zip(&checks).all(|(demand, check)| {
+            check.is_none_or(|check| {
+                check.counts_refused || check.verdict.remaining >= demand.units()
+            })
+        });
         limits
             .iter()
             .zip(&hashes)
             .zip(checks)
-            .map(|((limit, hash), check)| {
+            .map(|((demand, hash), check)| {
+                let (limit, units) = (demand.limit(), demand.units());
                 let shard = &mut guards[position(*hash)];
                 let decision = match check {
                     None => {
-                        shard.apply(*hash, limit.key(), None, now, 1);
-                        Decision::exempt(1)
+                        shard.apply(*hash, limit.key(), None, now, units);
+                        Decision::exempt(units)
                     }
-                    Some(check) if everyone_allows || check.remaining == 0 => {
-                        let verdict = shard.apply(*hash, limit.key(), limit.policy(), now, 1);
-                        verdict.map_or(Decision::exempt(1), |verdict| self.decision(verdict))
+                    // A look: the check is the answer.
+                    Some(check) if units == 0 => self.decision(check.verdict),
+                    Some(check)
+                        if check.counts_refused
+                            || everyone_allows
+                            || check.verdict.remaining == 0 =>
+                    {
+                        // Charged, or refused with nothing left (which takes
+                        // nothing and says when there is more).
+                        let verdict = shard.apply(*hash, limit.key(), limit.policy(), now, units);
+                        verdict.map_or(Decision::exempt(units), |verdict| self.decision(verdict))
                     }
                     Some(check) => {
-                        shard.count_rejected(1);
+                        // Nothing taken: refused here (some room, not enough)
+                        // or by another limit.
+                        let retry_after = if check.verdict.remaining < units {
+                            shard
+                                .preview(*hash, limit.key(), limit.policy(), now, units)
+                                .map_or(0, |preview| preview.retry_after)
+                        } else {
+                            0
+                        };
+                        shard.count_rejected(units);
                         self.decision(Verdict {
                             allowed: 0,
-                            rejected: 1,
-                            remaining: check.remaining,
-                            retry_after: 0,
-                            reset_after: check.reset_after,
+                            rejected: units,
+                            remaining: check.verdict.remaining,
+                            retry_after,
+                            reset_after: check.verdict.reset_after,
                         })
                     }
                 };
-                limit_decision(shard, *hash, limit, decision)
+                limit_decision(shard, *hash, &limit, decision)
             })
             .collect()
     }

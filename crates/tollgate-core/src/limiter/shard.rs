@@ -17,6 +17,15 @@ use crate::policy::Policy;
 /// A tier assignment: the key and its tier's name.
 type Assignment = (Box<str>, Arc<str>);
 
+/// What a limit has now, read by [`Shard::peek`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Check {
+    /// A request of zero units' verdict.
+    pub(crate) verdict: Verdict,
+    /// Whether the limit's rule counts refused units.
+    pub(crate) counts_refused: bool,
+}
+
 pub(crate) struct Shard {
     /// The policies in force for this shard's keys; replaced by `configure`
     /// under this shard's lock, so each decision sees one consistent set.
@@ -83,22 +92,43 @@ impl Shard {
     }
 
     /// What `key` would see at `now` for zero units, under `policy` when given,
-    /// else its plan (`None` for an exempt key): reads only, creates and evicts
-    /// nothing, so checking several limits never disturbs any of them.
+    /// else its plan (`None` for an exempt key), and whether its rule counts
+    /// refused units: reads only, creates and evicts nothing, so checking
+    /// several limits never disturbs any of them.
     pub(crate) fn peek(
         &self,
         hash: u64,
         key: &str,
         policy: Option<&VersionedRule>,
         now: u64,
+    ) -> Option<Check> {
+        let (space, rule) = self.rule_of(hash, key, policy)?;
+        let verdict = match self.tracked.get(space, hash, key, now, rule.version) {
+            Some(tracked) => tracked.state.peek(&rule.rule, now),
+            None => State::new(rule.rule.policy.algorithm()).peek(&rule.rule, now),
+        };
+        Some(Check {
+            verdict,
+            counts_refused: rule.rule.policy.counts_refused(),
+        })
+    }
+
+    /// What `units` requests of `key` at `now` would be told, changing
+    /// nothing (the state is decided as a copy); `None` for an exempt key.
+    pub(crate) fn preview(
+        &self,
+        hash: u64,
+        key: &str,
+        policy: Option<&VersionedRule>,
+        now: u64,
+        units: u64,
     ) -> Option<Verdict> {
         let (space, rule) = self.rule_of(hash, key, policy)?;
-        Some(
-            match self.tracked.get(space, hash, key, now, rule.version) {
-                Some(tracked) => tracked.state.peek(&rule.rule, now),
-                None => State::new(rule.rule.policy.algorithm()).peek(&rule.rule, now),
-            },
-        )
+        let mut state = match self.tracked.get(space, hash, key, now, rule.version) {
+            Some(tracked) => tracked.state.clone(),
+            None => State::new(rule.rule.policy.algorithm()),
+        };
+        Some(state.decide(&rule.rule, now, units))
     }
 
     /// The key space and rule limiting `key`: `policy` when given, else the

@@ -1,7 +1,10 @@
 //! Naive models of the three algorithms, written independently of the engine:
-//! the fixed window as a count per window, the sliding log as a plain list of
+//! the fixed window as a count per window (counting refused requests too, as
+//! envoyproxy/ratelimit does, when asked), the sliding log as a plain list of
 //! timestamps (one per allowed unit), the token bucket as a rational number of
-//! tokens. Each model takes one request at a time; a batch is a loop.
+//! tokens. Each model takes one request at a time; a batch is a loop. A
+//! request held to several limits with units each is [`acquire_units`]: the
+//! rule written out from its description, on top of the models.
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
@@ -26,6 +29,25 @@ pub struct Batch {
 
 pub trait Model {
     fn request(&mut self, now: u64) -> Single;
+
+    /// A copy, to try requests on without changing this model.
+    fn boxed_clone(&self) -> Box<dyn Model>;
+
+    /// Whether refused requests are counted too.
+    fn counts_refused(&self) -> bool {
+        false
+    }
+
+    /// How many single requests at `now` would be allowed one after another,
+    /// tried on a copy.
+    fn available(&self, now: u64) -> u64 {
+        let mut copy = self.boxed_clone();
+        let mut allowed = 0;
+        while copy.request(now).allowed {
+            allowed += 1;
+        }
+        allowed
+    }
 
     /// `units` single requests at `now`; `retry_after` is the last one's, 0 when
     /// all were allowed.
@@ -53,9 +75,12 @@ pub trait Model {
     }
 }
 
+#[derive(Clone)]
 pub struct FixedWindowModel {
     pub limit: u64,
     pub window: u64,
+    /// Refused requests are counted too (the counter passes the limit).
+    pub count_refused: bool,
     window_index: Option<u64>,
     count: u64,
 }
@@ -65,8 +90,18 @@ impl FixedWindowModel {
         FixedWindowModel {
             limit,
             window,
+            count_refused: false,
             window_index: None,
             count: 0,
+        }
+    }
+
+    /// envoyproxy/ratelimit's counter: every request adds one, then the
+    /// request is allowed while the counter is at most the limit.
+    pub fn counting_refused(limit: u64, window: u64) -> Self {
+        FixedWindowModel {
+            count_refused: true,
+            ..FixedWindowModel::new(limit, window)
         }
     }
 }
@@ -77,6 +112,22 @@ impl Model for FixedWindowModel {
         if self.window_index != Some(index) {
             self.window_index = Some(index);
             self.count = 0;
+        }
+        if self.count_refused {
+            self.count += 1;
+            return if self.count <= self.limit {
+                Single {
+                    allowed: true,
+                    remaining: self.limit - self.count,
+                    retry_after: 0,
+                }
+            } else {
+                Single {
+                    allowed: false,
+                    remaining: 0,
+                    retry_after: (index + 1) * self.window - now,
+                }
+            };
         }
         if self.count < self.limit {
             self.count += 1;
@@ -93,8 +144,17 @@ impl Model for FixedWindowModel {
             }
         }
     }
+
+    fn boxed_clone(&self) -> Box<dyn Model> {
+        Box::new(self.clone())
+    }
+
+    fn counts_refused(&self) -> bool {
+        self.count_refused
+    }
 }
 
+#[derive(Clone)]
 pub struct SlidingLogModel {
     pub limit: u64,
     pub window: u64,
@@ -137,8 +197,13 @@ impl Model for SlidingLogModel {
             }
         }
     }
+
+    fn boxed_clone(&self) -> Box<dyn Model> {
+        Box::new(self.clone())
+    }
 }
 
+#[derive(Clone)]
 pub struct TokenBucketModel {
     pub rate: Ratio<i128>,
     pub burst: Ratio<i128>,
@@ -182,4 +247,55 @@ impl Model for TokenBucketModel {
             }
         }
     }
+
+    fn boxed_clone(&self) -> Box<dyn Model> {
+        Box::new(self.clone())
+    }
+}
+
+/// One request held to every model in `models`, `units[i]` from the i-th, by
+/// the rule as it is written: a model that counts refused requests takes its
+/// units as a batch whatever the others say, and refuses nobody; the others
+/// are all or nothing among themselves: each takes its batch only if each of
+/// them would allow all of its units (tried on a copy), and otherwise none
+/// takes anything: one that would have allowed them reports them rejected,
+/// with what it has left and no wait; one that would not reports them
+/// rejected with what it has left and the wait that a batch of its units
+/// would have been told (tried on a copy). 0 units only look: nothing
+/// allowed, nothing rejected, what is left.
+pub fn acquire_units(models: &mut [Box<dyn Model>], units: &[u64], now: u64) -> Vec<Batch> {
+    let everyone = models
+        .iter()
+        .zip(units)
+        .filter(|(model, _)| !model.counts_refused())
+        .all(|(model, &units)| model.available(now) >= units);
+    models
+        .iter_mut()
+        .zip(units)
+        .map(|(model, &units)| {
+            if units == 0 {
+                return Batch {
+                    allowed: 0,
+                    rejected: 0,
+                    remaining: model.available(now),
+                    retry_after: 0,
+                };
+            }
+            if model.counts_refused() || everyone {
+                return model.batch(now, units);
+            }
+            let available = model.available(now);
+            let retry_after = if available < units {
+                model.boxed_clone().batch(now, units).retry_after
+            } else {
+                0
+            };
+            Batch {
+                allowed: 0,
+                rejected: units,
+                remaining: available,
+                retry_after,
+            }
+        })
+        .collect()
 }
