@@ -205,7 +205,13 @@ pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
 /// [`describe_toml_error`], naming `setting` (a path such as
 /// `upstream.timeout`) after the place when there is one.
 fn describe(text: &str, error: &toml::de::Error, setting: Option<&str>) -> String {
-    let message = without_value(&error.message().trim().replace('\n', " "));
+    let mut message = with_ranges(&without_value(&error.message().trim().replace('\n', " ")));
+    // A duplicate key is a setting's name (never a value): name it.
+    if message == "duplicate key"
+        && let Some(key) = error.span().and_then(|span| text.get(span))
+    {
+        message = format!("duplicate key `{}`", key.trim());
+    }
     let Some(span) = error.span() else {
         return match setting {
             Some(setting) => format!("`{setting}`: {message}"),
@@ -223,6 +229,38 @@ fn describe(text: &str, error: &toml::de::Error, setting: Option<&str>) -> Strin
         Some(setting) => format!("line {line}, column {column} (`{setting}`): {message}"),
         None => format!("line {line}, column {column}: {message}"),
     }
+}
+
+/// `message` with serde's integer type names (`expected u64`) replaced by the
+/// range they allow, and a hint that numbers are written unquoted.
+fn with_ranges(message: &str) -> String {
+    let ranges = [
+        (
+            "expected u64",
+            "expected a whole number from 0 to 18446744073709551615",
+        ),
+        (
+            "expected usize",
+            "expected a whole number from 0 to 18446744073709551615",
+        ),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        ("expected u8", "expected a whole number from 0 to 255"),
+    ];
+    for (serde, range) in ranges {
+        if let Some(start) = message.strip_suffix(serde) {
+            let unquoted = if start.contains("string") {
+                " (numbers are written without quotes)"
+            } else {
+                ""
+            };
+            return format!("{start}{range}{unquoted}");
+        }
+    }
+    message.to_owned()
 }
 
 /// `message` without the value serde quotes in `invalid type: string "x",

@@ -18,6 +18,17 @@ pub enum StartError {
     /// The Redis store could not be set up.
     #[error("{0}")]
     Redis(#[from] tollgate_redis::RedisStoreError),
+    /// `[store] url` (or `--store`) is not a Redis URL. Neither the URL nor
+    /// the Redis client's own text is shown: the URL may hold a password.
+    #[error(
+        "{}store.url (or --store) is not a Redis URL: expected redis://[user:password@]host:port[/db] or \
+         redis-cluster://[user:password@]host:port[,host:port...]",
+        file.as_deref().map(|file| format!("{file}: ")).unwrap_or_default()
+    )]
+    StoreUrl {
+        /// The configuration file, when the URL came from one.
+        file: Option<String>,
+    },
     /// A policy of the configuration file that the Redis store cannot hold.
     #[error("{file}: invalid limits: {source}")]
     RedisPolicy {

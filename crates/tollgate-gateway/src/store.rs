@@ -34,6 +34,9 @@ pub(crate) fn open(
                 file: path.display().to_string(),
                 source: error,
             },
+            (RedisStoreError::Url(_), path) => StartError::StoreUrl {
+                file: path.map(|path| path.display().to_string()),
+            },
             (error, _) => StartError::Redis(error),
         })?;
     tracing::info!(server = config.store.server(), %prefix, "limits in Redis");

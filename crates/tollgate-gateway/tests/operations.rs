@@ -344,3 +344,22 @@ async fn an_address_guessing_admin_tokens_is_held_off_with_429() {
     assert_eq!(call("guess").await.unwrap().status(), 401);
     assert_eq!(call("guess").await.unwrap().status(), 429);
 }
+
+#[tokio::test]
+async fn a_store_url_that_is_not_redis_is_named_with_its_file_and_never_shown() {
+    let toml = config("[store]\nurl = \"foo://user:s3cret@127.0.0.1:1\"\n");
+    let path = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bad-url.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let config = tollgate_gateway::ServeConfig::from_file(&path).unwrap();
+    let options = tollgate_gateway::ServeOptions::new(config, Some(path.clone()));
+    let error = tollgate_gateway::start(options).await.err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{}: store.url (or --store) is not a Redis URL: expected \
+             redis://[user:password@]host:port[/db] or \
+             redis-cluster://[user:password@]host:port[,host:port...]",
+            path.display()
+        )
+    );
+}

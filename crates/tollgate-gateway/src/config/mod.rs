@@ -302,6 +302,19 @@ mod tests {
             ("[client_ip]\nipv6_prefix = 129", "ipv6_prefix"),
             ("colour = 1", "colour"),
             (
+                "listen = \"127.0.0.1:9\"\nlisten = \"127.0.0.1:10\"",
+                "line 2, column 1: duplicate key `listen`",
+            ),
+            (
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nrpm = \"5\"",
+                "line 4, column 7 (`routes[0].rpm`): invalid type: string, expected a whole \
+                 number from 0 to 18446744073709551615 (numbers are written without quotes)",
+            ),
+            (
+                "[client_ip]\nipv6_prefix = 300",
+                "expected a whole number from 0 to 255",
+            ),
+            (
                 "[[routes]]\nprefix = \"/api\"\nupstream = \"http://u:s3cret@h:1\"",
                 "route /api: the upstream URL must not carry credentials (user:password@)",
             ),
