@@ -65,6 +65,15 @@ pub trait Store: Send + Sync {
     /// [`Limiter::acquire`].
     fn acquire<'a>(&'a self, limits: &'a [Limit<'a>]) -> StoreFuture<'a, Vec<LimitDecision>>;
 
+    /// One unit of a lone `limit`, decided here and now when the store can
+    /// answer without waiting (the in-memory store does: no future, no
+    /// `Vec`); `None` when it cannot, and [`Store::acquire`] must be used.
+    /// When `Some`, the same decision as `acquire(&[limit])` would give.
+    fn acquire_one_now(&self, limit: &Limit<'_>) -> Option<LimitDecision> {
+        let _ = limit;
+        None
+    }
+
     /// One request held to every limit at once, each charged its own units:
     /// limits whose policy counts refused units are always charged theirs
     /// (each decides alone, as envoyproxy/ratelimit's descriptors do); the
@@ -162,6 +171,10 @@ fn ready<'a, T: Send + 'a>(value: Result<T, StoreError>) -> StoreFuture<'a, T> {
 impl Store for MemoryStore {
     fn prepare(&self, policy: Policy) -> Result<PreparedPolicy, PolicyError> {
         self.limiter.prepare(policy)
+    }
+
+    fn acquire_one_now(&self, limit: &Limit<'_>) -> Option<LimitDecision> {
+        Some(self.limiter.acquire_one(limit, self.now()))
     }
 
     fn acquire<'a>(&'a self, limits: &'a [Limit<'a>]) -> StoreFuture<'a, Vec<LimitDecision>> {

@@ -240,10 +240,11 @@ impl Limiter {
         self.acquire_together(limits, now)
     }
 
-    /// One unit of a lone limit: its own decision is the whole answer, so the
-    /// check before the charge is not needed.
+    /// One unit of a lone limit at `now`: the same decision as
+    /// `acquire(&[limit], now)[0]`, without a `Vec` (its own decision is the
+    /// whole answer, so the check before the charge is not needed).
     #[inline]
-    fn acquire_one(&self, limit: &Limit<'_>, now: u64) -> LimitDecision {
+    pub fn acquire_one(&self, limit: &Limit<'_>, now: u64) -> LimitDecision {
         let hash = self.hash(limit.key(), limit.policy().is_some());
         let mut shard = self.shard(hash).lock();
         let verdict = shard.apply(hash, limit.key(), limit.policy(), now, 1);

@@ -29,13 +29,18 @@ pub(crate) enum Outcome {
 /// in-memory one), here and now: no future of the layer's own is boxed.
 pub(crate) fn decide_now(first: &PendingLimit, more: &[PendingLimit]) -> Outcome {
     let store = first.route.shared.store.as_ref();
+    if more.is_empty()
+        && let Some(decided) = store.acquire_one_now(&first.limit())
+    {
+        return outcome(first, more, Ok(std::slice::from_ref(&decided)));
+    }
     let result = if more.is_empty() {
         answer_now(store.acquire(&[first.limit()]))
     } else {
         let limits = all_limits(first, more);
         answer_now(store.acquire(&limits))
     };
-    outcome(first, more, result)
+    outcome(first, more, result.as_deref())
 }
 
 /// Decides `first` and `more` through the store's future.
@@ -47,7 +52,7 @@ pub(crate) async fn decide(first: PendingLimit, more: Vec<PendingLimit>) -> Outc
         let limits = all_limits(&first, &more);
         store.acquire(&limits).await
     };
-    outcome(&first, &more, result)
+    outcome(&first, &more, result.as_deref())
 }
 
 fn all_limits<'a>(first: &'a PendingLimit, more: &'a [PendingLimit]) -> Vec<Limit<'a>> {
@@ -75,18 +80,18 @@ fn answer_now(
 fn outcome(
     first: &PendingLimit,
     more: &[PendingLimit],
-    result: Result<Vec<LimitDecision>, StoreError>,
+    result: Result<&[LimitDecision], &StoreError>,
 ) -> Outcome {
     let decisions = match result {
         Ok(decisions) if decisions.len() == 1 + more.len() => decisions,
         _ => return store_failed(first),
     };
     let limits = || std::iter::once(first).chain(more);
-    let headers = match decisions.as_slice() {
+    let headers = match decisions {
         [only] => first.budget().headers.headers(&only.decision),
         _ => {
             let fields: Vec<RateLimitField<'_>> = limits()
-                .zip(&decisions)
+                .zip(decisions)
                 .map(|(limit, decided)| {
                     let (quota, window_s) = limit.budget().quota();
                     RateLimitField {
@@ -111,7 +116,7 @@ fn outcome(
     let any_waits = decisions.iter().any(|decided| waits(&decided));
     let mut retry_after = 0;
     let mut refused_by = &first.route.name;
-    for (limit, decided) in limits().zip(&decisions) {
+    for (limit, decided) in limits().zip(decisions) {
         let refused = !decided.decision.is_allowed() && (!any_waits || waits(&decided));
         if !refused {
             continue;
