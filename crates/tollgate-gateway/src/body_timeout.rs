@@ -68,6 +68,11 @@ where
         let this = self.get_mut();
         if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(context) {
             this.waiting = false;
+            if let Some(Err(_)) = &frame {
+                // The upstream's body broke off: its connection closed before
+                // the body's end (a short Content-Length, a missing last chunk).
+                record_upstream_failure(&this.route, UpstreamFailure::BodyBroken);
+            }
             return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
         // A timeout too long to count from now is no timeout.

@@ -37,6 +37,10 @@ pub(crate) enum UpstreamFailure {
     /// It paused in the middle of the response body longer than allowed, and
     /// the response was cut off.
     BodyStalled,
+    /// Its response body broke off before its end (the connection closed
+    /// short of a `Content-Length`, or before the last chunk); the client's
+    /// response was cut off likewise.
+    BodyBroken,
 }
 
 impl UpstreamFailure {
@@ -46,6 +50,7 @@ impl UpstreamFailure {
             UpstreamFailure::Unreachable => "unreachable",
             UpstreamFailure::Timeout => "timeout",
             UpstreamFailure::BodyStalled => "body_stalled",
+            UpstreamFailure::BodyBroken => "body_broken",
         }
     }
 }

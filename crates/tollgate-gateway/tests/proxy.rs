@@ -409,3 +409,34 @@ async fn a_malformed_request_body_gets_400_and_is_no_upstream_failure() {
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn an_upstream_body_cut_short_is_counted_as_an_upstream_failure() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // An upstream that promises 10 bytes, sends 3 and closes.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head).await;
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+                .await;
+        }
+    });
+    // A route name of its own: the metrics are the test process's.
+    let toml = config(&format!(
+        "[[routes]]\nname = \"short-body\"\nprefix = \"/\"\nupstream = \"http://{address}\"\n"
+    ));
+    let gateway = Gateway::start(&toml, 0).await;
+    let response = gateway.get("/", "sk_a").await;
+    assert_eq!(response.status(), 200);
+    assert!(response.bytes().await.is_err(), "the body ended cleanly");
+    let metrics = gateway.metrics().await;
+    let line = "tollgate_upstream_failures_total{route=\"short-body\",failure=\"body_broken\"} 1";
+    assert!(
+        metrics.lines().any(|metric| metric == line),
+        "{line} missing from\n{metrics}"
+    );
+}
