@@ -20,6 +20,40 @@ pub(crate) enum Command {
     /// Run the rate-limiting gateway: a reverse proxy in front of your
     /// upstreams (built-in defaults: 127.0.0.1:8080, admin on 127.0.0.1:8081).
     Serve(ServeArguments),
+    /// Envoy's rate limit service, a drop-in replacement for
+    /// envoyproxy/ratelimit: gRPC `ShouldRateLimit` (0.0.0.0:8081), HTTP
+    /// `/json` and `/healthcheck` (0.0.0.0:8080), debug (0.0.0.0:6070); its
+    /// YAML files from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY
+    /// (or --config DIR), reloaded when they change. Every flag also reads
+    /// the Go service's environment variable.
+    Rls(Box<RlsCommand>),
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = false)]
+pub(crate) struct RlsCommand {
+    #[command(subcommand)]
+    pub(crate) command: Option<RlsSubcommand>,
+    #[command(flatten)]
+    pub(crate) arguments: tollgate_rls::RlsArguments,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum RlsSubcommand {
+    /// Drive the rate limit service (in memory, on a clock each step sets)
+    /// with a JSON array of steps and print the JSON array of outputs.
+    Run(RlsRunArguments),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RlsRunArguments {
+    /// The steps file; `-` reads standard input.
+    #[arg(value_name = "FILE|-")]
+    pub(crate) input: PathBuf,
+    /// The directory of the YAML configuration files loaded at the start
+    /// (named by their path in it); none when absent.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

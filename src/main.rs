@@ -2,8 +2,11 @@
 //!
 //! - `tollgate run FILE|-`: the operations harness (see `tests/conformance/CONTRACT.md`).
 //! - `tollgate serve [--config FILE]`: the gateway (see `docs/CONFIG.md`).
+//! - `tollgate rls [flags]`: Envoy's rate limit service; `tollgate rls run
+//!   --config DIR FILE|-` drives it with a JSON array of steps.
 
 mod cli;
+mod rls_command;
 mod run;
 mod serve_command;
 
@@ -23,6 +26,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(arguments) => run::run(&arguments),
         Command::Serve(arguments) => serve_command::serve(&arguments),
+        Command::Rls(command) => rls_command::rls(*command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,9 @@
 //! tollgate's replacement for Envoy's rate limit service, envoyproxy/ratelimit:
 //! its YAML configuration, read with the Go service's rules and errors, and the
-//! descriptor lookup (`GetLimit`) with its stats keys.
+//! descriptor lookup (`GetLimit`) with its stats keys; the service on top
+//! ([`RateLimitService`]: `ShouldRateLimit` on a tollgate store), the
+//! protocol's messages in proto3 JSON ([`proto`]) and the step harness behind
+//! `tollgate rls run` ([`harness`]).
 //!
 //! ```
 //! use tollgate_rls::{LoaderOptions, MemoryStats, RateLimitConfig, Unit};
@@ -33,24 +36,38 @@
 mod config;
 mod document;
 mod error;
+pub mod harness;
 mod limit;
 mod loader;
 mod lookup;
 mod metadata;
+pub mod proto;
+mod service;
 mod stats;
 mod unit;
 mod validate;
 mod wildcard;
 mod yaml;
 
+mod config_dir;
+pub mod server;
+pub mod settings;
+
 pub use config::RateLimitConfig;
+pub use config_dir::{
+    ConfigDirError, ConfigFile, ConfigFiles, ConfigSource, MAX_CONFIG_FILE_BYTES, POLL_INTERVAL,
+    ReloadCounters, ReloadTarget, watch as watch_config,
+};
 pub use error::{ConfigError, ConfigErrorKind};
 pub use limit::{Enforcement, LimitOverride, RateLimit};
 pub use loader::{LoaderOptions, ParsedFile};
 pub use lookup::{DescriptorEntry, MatchedLimit};
 pub use metadata::{Metadata, MetadataValue, metadata_to_json};
+pub use server::{Rls, RlsError, serve};
+pub use service::{Extensions, RateLimitService, ServiceError, ServiceSettings};
+pub use settings::RlsArguments;
 pub use stats::{
     LimitStatNames, MemoryStats, NoStats, RATE_LIMIT_SCOPE, StatsSink, domain_not_found_stat,
-    sanitize_stat_name,
+    sanitize_stat_name, service_stats,
 };
 pub use unit::Unit;

@@ -136,22 +136,23 @@ fn walk<E: DescriptorEntry>(
 
         let mut next = level.children.get(&key_value);
         let mut matched_wildcard: Option<&str> = None;
-        if next.is_none() {
-            if let Some(wildcard) = level.wildcards.iter().find(|w| w.matches(&key_value)) {
-                next = level.children.get(&wildcard.key);
-                matched_wildcard = Some(&wildcard.key);
-            }
+        if next.is_none()
+            && let Some(wildcard) = level.wildcards.iter().find(|w| w.matches(&key_value))
+        {
+            next = level.children.get(&wildcard.key);
+            matched_wildcard = Some(&wildcard.key);
         }
         let matched_using_value = next.is_some();
         if next.is_none() {
             next = level.children.get(key);
         }
 
-        if let (Some(_), Some(node)) = (matched_wildcard, next) {
-            if node.share_threshold && !node.wildcard_pattern.is_empty() {
-                let pattern = trim_key_prefix(&node.wildcard_pattern, key);
-                share_patterns.insert(index, pattern.to_owned());
-            }
+        if let (Some(_), Some(node)) = (matched_wildcard, next)
+            && node.share_threshold
+            && !node.wildcard_pattern.is_empty()
+        {
+            let pattern = trim_key_prefix(&node.wildcard_pattern, key);
+            share_patterns.insert(index, pattern.to_owned());
         }
 
         value_to_metric_key.push('.');
@@ -171,33 +172,33 @@ fn walk<E: DescriptorEntry>(
             }
         }
 
-        if let Some(limit) = next.and_then(|node| node.limit.as_ref()) {
-            if index + 1 == entries.len() {
-                let pattern = (!share_patterns.is_empty()).then(|| {
-                    let mut pattern = vec![String::new(); entries.len()];
-                    for (&at, text) in &share_patterns {
-                        pattern[at].clone_from(text);
-                    }
-                    pattern
-                });
-                matched = Some(MatchedLimit {
-                    limit: limit.clone(),
-                    stats_key: limit.stats_key.clone(),
-                    share_threshold_key_pattern: pattern,
-                    metadata: next.and_then(|node| node.metadata.clone()),
-                });
-            }
+        if let Some(limit) = next.and_then(|node| node.limit.as_ref())
+            && index + 1 == entries.len()
+        {
+            let pattern = (!share_patterns.is_empty()).then(|| {
+                let mut pattern = vec![String::new(); entries.len()];
+                for (&at, text) in &share_patterns {
+                    pattern[at].clone_from(text);
+                }
+                pattern
+            });
+            matched = Some(MatchedLimit {
+                limit: limit.clone(),
+                stats_key: limit.stats_key.clone(),
+                share_threshold_key_pattern: pattern,
+                metadata: next.and_then(|node| node.metadata.clone()),
+            });
         }
 
         match next {
             Some(node) if !node.children.is_empty() => level = node,
             _ => {
-                if let Some(found) = matched.as_mut() {
-                    if found.limit.detailed_metric {
-                        // The Go service rebuilds the limit here (same key),
-                        // which loses the descriptor's metadata.
-                        found.metadata = None;
-                    }
+                if let Some(found) = matched.as_mut()
+                    && found.limit.detailed_metric
+                {
+                    // The Go service rebuilds the limit here (same key),
+                    // which loses the descriptor's metadata.
+                    found.metadata = None;
                 }
                 break;
             }

@@ -6,10 +6,11 @@ use std::fmt;
 
 /// A limit's time unit, with the protocol's numbers (`UNKNOWN = 0` ...
 /// `WEEK = 7`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Unit {
     /// `UNKNOWN` (0): no unit (an unlimited limit, or a request override whose
     /// unit the protocol does not name).
+    #[default]
     Unknown,
     /// `SECOND` (1).
     Second,

@@ -77,10 +77,10 @@ fn resolve_number(text: &str) -> Resolved {
     if let Some(value) = parse_go_uint(&plain) {
         return Resolved::Uint(value);
     }
-    if is_yaml_style_float(&plain) {
-        if let Some(value) = parse_go_float(&plain) {
-            return Resolved::Float(value);
-        }
+    if is_yaml_style_float(&plain)
+        && let Some(value) = parse_go_float(&plain)
+    {
+        return Resolved::Float(value);
     }
     if let Some(digits) = plain.strip_prefix("0b") {
         if let Ok(value) = i64::from_str_radix(digits, 2) {
@@ -89,10 +89,10 @@ fn resolve_number(text: &str) -> Resolved {
         if let Ok(value) = u64::from_str_radix(digits, 2) {
             return Resolved::Uint(value);
         }
-    } else if let Some(digits) = plain.strip_prefix("-0b") {
-        if let Ok(value) = i64::from_str_radix(&format!("-{digits}"), 2) {
-            return Resolved::Int(value);
-        }
+    } else if let Some(digits) = plain.strip_prefix("-0b")
+        && let Ok(value) = i64::from_str_radix(&format!("-{digits}"), 2)
+    {
+        return Resolved::Int(value);
     }
     Resolved::Str
 }

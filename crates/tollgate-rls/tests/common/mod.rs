@@ -1,3 +1,4 @@
+#![allow(dead_code)]
 //! Shared helpers of the conformance tests: the copied envoyproxy/ratelimit
 //! cases in `tests/conformance/envoy-rls/` at the workspace root.
 

@@ -1,0 +1,326 @@
+//! The listeners of `tollgate rls`, as envoyproxy/ratelimit's server
+//! (src/server/server_impl.go) opens them:
+//!
+//! - gRPC (`GRPC_HOST:GRPC_PORT`, 0.0.0.0:8081):
+//!   `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` and
+//!   `grpc.health.v1.Health` (service `ratelimit`);
+//! - HTTP (`HOST:PORT`, 0.0.0.0:8080): `/json` and `/healthcheck`;
+//! - debug (`DEBUG_HOST:DEBUG_PORT`, 0.0.0.0:6070): `/stats`, `/rlconfig`.
+//!
+//! The listeners are bound first ([`Listeners::bind`], so a port in use is an
+//! error at start), then served ([`Listeners::serve`]) until
+//! [`RunningServer::shutdown`], which reports the service unhealthy and lets
+//! requests in flight finish.
+
+mod convert;
+mod grpc;
+mod health;
+mod http;
+mod serve;
+mod stats_export;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::FutureExt as _;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::proto::{RateLimitRequest, RateLimitResponse};
+
+pub use grpc::MAX_GRPC_MESSAGE_BYTES;
+pub use health::{HEALTH_SERVICE_NAME, Health};
+pub use http::MAX_JSON_BODY_BYTES;
+pub use serve::{Rls, RlsError, serve};
+pub use stats_export::prometheus_page;
+
+/// A boxed future of a decision.
+pub type DecideFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<RateLimitResponse, String>> + Send + 'a>>;
+
+/// What the listeners ask: the rate limit service (implemented for
+/// [`crate::service::RateLimitService`]; tests give their own).
+pub trait Decide: Send + Sync + 'static {
+    /// Answers one `ShouldRateLimit`; an error is the Go service's message
+    /// (`rate limit domain must not be empty`, a store failure), answered as
+    /// gRPC `UNKNOWN` and HTTP 400.
+    fn decide<'a>(&'a self, request: &'a RateLimitRequest) -> DecideFuture<'a>;
+}
+
+/// Why a decision has no answer.
+pub(crate) enum DecideError {
+    /// The service refused the request (its message).
+    Service(String),
+    /// The service panicked (a bug): answered as an internal error, and the
+    /// listener goes on.
+    Panicked,
+}
+
+/// Runs `decider`, turning a panic into [`DecideError::Panicked`] (logged).
+pub(crate) async fn decide_catching_panics(
+    decider: &dyn Decide,
+    request: &RateLimitRequest,
+) -> Result<RateLimitResponse, DecideError> {
+    match AssertUnwindSafe(decider.decide(request))
+        .catch_unwind()
+        .await
+    {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(message)) => Err(DecideError::Service(message)),
+        Err(_) => {
+            tracing::error!("the rate limit service panicked on a request");
+            Err(DecideError::Panicked)
+        }
+    }
+}
+
+/// What the debug listener prints: `/stats` and `/rlconfig` texts, made on
+/// each request.
+#[derive(Clone)]
+pub struct DebugPages {
+    /// Every counter, one `name: value` per line.
+    pub stats: Arc<dyn Fn() -> String + Send + Sync>,
+    /// The configuration in force.
+    pub config: Arc<dyn Fn() -> String + Send + Sync>,
+}
+
+/// Errors opening or serving the listeners.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// A listener's address cannot be bound.
+    #[error("Failed to listen for {listener} on '{address}': {source}")]
+    Bind {
+        /// `gRPC`, `HTTP` or `debug`.
+        listener: &'static str,
+        /// The address.
+        address: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The listeners, bound and not yet served.
+#[derive(Debug)]
+pub struct Listeners {
+    grpc: TcpListener,
+    http: TcpListener,
+    debug: Option<TcpListener>,
+}
+
+/// Where the listeners are: `host:port` texts, as the Go service joins them
+/// (`net.JoinHostPort`); port 0 picks a free port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenAddresses {
+    /// The gRPC listener.
+    pub grpc: String,
+    /// The HTTP listener.
+    pub http: String,
+    /// The debug listener, or none.
+    pub debug: Option<String>,
+}
+
+impl Listeners {
+    /// Binds every listener.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::Bind`] naming the listener whose address is unusable or
+    /// in use.
+    pub async fn bind(addresses: &ListenAddresses) -> Result<Listeners, ServerError> {
+        let grpc = bind("gRPC", &addresses.grpc).await?;
+        let http = bind("HTTP", &addresses.http).await?;
+        let debug = match &addresses.debug {
+            Some(address) => Some(bind("debug", address).await?),
+            None => None,
+        };
+        Ok(Listeners { grpc, http, debug })
+    }
+
+    /// The gRPC listener's address.
+    pub fn grpc_address(&self) -> Option<SocketAddr> {
+        self.grpc.local_addr().ok()
+    }
+
+    /// The HTTP listener's address.
+    pub fn http_address(&self) -> Option<SocketAddr> {
+        self.http.local_addr().ok()
+    }
+
+    /// The debug listener's address.
+    pub fn debug_address(&self) -> Option<SocketAddr> {
+        self.debug
+            .as_ref()
+            .and_then(|listener| listener.local_addr().ok())
+    }
+
+    /// Serves every listener on the current tokio runtime, answering with
+    /// `decider`, until [`RunningServer::shutdown`].
+    pub fn serve(
+        self,
+        decider: Arc<dyn Decide>,
+        health: Health,
+        debug: DebugPages,
+    ) -> RunningServer {
+        let addresses = (
+            self.grpc_address(),
+            self.http_address(),
+            self.debug_address(),
+        );
+        let (stop, stopped) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+
+        let grpc_service = grpc::service(Arc::clone(&decider));
+        let health_service = health.grpc_service();
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(self.grpc);
+        let grpc_stop = until_stopped(stopped.clone());
+        tasks.spawn(async move {
+            let served = tonic::transport::Server::builder()
+                .add_service(health_service)
+                .add_service(grpc_service)
+                .serve_with_incoming_shutdown(incoming, grpc_stop)
+                .await;
+            if let Err(error) = served {
+                tracing::error!(%error, "the gRPC listener failed");
+            }
+        });
+
+        let router = http::router(decider, health.clone());
+        let http_stop = until_stopped(stopped.clone());
+        let http_listener = self.http;
+        tasks.spawn(async move {
+            let served = axum::serve(http_listener, router)
+                .with_graceful_shutdown(http_stop)
+                .await;
+            if let Err(error) = served {
+                tracing::error!(%error, "the HTTP listener failed");
+            }
+        });
+
+        if let Some(debug_listener) = self.debug {
+            let router = http::debug_router(debug);
+            let debug_stop = until_stopped(stopped.clone());
+            tasks.spawn(async move {
+                let served = axum::serve(debug_listener, router)
+                    .with_graceful_shutdown(debug_stop)
+                    .await;
+                if let Err(error) = served {
+                    tracing::error!(%error, "the debug listener failed");
+                }
+            });
+        }
+
+        RunningServer {
+            grpc: addresses.0,
+            http: addresses.1,
+            debug: addresses.2,
+            health,
+            stop,
+            tasks,
+        }
+    }
+}
+
+async fn bind(listener: &'static str, address: &str) -> Result<TcpListener, ServerError> {
+    let bound = TcpListener::bind(address)
+        .await
+        .map_err(|source| ServerError::Bind {
+            listener,
+            address: address.to_owned(),
+            source,
+        })?;
+    tracing::warn!(address = %bound.local_addr().map_or_else(|_| address.to_owned(), |a| a.to_string()),
+        "Listening for {listener}");
+    Ok(bound)
+}
+
+async fn until_stopped(mut stopped: watch::Receiver<bool>) {
+    // An error means the sender is gone: stop too.
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+/// How long [`RunningServer::shutdown`] waits for requests in flight.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The listeners being served.
+pub struct RunningServer {
+    grpc: Option<SocketAddr>,
+    http: Option<SocketAddr>,
+    debug: Option<SocketAddr>,
+    health: Health,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl RunningServer {
+    /// The gRPC listener's address.
+    pub fn grpc_address(&self) -> Option<SocketAddr> {
+        self.grpc
+    }
+
+    /// The HTTP listener's address.
+    pub fn http_address(&self) -> Option<SocketAddr> {
+        self.http
+    }
+
+    /// The debug listener's address.
+    pub fn debug_address(&self) -> Option<SocketAddr> {
+        self.debug
+    }
+
+    /// The health the listeners report.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// Reports unhealthy, stops accepting, and waits for requests in flight.
+    pub async fn shutdown(mut self) {
+        self.health.fail().await;
+        let _ = self.stop.send(true);
+        let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("connections still open after the grace period; closing them");
+            self.tasks.abort_all();
+            while self.tasks.join_next().await.is_some() {}
+        }
+    }
+
+    /// Serves `router` alone on `listener` (the Prometheus page).
+    pub(crate) fn serve_router(
+        listener: TcpListener,
+        health: Health,
+        router: axum::Router,
+    ) -> RunningServer {
+        let address = listener.local_addr().ok();
+        let (stop, stopped) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let until = until_stopped(stopped);
+        tasks.spawn(async move {
+            if let Err(error) = axum::serve(listener, router)
+                .with_graceful_shutdown(until)
+                .await
+            {
+                tracing::error!(%error, "a listener failed");
+            }
+        });
+        RunningServer {
+            grpc: None,
+            http: address,
+            debug: None,
+            health,
+            stop,
+            tasks,
+        }
+    }
+
+    /// Waits until a listener stops on its own (it failed).
+    pub async fn wait_for_failure(&mut self) {
+        let _ = self.tasks.join_next().await;
+    }
+}

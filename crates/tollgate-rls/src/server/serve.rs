@@ -1,0 +1,336 @@
+//! `tollgate rls`: read the settings, open the store, load the configuration,
+//! bind and serve the listeners, watch the files, and stop on a signal, as
+//! envoyproxy/ratelimit's runner (src/service_cmd/runner/runner.go) does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate_core::{Clock, LimiterConfig, MemoryStore, Store, SystemClock};
+use tollgate_redis::{RedisConfig, RedisStore, RedisStoreError, TimeSource};
+
+use super::ServerError;
+use super::stats_export::{CounterSource, prometheus_page, spawn_statsd};
+use super::{DebugPages, Decide, DecideFuture, Health, ListenAddresses, Listeners, RunningServer};
+use crate::config_dir::{ConfigDirError, ConfigSource, POLL_INTERVAL, ReloadCounters, watch};
+use crate::proto::RateLimitRequest;
+use crate::service::RateLimitService;
+use crate::settings::{RlsArguments, SettingsError, StoreSettings, refuse_unsupported};
+
+/// Why `tollgate rls` cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum RlsError {
+    /// The settings are refused.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// A listener cannot be bound.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// The Redis store cannot be opened.
+    #[error("cannot open the Redis store: {0}")]
+    Redis(#[from] RedisStoreError),
+    /// The in-memory store cannot be built.
+    #[error("cannot build the in-memory store: {0}")]
+    Memory(#[from] tollgate_core::ConfigError),
+    /// The configuration directory cannot be read at start.
+    #[error(transparent)]
+    ConfigDirectory(ConfigDirError),
+}
+
+/// The longest unit's window (a year): the in-memory store keeps an idle
+/// key's window this long, so no window is forgotten before it ends.
+const LONGEST_WINDOW_S: u64 = 31_536_000;
+
+impl Decide for RateLimitService {
+    fn decide<'a>(&'a self, request: &'a RateLimitRequest) -> DecideFuture<'a> {
+        Box::pin(async move {
+            self.should_rate_limit(request)
+                .await
+                .map_err(|error| error.to_string())
+        })
+    }
+}
+
+/// `tollgate rls` running: its listeners, service and background tasks.
+pub struct Rls {
+    server: RunningServer,
+    service: Arc<RateLimitService>,
+    counters: Arc<ReloadCounters>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    prometheus: Option<RunningServer>,
+}
+
+impl Rls {
+    /// Starts the service these settings describe on the current tokio
+    /// runtime (the environment is not read: see [`serve`] for that). The
+    /// configuration files are polled every second.
+    ///
+    /// A configuration that does not load at start is logged and counted,
+    /// and the service starts without one (every request then fails with `no
+    /// rate limit configuration loaded` until the files are fixed), as the Go
+    /// service does.
+    ///
+    /// # Errors
+    ///
+    /// [`RlsError`]: refused settings, a store that cannot be opened, a
+    /// configuration directory that cannot be read, a listener that cannot be
+    /// bound.
+    pub async fn start(arguments: &RlsArguments) -> Result<Rls, RlsError> {
+        Rls::start_polling(arguments, POLL_INTERVAL).await
+    }
+
+    /// [`Rls::start`], polling the files every `interval`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Rls::start`].
+    pub async fn start_polling(
+        arguments: &RlsArguments,
+        interval: Duration,
+    ) -> Result<Rls, RlsError> {
+        arguments.check()?;
+        let store_settings = arguments.store_settings()?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+        let store = open_store(
+            &store_settings,
+            &arguments.cache_key_prefix,
+            Arc::clone(&clock),
+        )?;
+        tracing::warn!(store = %store_settings.server(), "limits kept in");
+
+        let source = ConfigSource::from_arguments(arguments);
+        tracing::warn!(directory = %source.describe(), "configuration files from");
+        let reading = source.clone();
+        let files = tokio::task::spawn_blocking(move || reading.read())
+            .await
+            .unwrap_or_else(|_| Ok(Default::default()))
+            .map_err(RlsError::ConfigDirectory)?;
+        for skipped in &files.skipped {
+            tracing::warn!(file = %skipped, "runtime: error processing a configuration file");
+        }
+        let settings = arguments.service_settings();
+        let counters = Arc::new(ReloadCounters::default());
+        let service = match source.load(&files) {
+            Ok(config) => {
+                counters
+                    .successes
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::info!("Successfully loaded the initial ratelimit configs");
+                RateLimitService::new(store, config, settings, clock)
+            }
+            Err(error) => {
+                counters
+                    .errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::error!(%error, "Error loading new configuration");
+                let service = RateLimitService::without_config(store, settings, clock);
+                service.reload_failed();
+                service
+            }
+        };
+        let service = Arc::new(service);
+
+        let addresses = ListenAddresses {
+            grpc: join_host_port(&arguments.grpc_host, arguments.grpc_port),
+            http: join_host_port(&arguments.host, arguments.port),
+            debug: Some(join_host_port(&arguments.debug_host, arguments.debug_port)),
+        };
+        let listeners = Listeners::bind(&addresses).await?;
+        let stats_service = Arc::clone(&service);
+        let counter_source: CounterSource = Arc::new(move || stats_service.stats());
+        let prometheus = if arguments.use_prometheus && !arguments.disable_stats {
+            Some(serve_prometheus(arguments, Arc::clone(&counter_source)).await?)
+        } else {
+            None
+        };
+        let health = Health::serving().await;
+        let pages = debug_pages(Arc::clone(&counter_source), Arc::clone(&service));
+        let server = listeners.serve(Arc::clone(&service) as Arc<dyn Decide>, health, pages);
+
+        let mut tasks = vec![watch(
+            source,
+            interval,
+            files,
+            Arc::clone(&counters),
+            Arc::clone(&service) as Arc<dyn crate::config_dir::ReloadTarget>,
+        )];
+        if arguments.use_statsd && !arguments.disable_stats {
+            let address = join_host_port(&arguments.statsd_host, arguments.statsd_port);
+            tasks.push(spawn_statsd(
+                address,
+                arguments.stats_flush_interval,
+                counter_source,
+            ));
+        }
+        Ok(Rls {
+            server,
+            service,
+            counters,
+            tasks,
+            prometheus,
+        })
+    }
+
+    /// The listeners.
+    pub fn server(&self) -> &RunningServer {
+        &self.server
+    }
+
+    /// The service answering.
+    pub fn service(&self) -> &Arc<RateLimitService> {
+        &self.service
+    }
+
+    /// Reloads so far (the start's included).
+    pub fn reload_counters(&self) -> &Arc<ReloadCounters> {
+        &self.counters
+    }
+
+    /// Reports unhealthy, stops the listeners (requests in flight finish) and
+    /// the background tasks.
+    pub async fn shutdown(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        if let Some(prometheus) = self.prometheus {
+            prometheus.shutdown().await;
+        }
+        self.server.shutdown().await;
+    }
+}
+
+/// `tollgate rls`: refuses the Go settings tollgate does not support (read
+/// from the process's environment), starts ([`Rls::start`]) and serves until
+/// SIGTERM, SIGINT or SIGHUP (the Go service stops on all three), then stops
+/// gracefully.
+///
+/// # Errors
+///
+/// [`RlsError`] when the service cannot start.
+pub async fn serve(arguments: RlsArguments) -> Result<(), RlsError> {
+    refuse_unsupported(|name| std::env::var(name).ok())?;
+    let mut rls = Rls::start(&arguments).await?;
+    tokio::select! {
+        () = stop_signal() => tracing::info!("Received a signal, initiating shutdown"),
+        () = rls.server.wait_for_failure() => tracing::error!("a listener stopped"),
+    }
+    rls.shutdown().await;
+    Ok(())
+}
+
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let kinds = [
+            SignalKind::terminate(),
+            SignalKind::interrupt(),
+            SignalKind::hangup(),
+        ];
+        let mut signals = Vec::new();
+        for kind in kinds {
+            match signal(kind) {
+                Ok(stream) => signals.push(stream),
+                Err(error) => tracing::warn!(%error, "cannot listen for a signal"),
+            }
+        }
+        if signals.is_empty() {
+            std::future::pending::<()>().await;
+        }
+        let waits = signals
+            .iter_mut()
+            .map(|stream| Box::pin(async move { stream.recv().await }));
+        futures_util::future::select_all(waits).await;
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The store `settings` name. In Redis, every key starts with
+/// `CACHE_KEY_PREFIX` (as the Go service's keys do; `tollgate` when empty),
+/// followed by a hash of the service's key.
+fn open_store(
+    settings: &StoreSettings,
+    cache_key_prefix: &str,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn Store>, RlsError> {
+    let limits = LimiterConfig {
+        idle_eviction_s: LONGEST_WINDOW_S,
+        ..LimiterConfig::default()
+    };
+    match settings {
+        StoreSettings::Memory => Ok(Arc::new(MemoryStore::new(&limits, clock)?)),
+        StoreSettings::Redis { url, timeout } => {
+            let mut redis = RedisConfig::new(url.as_str());
+            redis.timeout = *timeout;
+            if !cache_key_prefix.is_empty() {
+                cache_key_prefix.clone_into(&mut redis.prefix);
+            }
+            // Windows follow this process's clock, as the Go service's do.
+            redis.time = TimeSource::Clock(clock);
+            Ok(Arc::new(RedisStore::connect(redis, &limits)?))
+        }
+    }
+}
+
+/// Go's `net.JoinHostPort`: an IPv6 host in brackets.
+fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+fn debug_pages(counters: CounterSource, service: Arc<RateLimitService>) -> DebugPages {
+    DebugPages {
+        stats: Arc::new(move || {
+            counters()
+                .iter()
+                .map(|(name, value)| format!("{name}: {value}\n"))
+                .collect()
+        }),
+        config: Arc::new(move || {
+            if service.has_config() {
+                "a configuration is loaded\n".to_owned()
+            } else {
+                String::new()
+            }
+        }),
+    }
+}
+
+/// Serves the Prometheus page at `PROMETHEUS_ADDR` + `PROMETHEUS_PATH`.
+async fn serve_prometheus(
+    arguments: &RlsArguments,
+    counters: CounterSource,
+) -> Result<RunningServer, RlsError> {
+    let address = match arguments.prometheus_addr.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => arguments.prometheus_addr.clone(),
+    };
+    let path = if arguments.prometheus_path.starts_with('/') {
+        arguments.prometheus_path.clone()
+    } else {
+        format!("/{}", arguments.prometheus_path)
+    };
+    let listener = tokio::net::TcpListener::bind(&address)
+        .await
+        .map_err(|source| ServerError::Bind {
+            listener: "Prometheus",
+            address: address.clone(),
+            source,
+        })?;
+    Ok(RunningServer::serve_router(
+        listener,
+        Health::serving().await,
+        axum::Router::new().route(
+            &path,
+            axum::routing::get(move || {
+                let counters = Arc::clone(&counters);
+                async move { prometheus_page(&counters()) }
+            }),
+        ),
+    ))
+}

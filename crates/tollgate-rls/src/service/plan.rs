@@ -1,0 +1,182 @@
+//! What each descriptor of a request is held to, as envoyproxy/ratelimit's
+//! `constructLimitsToCheck` (src/service/ratelimit.go) and
+//! `GenerateCacheKey` (src/limiter/cache_key.go) decide it: the limit found by
+//! the lookup (or the request's override), unlimited descriptors set apart,
+//! limits named in another matched limit's `replaces` dropped, the hits
+//! (`GetHitsAddends`), the store key and the tollgate policy that enforces it.
+
+use tollgate_core::{Algorithm, Policy};
+
+use super::ServiceError;
+use super::settings::ServiceSettings;
+use crate::config::RateLimitConfig;
+use crate::limit::{Enforcement, LimitOverride};
+use crate::lookup::MatchedLimit;
+use crate::proto::{RateLimitDescriptor, RateLimitRequest};
+use crate::stats::StatsSink;
+
+/// What one descriptor is held to.
+#[derive(Debug)]
+pub(crate) enum Plan {
+    /// No limit applies (none matched, or it was replaced): the store is not
+    /// asked; the answer is OK without `current_limit`.
+    Free,
+    /// `unlimited: true`: the store is not asked; the answer is OK with
+    /// 2^32-1 remaining.
+    Unlimited,
+    /// A limit to decide.
+    Limited(Box<Limited>),
+}
+
+/// A limited descriptor.
+#[derive(Debug)]
+pub(crate) struct Limited {
+    /// The limit, its stats key and share-threshold patterns.
+    pub(crate) matched: MatchedLimit,
+    /// The Go service's hits for it (`GetHitsAddends`).
+    pub(crate) hits: u64,
+    /// The Go cache key without its window: `prefix + domain + "_" +
+    /// (key + "_" + value + "_")...` (a share-threshold pattern in place of
+    /// the value where one matched).
+    pub(crate) store_key: String,
+    /// How it is enforced.
+    pub(crate) enforcement: Enforced,
+}
+
+/// How a limited descriptor is enforced.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Enforced {
+    /// Through the store, with this policy.
+    Store(Policy),
+    /// `requests_per_unit: 0`: every hit is over; the store is not asked (a
+    /// policy cannot have a limit of 0, and the Go counter it would keep
+    /// cannot change the answer).
+    Deny {
+        /// The window (the unit's length), in seconds.
+        window_s: u64,
+    },
+}
+
+impl Enforced {
+    /// The window of a fixed window (`None` for the token bucket and the
+    /// sliding log, whose reset comes from the store).
+    pub(crate) fn fixed_window_s(&self) -> Option<u64> {
+        match self {
+            Enforced::Store(policy) => {
+                (policy.algorithm() == Algorithm::FixedWindow).then(|| policy.window_s())
+            }
+            Enforced::Deny { window_s } => Some(*window_s),
+        }
+    }
+}
+
+/// The plans of every descriptor of `request`, in order. Lookups in an unknown
+/// domain count `domain_not_found` in `stats`.
+///
+/// # Errors
+///
+/// [`ServiceError::UnknownUnit`] for a request override whose unit is
+/// `UNKNOWN` (or any number the protocol does not name).
+pub(crate) fn plans(
+    config: &RateLimitConfig,
+    request: &RateLimitRequest,
+    settings: &ServiceSettings,
+    stats: &dyn StatsSink,
+) -> Result<Vec<Plan>, ServiceError> {
+    let mut found: Vec<Option<MatchedLimit>> = Vec::with_capacity(request.descriptors.len());
+    let mut replacing: Vec<&str> = Vec::new();
+    for descriptor in &request.descriptors {
+        let limit_override = descriptor.limit.map(|limit| LimitOverride {
+            requests_per_unit: limit.requests_per_unit,
+            unit: limit.unit,
+        });
+        let matched = config.get_limit(&request.domain, &descriptor.entries, limit_override, stats);
+        found.push(matched);
+    }
+    for matched in found.iter().flatten() {
+        replacing.extend(matched.limit.replaces.iter().map(String::as_str));
+    }
+    let replaced = |matched: &MatchedLimit| {
+        !matched.limit.name.is_empty() && replacing.contains(&matched.limit.name.as_str())
+    };
+    // `replacing` only borrows from `found`'s limits, which outlive the loop.
+    let mut plans = Vec::with_capacity(found.len());
+    for (index, (descriptor, matched)) in request.descriptors.iter().zip(&found).enumerate() {
+        let plan = match matched {
+            None => Plan::Free,
+            Some(matched) if matched.limit.unlimited => Plan::Unlimited,
+            Some(matched) if replaced(matched) => Plan::Free,
+            Some(matched) => {
+                let enforcement = match matched.limit.enforcement {
+                    Enforcement::Unlimited => {
+                        plans.push(Plan::Unlimited);
+                        continue;
+                    }
+                    Enforcement::NoWindow => return Err(ServiceError::UnknownUnit { index }),
+                    Enforcement::Deny { window_s } => Enforced::Deny { window_s },
+                    Enforcement::Policy(policy) => Enforced::Store(go_policy(policy, settings)),
+                };
+                Plan::Limited(Box::new(Limited {
+                    store_key: store_key(settings, &request.domain, descriptor, matched),
+                    hits: hits(request, descriptor),
+                    matched: matched.clone(),
+                    enforcement,
+                }))
+            }
+        };
+        plans.push(plan);
+    }
+    Ok(plans)
+}
+
+/// The policy a configured one is enforced with: a fixed window counts its
+/// refused hits as the Go service's Redis counter does (unless requests are
+/// all or nothing); the extensions' token bucket and sliding log are as
+/// configured.
+fn go_policy(policy: Policy, settings: &ServiceSettings) -> Policy {
+    if policy.algorithm() != Algorithm::FixedWindow || settings.extensions.all_or_nothing {
+        return policy;
+    }
+    Policy::fixed_window_counting_refused(policy.limit(), policy.window_s()).unwrap_or(policy)
+}
+
+/// `GetHitsAddends`: the descriptor's own `hits_addend` (0 is a peek), else
+/// the request's, where 0 means 1.
+pub(crate) fn hits(request: &RateLimitRequest, descriptor: &RateLimitDescriptor) -> u64 {
+    descriptor
+        .hits_addend
+        .unwrap_or_else(|| u64::from(request.hits_addend.max(1)))
+}
+
+/// The Go cache key of a descriptor without its window start.
+fn store_key(
+    settings: &ServiceSettings,
+    domain: &str,
+    descriptor: &RateLimitDescriptor,
+    matched: &MatchedLimit,
+) -> String {
+    let patterns = matched.share_threshold_key_pattern.as_deref();
+    let mut key = String::with_capacity(
+        settings.cache_key_prefix.len()
+            + domain.len()
+            + 1
+            + descriptor
+                .entries
+                .iter()
+                .map(|e| e.key.len() + e.value.len() + 2)
+                .sum::<usize>(),
+    );
+    key.push_str(&settings.cache_key_prefix);
+    key.push_str(domain);
+    key.push('_');
+    for (index, entry) in descriptor.entries.iter().enumerate() {
+        key.push_str(&entry.key);
+        key.push('_');
+        let pattern = patterns
+            .and_then(|patterns| patterns.get(index))
+            .filter(|pattern| !pattern.is_empty());
+        key.push_str(pattern.map_or(entry.value.as_str(), String::as_str));
+        key.push('_');
+    }
+    key
+}

