@@ -27,6 +27,20 @@ pub(crate) enum Command {
     /// (or --config DIR), reloaded when they change. Every flag also reads
     /// the Go service's environment variable.
     Rls(Box<RlsCommand>),
+    /// Check a gateway configuration without starting (as `nginx -t`): print
+    /// what it would put in force and every warning; exit 0 when it is
+    /// valid, 2 otherwise.
+    CheckConfig(CheckConfigArguments),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckConfigArguments {
+    /// The gateway's TOML configuration (see docs/CONFIG.md).
+    #[arg(value_name = "FILE")]
+    pub(crate) config: PathBuf,
+    /// A Redis URL standing for `[store] url`, as `serve --store` takes it.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@
 //! - `tollgate rls [flags]`: Envoy's rate limit service; `tollgate rls run
 //!   --config DIR FILE|-` drives it with a JSON array of steps.
 
+mod check_config;
 mod cli;
 mod rls_command;
 mod run;
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
         Command::Run(arguments) => run::run(&arguments),
         Command::Serve(arguments) => serve_command::serve(&arguments),
         Command::Rls(command) => rls_command::rls(*command),
+        Command::CheckConfig(arguments) => check_config::check(&arguments),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -134,3 +134,42 @@ fn the_example_config_is_valid() {
         serde_json::json!([{"allowed": 10, "rejected": 10, "remaining": 0, "retry_after": 1}])
     );
 }
+
+#[test]
+fn check_config_prints_what_is_in_force_and_every_warning() {
+    let path = scratch_file(
+        "check.toml",
+        "listen = \"127.0.0.1:9000\"\nworkers = 1\n\
+         [admin]\nlisten = \"127.0.0.1:9001\"\ntoken = \"change-me\"\n\
+         [limits]\nidle_eviction_s = 600\n\
+         [limits.default_policy]\nalgorithm = \"sliding_log\"\nlimit = 100\nwindow_s = 3600\n\
+         [[routes]]\nprefix = \"/\"\nupstream = \"http://127.0.0.1:7000\"\n",
+    );
+    let output = tollgate(&["check-config", path.to_str().unwrap()], b"");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        format!(
+            "listen 127.0.0.1:9000 (admin API on 127.0.0.1:9001), 1 worker threads\n\
+             limits in memory, in this process\n\
+             default policy: sliding_log 100 per 3600 s\n\
+             0 exempt keys, 0 tenants with 0 keys\n\
+             route /: / -> http://127.0.0.1:7000/\n\
+             warning: the default policy counts over 3600 s, longer than \
+             limits.idle_eviction_s (600 s): a key idle that long starts over with its whole \
+             budget\n\
+             warning: the admin token is the example's \"change-me\": set your own in \
+             admin.token or $TOLLGATE_ADMIN_TOKEN\n\
+             {}: the configuration is valid\n",
+            path.display()
+        )
+    );
+    let bad = scratch_file("check-bad.toml", "workers = 0\n");
+    let output = tollgate(&["check-config", bad.to_str().unwrap()], b"");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        format!("tollgate: {}: workers must be at least 1\n", bad.display())
+    );
+}

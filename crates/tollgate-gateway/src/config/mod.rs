@@ -13,6 +13,7 @@ mod listeners;
 mod routes;
 mod start_only;
 mod store;
+mod summary;
 mod tenants;
 mod upstream;
 mod warnings;

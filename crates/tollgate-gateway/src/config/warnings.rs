@@ -53,6 +53,14 @@ impl ServeConfig {
         warnings
     }
 
+    /// Every warning a gateway started on this configuration (with the store
+    /// it names) would log: [`ServeConfig::warnings`] and the admin token's.
+    pub fn start_warnings(&self) -> Vec<String> {
+        let mut warnings = self.warnings(self.store.url.is_none());
+        warnings.extend(self.admin_token_warning(self.admin.token_in_force().as_deref()));
+        warnings
+    }
+
     /// The warning about the admin token in force (`token`, from
     /// [`AdminConfig::token_in_force`](super::AdminConfig)), if one is due:
     /// none at all, or the example's. Never shows a token of the user's.

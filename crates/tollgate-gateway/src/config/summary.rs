@@ -1,0 +1,144 @@
+//! What a configuration puts in force, in words: the report of `tollgate
+//! check-config` (as `nginx -t`). It names settings and counts keys, never
+//! shows a key, a token or a URL's credentials.
+
+use std::fmt::Write;
+
+use tollgate_core::{Algorithm, Policy};
+use tollgate_tower::Budget;
+
+use super::listeners::worker_count;
+use super::{RouteKey, ServeConfig};
+
+impl ServeConfig {
+    /// One line per thing the configuration puts in force: listeners,
+    /// workers, store, plans, tenants, host budgets and routes.
+    pub fn summary(&self) -> Vec<String> {
+        let mut lines = vec![
+            format!(
+                "listen {} (admin API on {}), {} worker threads{}",
+                self.listen,
+                self.admin.listen,
+                worker_count(self.workers),
+                if self.workers.is_none() {
+                    " (one per CPU)"
+                } else {
+                    ""
+                }
+            ),
+            match self.store.server() {
+                None => "limits in memory, in this process".to_owned(),
+                Some(server) => format!(
+                    "limits in Redis at {server} under the prefix {}, calls time out after {}, \
+                     then {}",
+                    self.store.prefix,
+                    humantime::format_duration(self.store.timeout),
+                    self.store.failure.label()
+                ),
+            },
+            format!(
+                "default policy: {}",
+                describe_policy(&self.limits.default_policy)
+            ),
+        ];
+        for (tier, policy) in &self.limits.tiers {
+            lines.push(format!("tier {tier}: {}", describe_policy(policy)));
+        }
+        lines.push(format!(
+            "{} exempt keys, {} tenants with {} keys",
+            self.limits.exempt_keys.len(),
+            self.tenants.len(),
+            self.tenants.values().map(Vec::len).sum::<usize>()
+        ));
+        for (kind, budget) in [("tenant", self.host.tenant), ("client IP", self.host.ip)] {
+            if let Some(budget) = budget {
+                lines.push(format!(
+                    "routes without a budget of their own: {} per {kind}",
+                    describe_budget(&budget)
+                ));
+            }
+        }
+        if self.routes.is_empty() {
+            lines.push("no routes: the demo backend answers every admitted request".to_owned());
+        }
+        for route in &self.routes {
+            let mut line = format!(
+                "route {}: {} -> {}",
+                route.name(),
+                route.prefix,
+                route.upstream
+            );
+            if route.strip_prefix {
+                line.push_str(" (prefix stripped)");
+            }
+            if let Ok(Some(budget)) = route.budget() {
+                let key = match route.key.as_ref().unwrap_or(&RouteKey::Principal) {
+                    RouteKey::Principal => "API key".to_owned(),
+                    RouteKey::Tenant => "tenant".to_owned(),
+                    RouteKey::Ip => "client IP".to_owned(),
+                    RouteKey::Header(name) => format!("{name} header"),
+                };
+                let _ = write!(line, ", {} per {key}", describe_budget(&budget));
+            }
+            lines.push(line);
+        }
+        lines
+    }
+}
+
+/// `fixed_window 5 per 60 s`, `token_bucket 60 per 60 s, burst 5`.
+fn describe_policy(policy: &Policy) -> String {
+    let mut text = format!(
+        "{} {} per {} s",
+        policy.algorithm(),
+        policy.limit(),
+        policy.window_s()
+    );
+    if policy.algorithm() == Algorithm::TokenBucket {
+        let _ = write!(text, ", burst {}", policy.capacity());
+    }
+    if policy.counts_refused() {
+        text.push_str(", refused hits counted");
+    }
+    text
+}
+
+/// `60 a minute, burst 5`.
+fn describe_budget(budget: &Budget) -> String {
+    format!("{} a minute, burst {}", budget.rpm(), budget.burst())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_names_what_is_in_force_and_no_secret() {
+        let config = ServeConfig::from_toml_str(
+            "listen = \"127.0.0.1:9000\"\nworkers = 2\n\
+             [admin]\nlisten = \"127.0.0.1:9001\"\ntoken = \"s3cret\"\n\
+             [store]\nurl = \"redis://user:pw@127.0.0.1:6379\"\n\
+             [limits]\nexempt_keys = [\"sk_internal\"]\n\
+             [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow_s = 60\n\
+             [limits.tiers.pro]\nalgorithm = \"token_bucket\"\nlimit = 60\nwindow_s = 60\nburst = 5\n\
+             [tenants]\nacme = [\"sk_a\", \"sk_b\"]\n\
+             [host]\nip = { rpm = 30 }\n\
+             [[routes]]\nname = \"orders\"\nprefix = \"/orders\"\nupstream = \"http://127.0.0.1:7000\"\n\
+             rpm = 60\nburst = 5\nkey = \"tenant\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.summary(),
+            [
+                "listen 127.0.0.1:9000 (admin API on 127.0.0.1:9001), 2 worker threads",
+                "limits in Redis at 127.0.0.1:6379 under the prefix tollgate, calls time out \
+                 after 50ms, then fail_open",
+                "default policy: fixed_window 5 per 60 s",
+                "tier pro: token_bucket 60 per 60 s, burst 5",
+                "1 exempt keys, 1 tenants with 2 keys",
+                "routes without a budget of their own: 30 a minute, burst 30 per client IP",
+                "route orders: /orders -> http://127.0.0.1:7000/, 60 a minute, burst 5 per tenant",
+            ]
+        );
+    }
+}

@@ -1,0 +1,33 @@
+//! `tollgate check-config FILE`: the gateway's configuration checked without
+//! starting, as `nginx -t`: what it would put in force, and every warning.
+
+use anyhow::Context;
+use tollgate_gateway::ServeConfig;
+
+use crate::cli::CheckConfigArguments;
+
+/// Prints the summary and the warnings of `arguments.config` on stdout;
+/// an error (the file's, with its setting) when it is invalid.
+pub(crate) fn check(arguments: &CheckConfigArguments) -> anyhow::Result<()> {
+    let mut config = ServeConfig::from_file(&arguments.config)?;
+    config.override_store_url(arguments.store.as_deref());
+    let mut report = String::new();
+    for line in config.summary() {
+        report.push_str(&line);
+        report.push('\n');
+    }
+    for warning in config.start_warnings() {
+        report.push_str("warning: ");
+        report.push_str(&warning);
+        report.push('\n');
+    }
+    report.push_str(&format!(
+        "{}: the configuration is valid\n",
+        arguments.config.display()
+    ));
+    use std::io::Write;
+    std::io::stdout()
+        .lock()
+        .write_all(report.as_bytes())
+        .context("cannot write the report")
+}
