@@ -141,7 +141,7 @@ pub(crate) async fn invoke(
     let reply: Value = invocation
         .invoke_async(connection)
         .await
-        .map_err(|error| connection::unavailable(&error))?;
+        .map_err(|error| connection::unavailable(&error, connection.is_cluster()))?;
     let shapes: Vec<usize> = requests
         .iter()
         .map(|request| request.limits.len())

@@ -177,12 +177,16 @@ impl ConnectionLike for Connection {
 
 /// A Redis error as a [`StoreError`], saying what to change when the URL
 /// names the wrong kind of Redis (a cluster node behind `redis://`, a
-/// standalone server behind `redis-cluster://`).
-pub(crate) fn unavailable(error: &redis::RedisError) -> StoreError {
+/// standalone server behind `redis-cluster://`). `cluster`: whether the
+/// connection is a cluster's already, so the hint to use `redis-cluster://`
+/// is never given to a gateway that does (a cluster in the middle of a node
+/// failure answers MOVED too).
+pub(crate) fn unavailable(error: &redis::RedisError, cluster: bool) -> StoreError {
     let text = error.to_string();
-    let hint = if ["Moved", "MOVED", "CrossSlot", "CROSSSLOT"]
-        .iter()
-        .any(|word| text.contains(word))
+    let hint = if !cluster
+        && ["Moved", "MOVED", "CrossSlot", "CROSSSLOT"]
+            .iter()
+            .any(|word| text.contains(word))
     {
         " (if this Redis is part of a cluster, give its nodes as redis-cluster://host:port,...)"
     } else if text.contains("cluster support disabled") {
@@ -237,14 +241,25 @@ mod tests {
             "An error was signalled by the server",
             "Moved: 7429 127.0.0.1:31823".to_owned(),
         ));
-        assert!(unavailable(&moved).to_string().contains("redis-cluster://"));
+        assert!(
+            unavailable(&moved, false)
+                .to_string()
+                .contains("redis-cluster://")
+        );
+        // A cluster connection (mid-failover, say) gets no such hint.
+        let on_cluster = unavailable(&moved, true).to_string();
+        assert!(!on_cluster.contains("give its nodes"), "{on_cluster}");
+        assert!(
+            on_cluster.contains("Moved: 7429 127.0.0.1:31823"),
+            "{on_cluster}"
+        );
         let disabled = redis::RedisError::from((
             redis::ErrorKind::Io,
             "ResponseError",
             "This instance has cluster support disabled".to_owned(),
         ));
         assert!(
-            unavailable(&disabled)
+            unavailable(&disabled, false)
                 .to_string()
                 .contains("give it as redis://")
         );

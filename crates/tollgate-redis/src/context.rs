@@ -121,7 +121,11 @@ impl Context {
         &self,
         call: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
-        self.within(async { call.await.map_err(|error| connection::unavailable(&error)) })
-            .await
+        let cluster = self.connection.is_cluster();
+        self.within(async {
+            call.await
+                .map_err(|error| connection::unavailable(&error, cluster))
+        })
+        .await
     }
 }

@@ -46,7 +46,7 @@ impl TrackedKeys {
                 *self.counted.lock() = Some((Instant::now(), count));
                 Ok(count)
             }
-            Ok(Err(error)) => Err(connection::unavailable(&error)),
+            Ok(Err(error)) => Err(connection::unavailable(&error, connection.is_cluster())),
             Err(_) => Err(StoreError::Unavailable(
                 "counting keys took too long".into(),
             )),

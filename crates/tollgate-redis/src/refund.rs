@@ -36,7 +36,7 @@ pub(crate) async fn refund(
         .arg(minimum_ttl)
         .invoke_async(&mut connection)
         .await
-        .map_err(|error| connection::unavailable(&error))
+        .map_err(|error| connection::unavailable(&error, connection.is_cluster()))
 }
 
 #[cfg(test)]
