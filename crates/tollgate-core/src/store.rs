@@ -119,6 +119,16 @@ pub trait Store: Send + Sync {
     /// Totals, after dropping idle keys.
     fn stats(&self) -> StoreFuture<'_, Stats>;
 
+    /// Whether the store can decide now (a Redis store pings its server
+    /// within its timeout); the in-memory store always can.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] with the reason (never a password).
+    fn check(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// Puts a reloaded configuration in force; see [`Limiter::reconfigure`].
     ///
     /// # Errors

@@ -32,7 +32,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::json;
 use subtle::ConstantTimeEq;
-use tollgate_core::{ApiKey, Policy, Redacted, StoreError};
+use tollgate_core::{ApiKey, FailurePolicy, Policy, Redacted, StoreError};
 use tollgate_tower::Problem;
 
 use super::app::App;
@@ -113,11 +113,24 @@ async fn authenticate(
     next.run(request).await
 }
 
+/// `/readyz`: 503 while draining; when the store cannot decide, 503 under
+/// `fail_closed` (every request would get 503) and 200 "degraded" under
+/// `fail_open` (requests pass unlimited), each with the reason.
 async fn ready(State(app): State<Arc<App>>) -> Response {
     if app.is_draining() {
-        problem(StatusCode::SERVICE_UNAVAILABLE, "shutting down")
-    } else {
-        Response::new(Body::from("ready\n"))
+        return problem(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+    }
+    let checked = app.store.check().await;
+    metrics::record_store_up(checked.is_ok());
+    match (checked, app.reloadable.load().failure) {
+        (Ok(()), _) => Response::new(Body::from("ready\n")),
+        (Err(error), FailurePolicy::FailClosed) => problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {error}; requests get 503 (fail_closed)"),
+        ),
+        (Err(error), FailurePolicy::FailOpen) => Response::new(Body::from(format!(
+            "degraded: {error}; requests pass unlimited (fail_open)\n"
+        ))),
     }
 }
 

@@ -18,6 +18,15 @@ pub(crate) const TRACKED_KEYS: &str = "tollgate_tracked_keys";
 /// Forwarded requests whose upstream failed them, by `route` and `failure`.
 pub(crate) const UPSTREAM_FAILURES: &str = "tollgate_upstream_failures_total";
 
+/// 1 when the limit store could decide at the last check (start, and every
+/// `/readyz`), 0 when it could not.
+pub(crate) const STORE_UP: &str = "tollgate_store_up";
+
+/// Records whether the store could decide at the last check.
+pub(crate) fn record_store_up(up: bool) {
+    metrics::gauge!(STORE_UP).set(if up { 1.0 } else { 0.0 });
+}
+
 /// Requests whose body the client sent malformed or cut off (answered 400),
 /// by `route`: the client's errors, apart from the upstream's.
 pub(crate) const CLIENT_BODY_ERRORS: &str = "tollgate_client_body_errors_total";

@@ -19,7 +19,7 @@ use super::app::App;
 use super::config::{InForce, ServeConfig, ServeConfigError};
 use super::error::StartError;
 use super::reloadable::Reloadable;
-use super::{admin, store, workers};
+use super::{admin, metrics, store, workers};
 
 /// How to start a gateway.
 pub struct ServeOptions {
@@ -146,6 +146,13 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         admin::router(Arc::clone(&app)),
         admin_stopped,
     ));
+    // A store that cannot decide at start (Redis down, a wrong password) is
+    // an error worth a line, whatever the failure policy does with requests.
+    let checked = app.store.check().await;
+    metrics::record_store_up(checked.is_ok());
+    if let Err(error) = checked {
+        tracing::error!(%error, "the limit store cannot decide at start; requests follow store.failure");
+    }
     tracing::info!(%address, %admin_address, workers = workers.len(), "tollgate serving");
     Ok(Running {
         address,

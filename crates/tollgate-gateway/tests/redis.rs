@@ -74,3 +74,67 @@ async fn without_redis_requests_follow_the_failure_policy_and_resume_after() {
     }
     assert!(resumed, "decisions did not resume");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_says_when_redis_cannot_decide() {
+    let Some(mut redis) = redis_support::OwnRedis::start() else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let toml = |failure: &str| {
+        config(&format!(
+            "[store]\nurl = \"{}\"\nprefix = \"{}\"\ntimeout = \"50ms\"\nfailure = \"{failure}\"\n\
+             [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+            redis.url(),
+            redis_support::prefix("readiness"),
+            upstream.address
+        ))
+    };
+    let open = Gateway::start(&toml("fail_open"), 0).await;
+    let closed = Gateway::start(&toml("fail_closed"), 0).await;
+    let ready = |gateway: &Gateway| {
+        let url = gateway.admin_url("/readyz");
+        let client = gateway.client.clone();
+        async move {
+            let response = client.get(url).send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    assert_eq!(ready(&open).await, (200, "ready\n".to_owned()));
+    assert_eq!(ready(&closed).await, (200, "ready\n".to_owned()));
+
+    redis.stop();
+    let (status, body) = ready(&open).await;
+    assert_eq!(status, 200);
+    assert!(
+        body.starts_with("degraded: the limit store is unavailable"),
+        "{body}"
+    );
+    assert!(
+        body.ends_with("; requests pass unlimited (fail_open)\n"),
+        "{body}"
+    );
+    let (status, body) = ready(&closed).await;
+    assert_eq!(status, 503);
+    let problem: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("not ready: the limit store is unavailable"),
+        "{detail}"
+    );
+    assert!(
+        detail.ends_with("; requests get 503 (fail_closed)"),
+        "{detail}"
+    );
+
+    redis.run().unwrap();
+    let mut back = false;
+    for _ in 0..200 {
+        if ready(&closed).await.0 == 200 {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(back, "readiness did not come back with Redis");
+}

@@ -377,6 +377,17 @@ impl Store for RedisStore {
         })
     }
 
+    fn check(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut connection = self.context.connection.clone();
+            let _: String = self
+                .context
+                .timed(redis::cmd("PING").query_async(&mut connection))
+                .await?;
+            Ok(())
+        })
+    }
+
     fn reconfigure(&self, config: &LimiterConfig) -> Result<(), tollgate_core::ConfigError> {
         config.validate()?;
         // The default policy the sync task or `configure` stores at the
