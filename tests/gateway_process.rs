@@ -12,10 +12,14 @@ use std::time::Duration;
 use process::Process;
 use serve::Upstream;
 
+/// A gateway of one route to `upstream`, whose plan is a sliding log of 5 per
+/// hour: the process runs on the system clock, and a sliding log has no
+/// window boundary for two requests to fall on either side of.
 fn config_file(name: &str, upstream: &Upstream) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let text = serve::config(&format!(
-        "[[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+        "[limits.default_policy]\nalgorithm = \"sliding_log\"\nlimit = 5\nwindow_s = 3600\n\
+         [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
         upstream.address
     ));
     std::fs::write(&path, text).unwrap();

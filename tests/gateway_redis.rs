@@ -17,7 +17,7 @@ use std::time::Duration;
 use process::Process;
 use serve::{Upstream, config};
 
-/// Three gateways on one Redis, each with the limit `policy` (20 per hour),
+/// Three gateways on one Redis, each with the limit `policy` (20 per window),
 /// and a hundred and twenty requests for one key spread over them at once.
 async fn passes_through_three_gateways(
     url: &str,
@@ -80,9 +80,12 @@ async fn three_gateways_on_one_redis_share_one_budget_on_every_algorithm() {
     };
     let upstream = Upstream::start().await;
     let policies = [
+        // The gateways decide on Redis's clock, which a test cannot set:
+        // windows of 4e9 s (epoch-aligned, the next boundary in 2096) so no
+        // boundary falls between the requests.
         (
             "fixed_window",
-            "algorithm = \"fixed_window\"\nlimit = 20\nwindow_s = 3600",
+            "algorithm = \"fixed_window\"\nlimit = 20\nwindow_s = 4000000000",
         ),
         (
             "sliding_log",
@@ -108,10 +111,11 @@ async fn three_gateways_on_a_redis_cluster_share_plan_and_route_budgets() {
     };
     let upstream = Upstream::start().await;
     let prefix = redis_support::prefix("cluster-gateways");
-    // The plan allows 20 per hour; the route 10 per client IP (a bucket of 10,
+    // The plan allows 20 per window; the route 10 per client IP (a bucket of 10,
     // one more a minute): the route refuses first, and its refusals take
     // nothing from the plan, whose keys sit in another slot.
-    let plan = "algorithm = \"fixed_window\"\nlimit = 20\nwindow_s = 3600";
+    // A window of 4e9 s: no boundary between the requests (see above).
+    let plan = "algorithm = \"fixed_window\"\nlimit = 20\nwindow_s = 4000000000";
     let route = "rpm = 1\nburst = 10\nkey = \"ip\"";
     let passed =
         through_three_gateways(&url, &prefix, &upstream, plan, route, "cluster-gateways").await;
@@ -121,7 +125,7 @@ async fn three_gateways_on_a_redis_cluster_share_plan_and_route_budgets() {
     redis.prefix = prefix.clone();
     redis.timeout = Duration::from_secs(2);
     let limits = tollgate_core::LimiterConfig {
-        default_policy: tollgate_core::Policy::fixed_window(20, 3600).unwrap(),
+        default_policy: tollgate_core::Policy::fixed_window(20, 4_000_000_000).unwrap(),
         ..tollgate_core::LimiterConfig::default()
     };
     let store = tollgate_redis::RedisStore::connect(redis, &limits).unwrap();
