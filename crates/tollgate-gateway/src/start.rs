@@ -189,6 +189,9 @@ fn log_start_warnings(started: &InForce, in_memory_store: bool) {
     {
         tracing::warn!("{warning}");
     }
+    if let Some(warning) = started.config.key_secret_warning() {
+        tracing::warn!("{warning}");
+    }
 }
 
 async fn serve_admin(

@@ -27,6 +27,7 @@ pub(crate) fn open(
     if config.store.time == StoreTime::Local {
         redis.time = TimeSource::Clock(clock);
     }
+    redis.key_secret = config.store.key_secret();
     let prefix = redis.prefix.clone();
     let store =
         RedisStore::connect(redis, &config.limits).map_err(|error| match (error, config_path) {

@@ -54,7 +54,7 @@ pub(crate) async fn assign_tier(
     if tier != DEFAULT_TIER && !context.plans.load().tiers.contains_key(tier) {
         return Err(StoreError::UnknownTier(UnknownTier(tier.to_owned())));
     }
-    let names = KeyNames::new(&context.prefix, Space::Plan, key);
+    let names = context.names(Space::Plan, key);
     admin_call(context, &names, &[ADMIN_TIER, tier]).await?;
     context.remember_tier(&names.tier, Arc::from(tier));
     Ok(())
@@ -62,7 +62,7 @@ pub(crate) async fn assign_tier(
 
 /// Drops `key`'s state; whether there was any.
 pub(crate) async fn reset(context: &Context, key: &str) -> Result<bool, StoreError> {
-    let names = KeyNames::new(&context.prefix, Space::Plan, key);
+    let names = context.names(Space::Plan, key);
     let done = admin_call(context, &names, &[ADMIN_RESET]).await?;
     debug_assert!(
         done == ADMIN_DONE || done == ADMIN_NOTHING,
@@ -102,7 +102,7 @@ pub(crate) async fn inspect(context: &Context, key: &str) -> Result<KeyReport, S
             state: Some(Decision::exempt(0)),
         });
     }
-    let names = KeyNames::new(&context.prefix, Space::Plan, key);
+    let names = context.names(Space::Plan, key);
     let mut connection = context.connection.clone();
     let (tier, exists): (Option<String>, bool) = context
         .timed(
@@ -149,7 +149,7 @@ pub(crate) async fn inspect(context: &Context, key: &str) -> Result<KeyReport, S
 
 /// The tier `key`'s plan is on.
 async fn tier_of(context: &Context, key: &str) -> Result<String, StoreError> {
-    let names = KeyNames::new(&context.prefix, Space::Plan, key);
+    let names = context.names(Space::Plan, key);
     let mut connection = context.connection.clone();
     let tier: Option<String> = context.timed(connection.get(&names.tier)).await?;
     Ok(tier

@@ -25,8 +25,8 @@ impl std::fmt::Debug for TimeSource {
     }
 }
 
-/// The Redis store's settings.
-#[derive(Clone, Debug)]
+/// The Redis store's settings. Its `Debug` never shows the key secret.
+#[derive(Clone)]
 pub struct RedisConfig {
     /// `redis://[user:password@]host:port[/db]` for a Redis server, or
     /// `redis-cluster://[user:password@]host:port[,host:port...]` for a Redis
@@ -44,6 +44,23 @@ pub struct RedisConfig {
     /// time to fill). Tests that replay their own timestamps raise it, since
     /// Redis expires keys on its own clock.
     pub minimum_ttl: Duration,
+    /// The secret keying the hash of each limited key's Redis name (an HMAC),
+    /// the same on every process sharing the store; `None` (the default)
+    /// keeps plain SHA-256 names, which anyone who can read Redis can match
+    /// against a guessed API key. Changing it starts every key afresh.
+    pub key_secret: Option<String>,
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("time", &self.time)
+            .field("minimum_ttl", &self.minimum_ttl)
+            .field("key_secret", &self.key_secret.as_ref().map(|_| "set"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl RedisConfig {
@@ -55,6 +72,7 @@ impl RedisConfig {
             timeout: Duration::from_millis(50),
             time: TimeSource::Redis,
             minimum_ttl: Duration::ZERO,
+            key_secret: None,
         }
     }
 }

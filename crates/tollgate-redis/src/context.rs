@@ -14,6 +14,7 @@ use redis::Script;
 use tollgate_core::StoreError;
 
 use crate::connection::{self, Connection};
+use crate::keys::{KeyNames, Space};
 use crate::plans::Plans;
 
 /// Tier assignments remembered per process before the cache starts afresh.
@@ -31,6 +32,8 @@ pub(crate) struct Context {
     /// `lua/configure.lua`.
     pub(crate) configure: Script,
     pub(crate) prefix: String,
+    /// The HMAC key of limited keys' Redis names, when one is set.
+    key_secret: Option<Arc<[u8]>>,
     /// How long one call may take.
     pub(crate) timeout: Duration,
     /// Microseconds as text for a script call;
@@ -46,6 +49,7 @@ impl Context {
     pub(crate) fn new(
         connection: Connection,
         prefix: String,
+        key_secret: Option<Arc<[u8]>>,
         timeout: Duration,
         now: Arc<dyn Fn() -> String + Send + Sync>,
         plans: Arc<ArcSwap<Plans>>,
@@ -57,6 +61,7 @@ impl Context {
             admin: crate::script::admin(),
             configure: crate::script::configure(),
             prefix,
+            key_secret,
             timeout,
             now,
             plans,
@@ -106,6 +111,12 @@ impl Context {
                     self.timeout.as_millis()
                 )))
             })
+    }
+
+    /// The Redis names of `key` in `space`, under this store's prefix and key
+    /// secret.
+    pub(crate) fn names(&self, space: Space, key: &str) -> KeyNames {
+        KeyNames::new(&self.prefix, space, key, self.key_secret.as_deref())
     }
 
     /// `call`, or [`StoreError::Unavailable`] after the timeout.

@@ -1,9 +1,13 @@
 //! Where a key's state lives in Redis: `PREFIX:{DIGEST}:s` (the state hash),
 //! `PREFIX:{DIGEST}:l` (a sliding log's runs) and `PREFIX:{DIGEST}:tier` (a
-//! plan's tier). The digest (SHA-256 of the key space and the key, 32 hex
-//! digits) is the hash tag, so every key a script touches for one limited key
-//! sits in one Redis Cluster slot, and no API key ever appears in Redis.
+//! plan's tier). The digest (the first 16 bytes, in hex, of an HMAC-SHA-256
+//! of the key space and the key under the store's key secret, or of their
+//! plain SHA-256 without one) is the hash tag, so every key a script touches
+//! for one limited key sits in one Redis Cluster slot, and no API key ever
+//! appears in Redis. With a secret, someone who can read Redis cannot confirm
+//! a guessed API key by hashing it.
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 /// The Redis keys of one limited key.
@@ -24,14 +28,27 @@ pub(crate) enum Space {
 }
 
 impl KeyNames {
-    pub(crate) fn new(prefix: &str, space: Space, key: &str) -> Self {
-        let mut hasher = Sha256::new();
-        hasher.update(match space {
+    /// The names of `key` in `space` under `prefix`, hashed with `secret`
+    /// (an HMAC key) when there is one.
+    pub(crate) fn new(prefix: &str, space: Space, key: &str, secret: Option<&[u8]>) -> Self {
+        let space = match space {
             Space::Plan => b"plan\0".as_slice(),
             Space::Policy => b"policy\0".as_slice(),
-        });
-        hasher.update(key.as_bytes());
-        let digest = hasher.finalize();
+        };
+        let digest: [u8; 32] = match secret.map(Hmac::<Sha256>::new_from_slice) {
+            Some(Ok(mut mac)) => {
+                mac.update(space);
+                mac.update(key.as_bytes());
+                mac.finalize().into_bytes().into()
+            }
+            // HMAC takes a key of any length, so this is only the no-secret case.
+            _ => {
+                let mut hasher = Sha256::new();
+                hasher.update(space);
+                hasher.update(key.as_bytes());
+                hasher.finalize().into()
+            }
+        };
         let mut tag = String::with_capacity(32);
         for byte in &digest[..16] {
             tag.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
@@ -67,7 +84,7 @@ mod tests {
 
     #[test]
     fn names_share_one_hash_tag_and_hide_the_key() {
-        let names = KeyNames::new("tg", Space::Plan, "sk_live_secret");
+        let names = KeyNames::new("tg", Space::Plan, "sk_live_secret", None);
         let tag = |name: &str| name[name.find('{').unwrap()..=name.find('}').unwrap()].to_owned();
         assert_eq!(tag(&names.state), tag(&names.log));
         assert_eq!(tag(&names.state), tag(&names.tier));
@@ -76,6 +93,9 @@ mod tests {
         assert!(!names.state.contains("secret"));
         assert!(names.state.starts_with("tg:{") && names.state.ends_with("}:s"));
         // The same text in the two spaces is two keys.
-        assert_ne!(names, KeyNames::new("tg", Space::Policy, "sk_live_secret"));
+        assert_ne!(
+            names,
+            KeyNames::new("tg", Space::Policy, "sk_live_secret", None)
+        );
     }
 }

@@ -81,7 +81,7 @@ mod tests {
             .map_or(0, |since| since.as_nanos());
         let prefix = format!("tollgate-test-{}-{started}-refund", std::process::id());
         ScriptLimit {
-            names: Arc::new(KeyNames::new(&prefix, Space::Policy, test)),
+            names: Arc::new(KeyNames::new(&prefix, Space::Policy, test, None)),
             tier: None,
             rule: Arc::new(ScriptRule::new(policy, format!("p-{test}")).unwrap()),
             units: 1,

@@ -23,7 +23,7 @@ use crate::config::{RedisConfig, TimeSource};
 use crate::connection::{Connection, Target};
 use crate::context::Context;
 use crate::count::TrackedKeys;
-use crate::keys::{KeyNames, Space};
+use crate::keys::Space;
 use crate::plans::{Plans, check_exact};
 use crate::policy_sync::sync_default_policy;
 use crate::protocol::{DEFAULT_TIER, REDIS_TIME};
@@ -130,7 +130,14 @@ impl RedisStore {
                 Arc::new(move || (clock.now_nanos() / 1000).to_string())
             }
         };
-        let context = Context::new(connection, config.prefix, config.timeout, now, plans);
+        let context = Context::new(
+            connection,
+            config.prefix,
+            config.key_secret.map(|secret| Arc::from(secret.as_bytes())),
+            config.timeout,
+            now,
+            plans,
+        );
         let batcher = (!context.connection.is_cluster()).then(|| {
             Batcher::start(
                 context.connection.clone(),
@@ -183,7 +190,6 @@ impl RedisStore {
                 _ => None,
             })
             .collect();
-        let prefix = &self.context.prefix;
         let mut sent = Vec::with_capacity(limits.len());
         // The units each sent limit was asked for (those sent are capped).
         let mut asked = Vec::with_capacity(limits.len());
@@ -193,13 +199,13 @@ impl RedisStore {
             }
             sent.push(match limit.limit {
                 Limit::Plan(key) => {
-                    let names = Arc::new(KeyNames::new(prefix, Space::Plan, key));
+                    let names = Arc::new(self.context.names(Space::Plan, key));
                     let tier = self.context.remembered_tier(&names.tier);
                     let tier = tier.unwrap_or_else(|| Arc::from(DEFAULT_TIER));
                     ScriptLimit::plan(names, tier, &plans, limit.units)
                 }
                 Limit::Policy { key, policy } => {
-                    let names = Arc::new(KeyNames::new(prefix, Space::Policy, key));
+                    let names = Arc::new(self.context.names(Space::Policy, key));
                     ScriptLimit::policy(names, policy, limit.units)?
                 }
             });

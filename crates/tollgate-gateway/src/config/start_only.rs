@@ -41,7 +41,7 @@ struct StartOnly {
 }
 
 /// Every setting a reload cannot change.
-const START_ONLY: [StartOnly; 10] = [
+const START_ONLY: [StartOnly; 11] = [
     StartOnly {
         name: "listen",
         redis_only: false,
@@ -81,6 +81,14 @@ const START_ONLY: [StartOnly; 10] = [
         name: "store.timeout",
         redis_only: true,
         differs: |a, b| a.config.store.timeout != b.config.store.timeout,
+    },
+    StartOnly {
+        name: "store.key_secret_env (or the secret it names)",
+        redis_only: true,
+        differs: |a, b| {
+            a.config.store.key_secret_env != b.config.store.key_secret_env
+                || a.config.store.key_secret() != b.config.store.key_secret()
+        },
     },
     StartOnly {
         name: "store.time",

@@ -33,6 +33,12 @@ pub struct StoreConfig {
     /// agrees whatever its own clock) or `"local"`.
     #[serde(default)]
     pub time: StoreTime,
+    /// The environment variable holding the secret that keys the hash of each
+    /// limited key's Redis name (HMAC-SHA-256), the same on every gateway.
+    /// Default `TOLLGATE_KEY_SECRET`; unset or empty: plain SHA-256 names, and
+    /// a warning at start.
+    #[serde(default = "default_key_secret_env")]
+    pub key_secret_env: String,
 }
 
 /// Where the Redis store takes its time from.
@@ -54,6 +60,7 @@ impl Default for StoreConfig {
             timeout: default_store_timeout(),
             failure: FailurePolicy::default(),
             time: StoreTime::default(),
+            key_secret_env: default_key_secret_env(),
         }
     }
 }
@@ -65,6 +72,20 @@ impl StoreConfig {
         let url = self.url.as_deref()?;
         Some(url.rsplit_once('@').map_or(url, |(_, server)| server))
     }
+}
+
+impl StoreConfig {
+    /// The key secret in force: the variable `key_secret_env` names, when set
+    /// and not empty.
+    pub(crate) fn key_secret(&self) -> Option<String> {
+        std::env::var(&self.key_secret_env)
+            .ok()
+            .filter(|secret| !secret.is_empty())
+    }
+}
+
+fn default_key_secret_env() -> String {
+    "TOLLGATE_KEY_SECRET".to_owned()
 }
 
 fn default_prefix() -> String {

@@ -54,11 +54,24 @@ impl ServeConfig {
     }
 
     /// Every warning a gateway started on this configuration (with the store
-    /// it names) would log: [`ServeConfig::warnings`] and the admin token's.
+    /// it names) would log: [`ServeConfig::warnings`], the admin token's and
+    /// the Redis key secret's.
     pub fn start_warnings(&self) -> Vec<String> {
         let mut warnings = self.warnings(self.store.url.is_none());
         warnings.extend(self.admin_token_warning(self.admin.token_in_force().as_deref()));
+        warnings.extend(self.key_secret_warning());
         warnings
+    }
+
+    /// The warning about Redis key names without a secret, if one is due.
+    pub(crate) fn key_secret_warning(&self) -> Option<String> {
+        (self.store.url.is_some() && self.store.key_secret().is_none()).then(|| {
+            format!(
+                "no key secret (${}): Redis key names are plain SHA-256 hashes of API keys, \
+                 so anyone who can read Redis can confirm a guessed key",
+                self.store.key_secret_env
+            )
+        })
     }
 
     /// The warning about the admin token in force (`token`, from
