@@ -150,10 +150,10 @@ fn check_config_prints_what_is_in_force_and_every_warning() {
     assert_eq!(
         String::from_utf8(output.stdout).unwrap(),
         format!(
-            "listen 127.0.0.1:9000 (admin API on 127.0.0.1:9001), 1 worker threads\n\
+            "listen 127.0.0.1:9000 (admin API on 127.0.0.1:9001), worker threads: 1\n\
              limits in memory, in this process\n\
              default policy: sliding_log 100 per 3600 s\n\
-             0 exempt keys, 0 tenants with 0 keys\n\
+             exempt keys: 0; tenants: 0, with 0 keys\n\
              route /: / -> http://127.0.0.1:7000/\n\
              warning: the default policy counts over 3600 s, longer than \
              limits.idle_eviction_s (600 s): a key idle that long starts over with its whole \

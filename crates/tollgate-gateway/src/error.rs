@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use crate::config::ServeConfigError;
 
 /// Why [`start`](crate::start) failed. The text names the address, the file
-/// or the setting, never a key, a token or a Redis password.
+/// or the setting, never a key, a token or a Redis password; the operating
+/// system's reason, where there is one, is the error's `source` (printed
+/// after it by `{:#}`-style reports).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The configuration cannot be used (a policy the store cannot hold, a
@@ -39,7 +41,7 @@ pub enum StartError {
     },
     /// A listener could not be bound (the address is in use, or not this
     /// machine's).
-    #[error("cannot listen on {address}{}: {source}", if *.admin { " (admin)" } else { "" })]
+    #[error("cannot listen on {address}{}", if *.admin { " (admin)" } else { "" })]
     Listen {
         /// The address.
         address: SocketAddr,
@@ -49,7 +51,7 @@ pub enum StartError {
         source: std::io::Error,
     },
     /// A worker thread or a signal handler could not be started.
-    #[error("cannot start {what}: {source}")]
+    #[error("cannot start {what}")]
     Start {
         /// What could not be started.
         what: &'static str,

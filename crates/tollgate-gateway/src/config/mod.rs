@@ -146,6 +146,13 @@ impl ServeConfig {
     pub fn validate(&self) -> Result<(), ServeConfigError> {
         self.limits.validate()?;
         listeners::validate(self.workers)?;
+        if self.listen == self.admin.listen && self.listen.port() != 0 {
+            return Err(ServeConfigError::Invalid(format!(
+                "listen and admin.listen are both {}: give the admin listener an address of \
+                 its own",
+                self.listen
+            )));
+        }
         for (name, timeout) in [
             ("upstream.timeout", self.upstream.timeout),
             ("upstream.connect_timeout", self.upstream.connect_timeout),
@@ -302,6 +309,11 @@ mod tests {
             ),
             ("[client_ip]\nipv6_prefix = 129", "ipv6_prefix"),
             ("colour = 1", "colour"),
+            (
+                "[admin]\nlisten = \"127.0.0.1:8080\"",
+                "listen and admin.listen are both 127.0.0.1:8080: give the admin listener an \
+                 address of its own",
+            ),
             (
                 "listen = \"127.0.0.1:9\"\nlisten = \"127.0.0.1:10\"",
                 "line 2, column 1: duplicate key `listen`",

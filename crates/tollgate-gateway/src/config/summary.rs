@@ -16,7 +16,7 @@ impl ServeConfig {
     pub fn summary(&self) -> Vec<String> {
         let mut lines = vec![
             format!(
-                "listen {} (admin API on {}), {} worker threads{}",
+                "listen {} (admin API on {}), worker threads: {}{}",
                 self.listen,
                 self.admin.listen,
                 worker_count(self.workers),
@@ -45,7 +45,7 @@ impl ServeConfig {
             lines.push(format!("tier {tier}: {}", describe_policy(policy)));
         }
         lines.push(format!(
-            "{} exempt keys, {} tenants with {} keys",
+            "exempt keys: {}; tenants: {}, with {} keys",
             self.limits.exempt_keys.len(),
             self.tenants.len(),
             self.tenants.values().map(Vec::len).sum::<usize>()
@@ -130,12 +130,12 @@ mod tests {
         assert_eq!(
             config.summary(),
             [
-                "listen 127.0.0.1:9000 (admin API on 127.0.0.1:9001), 2 worker threads",
+                "listen 127.0.0.1:9000 (admin API on 127.0.0.1:9001), worker threads: 2",
                 "limits in Redis at 127.0.0.1:6379 under the prefix tollgate, calls time out \
                  after 50ms, then fail_open",
                 "default policy: fixed_window 5 per 60 s",
                 "tier pro: token_bucket 60 per 60 s, burst 5",
-                "1 exempt keys, 1 tenants with 2 keys",
+                "exempt keys: 1; tenants: 1, with 2 keys",
                 "routes without a budget of their own: 30 a minute, burst 30 per client IP",
                 "route orders: /orders -> http://127.0.0.1:7000/, 60 a minute, burst 5 per tenant",
             ]
