@@ -120,6 +120,13 @@ pub mod service_stats {
     /// A call refused by the service itself (empty domain, no descriptors, no
     /// configuration).
     pub const SERVICE_ERROR: &str = "ratelimit.service.call.should_rate_limit.service_error";
+    /// A store failure answered OK by `TOLLGATE_STORE_FAILURE=fail_open`
+    /// (tollgate's; also counted in [`REDIS_ERROR`]).
+    pub const STORE_FAILURE_FAIL_OPEN: &str = "ratelimit.service.store_failure.fail_open";
+    /// A store failure answered OVER_LIMIT by
+    /// `TOLLGATE_STORE_FAILURE=fail_closed` (tollgate's; also counted in
+    /// [`REDIS_ERROR`]).
+    pub const STORE_FAILURE_FAIL_CLOSED: &str = "ratelimit.service.store_failure.fail_closed";
 }
 
 /// The counter a lookup in an unknown domain moves:

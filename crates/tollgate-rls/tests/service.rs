@@ -89,6 +89,7 @@ fn refused_hits_are_charged_unless_all_or_nothing() {
             all_or_nothing: true,
             retry_after_header: true,
             ietf_headers: true,
+            ..Extensions::default()
         },
         ..ServiceSettings::default()
     };

@@ -12,7 +12,8 @@ use super::convert::{request_from_prost, response_to_prost};
 
 /// The largest request or response message (bytes), grpc-go's default
 /// (4 MiB), which the Go service keeps; a larger request is refused with
-/// `RESOURCE_EXHAUSTED`.
+/// tonic's `OUT_OF_RANGE` ("decoded message length too large"), where
+/// grpc-go answers `RESOURCE_EXHAUSTED`: Envoy treats both as a failed call.
 pub const MAX_GRPC_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// The gRPC face of a [`Decide`].

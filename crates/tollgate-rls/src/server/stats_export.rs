@@ -87,11 +87,23 @@ pub(crate) fn spawn_statsd(
 }
 
 /// The counters as a Prometheus text page.
+///
+/// Label values are the parts of the stats keys, so a series carries a
+/// descriptor's value only where the Go service's stats key does: a
+/// configured `key_value`, `detailed_metric`, `value_to_metric`, a request's
+/// `limit` override (see docs/RLS.md). Names deeper than two keys keep the
+/// first two (the default mapping's `key1`, `key2`), and counters that come
+/// to the same series are summed, as the statsd exporter adds them up.
 pub fn prometheus_page(counters: &BTreeMap<String, u64>) -> String {
-    let mut families: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+    let mut families: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     for (name, value) in counters {
         let (family, labels) = prometheus_name(name);
-        families.entry(family).or_default().push((labels, *value));
+        let sample = families
+            .entry(family)
+            .or_default()
+            .entry(labels)
+            .or_insert(0);
+        *sample = sample.saturating_add(*value);
     }
     let mut page = String::new();
     for (family, samples) in families {
@@ -127,6 +139,12 @@ fn prometheus_name(name: &str) -> (String, String) {
             labels.push('}');
             return (format!("ratelimit_service_rate_limit_{counter}"), labels);
         }
+    }
+    if let Some(policy) = name.strip_prefix("ratelimit.service.store_failure.") {
+        return (
+            "ratelimit_service_store_failure".to_owned(),
+            format!("{{policy=\"{}\"}}", escape_label(policy)),
+        );
     }
     if let Some(error) = name.strip_prefix("ratelimit.service.call.should_rate_limit.") {
         return (
@@ -174,6 +192,11 @@ mod tests {
                 "ratelimit.service.call.should_rate_limit.redis_error".to_owned(),
                 2,
             ),
+            (
+                "ratelimit.service.rate_limit.edge.a.b.c.over_limit".to_owned(),
+                4,
+            ),
+            ("ratelimit.service.store_failure.fail_open".to_owned(), 2),
         ]);
         let page = prometheus_page(&counters);
         assert!(
@@ -182,8 +205,9 @@ mod tests {
             )
         );
         assert!(page.contains(
-            "ratelimit_service_rate_limit_over_limit{domain=\"edge\",key1=\"a\",key2=\"b\"} 1\n"
+            "ratelimit_service_rate_limit_over_limit{domain=\"edge\",key1=\"a\",key2=\"b\"} 5\n"
         ));
+        assert!(page.contains("ratelimit_service_store_failure{policy=\"fail_open\"} 2\n"));
         assert!(page.contains("ratelimit_service_config_load_success 1\n"));
         assert!(
             page.contains(

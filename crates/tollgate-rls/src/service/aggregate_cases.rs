@@ -372,3 +372,88 @@ fn every_aggregate_case() {
         failures.join("\n")
     );
 }
+
+/// `TOLLGATE_STORE_FAILURE`: a failing store answered as the policy says,
+/// counted; without a policy, the Go service's error.
+#[test]
+fn store_failure_policies() {
+    let yaml = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 5, name: per_a}\n  - key: u\n    rate_limit: {unlimited: true}\n";
+    let request = RateLimitRequest {
+        domain: "d".into(),
+        descriptors: [("a", "1"), ("u", "1"), ("none", "1")]
+            .into_iter()
+            .map(|(key, value)| RateLimitDescriptor {
+                entries: vec![Entry::new(key, value)],
+                ..Default::default()
+            })
+            .collect(),
+        hits_addend: 0,
+    };
+    let answer = |policy: Option<tollgate_core::FailurePolicy>| {
+        let clock = Arc::new(ManualClock::new(60_000_000_000));
+        let inner = MemoryStore::new(&LimiterConfig::default(), clock.clone()).unwrap();
+        let store: Arc<dyn Store> = Arc::new(FailingStore {
+            inner,
+            message: "Redis did not answer in time".to_owned(),
+        });
+        let config =
+            RateLimitConfig::from_sources(&[("d.yaml", yaml)], &LoaderOptions::default()).unwrap();
+        let mut settings = ServiceSettings::default();
+        settings.extensions.store_failure = policy;
+        let service = RateLimitService::new(store, config, settings, clock);
+        let result = block_on(service.should_rate_limit(&request));
+        (result, service.stats())
+    };
+
+    let (error, stats) = answer(None);
+    assert_eq!(
+        error.unwrap_err(),
+        super::ServiceError::Store("Redis did not answer in time".to_owned())
+    );
+    assert_eq!(
+        stats["ratelimit.service.call.should_rate_limit.redis_error"],
+        1
+    );
+    assert!(!stats.keys().any(|name| name.contains("store_failure")));
+
+    let (open, stats) = answer(Some(tollgate_core::FailurePolicy::FailOpen));
+    let open = open.unwrap();
+    assert_eq!(open.overall_code, Code::Ok);
+    let codes: Vec<(Code, bool, u32)> = open
+        .statuses
+        .iter()
+        .map(|s| (s.code, s.current_limit.is_some(), s.limit_remaining))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            (Code::Ok, false, 0),
+            (Code::Ok, false, u32::MAX),
+            (Code::Ok, false, 0)
+        ]
+    );
+    assert_eq!(stats["ratelimit.service.store_failure.fail_open"], 1);
+    assert_eq!(
+        stats["ratelimit.service.call.should_rate_limit.redis_error"],
+        1
+    );
+
+    let (closed, stats) = answer(Some(tollgate_core::FailurePolicy::FailClosed));
+    let closed = closed.unwrap();
+    assert_eq!(closed.overall_code, Code::OverLimit);
+    assert_eq!(closed.statuses[0].code, Code::OverLimit);
+    assert_eq!(
+        closed.statuses[0].current_limit,
+        Some(CurrentLimit {
+            name: "per_a".to_owned(),
+            requests_per_unit: 5,
+            unit: Unit::Minute
+        })
+    );
+    assert_eq!(closed.statuses[0].limit_remaining, 0);
+    assert_eq!(
+        (closed.statuses[1].code, closed.statuses[2].code),
+        (Code::Ok, Code::Ok)
+    );
+    assert_eq!(stats["ratelimit.service.store_failure.fail_closed"], 1);
+}

@@ -29,6 +29,7 @@
 mod aggregate;
 mod cache;
 mod counter;
+mod failure;
 mod headers;
 mod local_cache;
 mod metadata;
@@ -194,7 +195,9 @@ impl RateLimitService {
 
     /// `ShouldRateLimit`: every descriptor decided (charged its hits, as the
     /// Go service charges each descriptor whatever the others decide) and the
-    /// answer built as the Go service builds it.
+    /// answer built as the Go service builds it. When the store fails and
+    /// [`Extensions::store_failure`] names a policy, the answer is that
+    /// policy's (and the failure is counted) rather than an error.
     ///
     /// Work is linear in the request's size: one lookup per descriptor and one
     /// store call (two with `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`).
@@ -226,7 +229,22 @@ impl RateLimitService {
             .ok_or(ServiceError::NoConfiguration)?;
         let now_s = self.clock.now_nanos() / 1_000_000_000;
         let plans = plan::plans(&config, request, &self.settings, self.stats.as_ref())?;
-        let checked = self.check(&plans, now_s).await?;
+        let checked = match self.check(&plans, now_s).await {
+            Ok(checked) => checked,
+            Err(error) if error.is_store_error() => {
+                let Some(policy) = self.settings.extensions.store_failure else {
+                    return Err(error);
+                };
+                tracing::debug!(%error, policy = policy.label(), "the store failed");
+                return Ok(failure::respond(
+                    &plans,
+                    policy,
+                    &self.settings,
+                    self.stats.as_ref(),
+                ));
+            }
+            Err(error) => return Err(error),
+        };
         let held: Vec<Held<'_>> = plans.iter().map(held).collect();
         Ok(aggregate::respond(
             request,

@@ -67,7 +67,7 @@ impl Default for ServiceSettings {
 }
 
 /// tollgate's opt-in behaviours, none of which the Go service has.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Extensions {
     /// A request is all or nothing across its descriptors: a descriptor is
     /// charged only when every descriptor allows the request, so a refused
@@ -84,4 +84,12 @@ pub struct Extensions {
     /// (draft-ietf-httpapi-ratelimit-headers) of its limited descriptors:
     /// `"name";q=<limit>;w=<window s>` and `"name";r=<remaining>;t=<reset s>`.
     pub ietf_headers: bool,
+    /// What a request gets when the store fails (down, or slower than its
+    /// timeout): `None` (the default) is the Go service's answer, an error
+    /// (gRPC `UNKNOWN`, counted in `redis_error`) that Envoy's
+    /// `failure_mode_deny` then decides; `FailOpen` answers OK (every limited
+    /// descriptor OK without a `current_limit`), `FailClosed` OVER_LIMIT
+    /// (every limited descriptor over, 0 remaining). Either is counted in
+    /// `redis_error` and in `ratelimit.service.store_failure.<policy>`.
+    pub store_failure: Option<tollgate_core::FailurePolicy>,
 }

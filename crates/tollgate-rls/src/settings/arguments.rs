@@ -231,6 +231,19 @@ pub struct RlsArguments {
     #[arg(long, env = "TOLLGATE_IETF_HEADERS", value_parser = go_bool, num_args = 0..=1,
         default_value = "false", default_missing_value = "true", value_name = "BOOL")]
     pub ietf_headers: bool,
+    /// What a request gets when the store fails or does not answer within
+    /// `TOLLGATE_STORE_TIMEOUT`: unset, the Go service's error (gRPC
+    /// `UNKNOWN`; Envoy's `failure_mode_deny` decides); `fail_open` answers
+    /// OK, `fail_closed` OVER_LIMIT, both counted. A tollgate extension.
+    #[arg(long, env = "TOLLGATE_STORE_FAILURE", value_parser = failure_policy,
+        value_name = "fail_open|fail_closed")]
+    pub store_failure: Option<tollgate_core::FailurePolicy>,
+    /// The longest a decision waits for the store (Redis): a call slower than
+    /// this fails (see `TOLLGATE_STORE_FAILURE`). It caps `REDIS_TIMEOUT`,
+    /// which bounds connecting too. A tollgate extension.
+    #[arg(long, env = "TOLLGATE_STORE_TIMEOUT", value_parser = go_duration, default_value = "50ms",
+        value_name = "DURATION")]
+    pub store_timeout: Duration,
 
     /// Send no stats anywhere.
     #[arg(long, env = "DISABLE_STATS", value_parser = go_bool, num_args = 0..=1,
@@ -393,6 +406,19 @@ pub fn go_bool(value: &str) -> Result<bool, String> {
     }
 }
 
+/// `fail_open` or `fail_closed`.
+///
+/// # Errors
+///
+/// A message naming the value for anything else.
+pub(crate) fn failure_policy(value: &str) -> Result<tollgate_core::FailurePolicy, String> {
+    match value {
+        "fail_open" => Ok(tollgate_core::FailurePolicy::FailOpen),
+        "fail_closed" => Ok(tollgate_core::FailurePolicy::FailClosed),
+        _ => Err(format!("'{value}' is not fail_open or fail_closed")),
+    }
+}
+
 /// Go's `time.ParseDuration` for non-negative durations: decimal numbers each
 /// followed by a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), `0` alone.
 pub(crate) fn go_duration(value: &str) -> Result<Duration, String> {
@@ -458,6 +484,8 @@ mod tests {
         assert!(defaults.use_statsd && !defaults.use_prometheus);
         assert_eq!(defaults.stats_flush_interval, Duration::from_secs(10));
         assert_eq!(defaults.redis_timeout, Duration::from_secs(10));
+        assert_eq!(defaults.store_timeout, Duration::from_millis(50));
+        assert_eq!(defaults.store_failure, None);
         assert_eq!(defaults.log_level, "WARN");
         assert!(defaults.check().is_ok());
     }
@@ -472,6 +500,22 @@ mod tests {
                 .unwrap();
         assert!(arguments.shadow_mode && !arguments.runtime_watch_root);
         assert!(RlsArguments::try_parse_from(["t", "--shadow-mode=yes"]).is_err());
+    }
+
+    #[test]
+    fn store_failure_policies() {
+        let arguments = RlsArguments::try_parse_from([
+            "t",
+            "--store-failure=fail_closed",
+            "--store-timeout=20ms",
+        ])
+        .unwrap();
+        assert_eq!(
+            arguments.store_failure,
+            Some(tollgate_core::FailurePolicy::FailClosed)
+        );
+        assert_eq!(arguments.store_timeout, Duration::from_millis(20));
+        assert!(RlsArguments::try_parse_from(["t", "--store-failure=open"]).is_err());
     }
 
     #[test]

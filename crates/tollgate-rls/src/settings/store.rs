@@ -19,7 +19,8 @@ pub enum StoreSettings {
         /// `redis://`, `redis+unix://` or `redis-cluster://`, credentials
         /// included (never logged: see [`StoreSettings::server`]).
         url: String,
-        /// How long one call may take (`REDIS_TIMEOUT`).
+        /// How long connecting or one call may take: `REDIS_TIMEOUT`, capped
+        /// by `TOLLGATE_STORE_TIMEOUT`.
         timeout: Duration,
     },
 }
@@ -131,7 +132,7 @@ impl RlsArguments {
         };
         Ok(StoreSettings::Redis {
             url,
-            timeout: self.redis_timeout,
+            timeout: self.redis_timeout.min(self.store_timeout),
         })
     }
 }
@@ -213,6 +214,13 @@ mod tests {
         }
     }
 
+    fn single_timeout(settings: StoreSettings) -> Duration {
+        match settings {
+            StoreSettings::Redis { timeout, .. } => timeout,
+            StoreSettings::Memory => panic!("memory"),
+        }
+    }
+
     #[test]
     fn unset_is_memory() {
         assert_eq!(
@@ -240,6 +248,11 @@ mod tests {
         let unix = store("/run/redis.sock", "SINGLE", "unix", "pw").unwrap();
         assert_eq!(url_of(unix.clone()), "redis+unix:///run/redis.sock?pass=pw");
         assert_eq!(unix.server(), "redis+unix:///run/redis.sock");
+        assert_eq!(
+            single_timeout(store("h:1", "SINGLE", "tcp", "").unwrap()),
+            Duration::from_millis(50),
+            "TOLLGATE_STORE_TIMEOUT caps REDIS_TIMEOUT's 10 s"
+        );
         let given = store("redis://127.0.0.1:1/2", "SINGLE", "unix", "").unwrap();
         assert_eq!(url_of(given), "redis://127.0.0.1:1/2");
         let as_cluster = store("redis://127.0.0.1:1", "cluster", "unix", "").unwrap();

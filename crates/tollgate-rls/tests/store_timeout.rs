@@ -1,0 +1,209 @@
+//! A Redis that stops answering (paused with SIGSTOP): every decision gives
+//! up after `TOLLGATE_STORE_TIMEOUT` (50 ms by default, not the Go service's
+//! 10 s `REDIS_TIMEOUT`), and the service answers as
+//! `TOLLGATE_STORE_FAILURE` says (fail_open: OK; fail_closed: OVER_LIMIT;
+//! unset: the Go service's error), counting each failure. Once Redis
+//! resumes, decisions are the store's again.
+//!
+//! The test runs its own `redis-server` on a free loopback port (so pausing
+//! it disturbs nothing else); without one it is skipped with a message, and
+//! fails under `CI=true`.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
+    RateLimitDescriptor, rate_limit_descriptor::Entry,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use tollgate_core::FailurePolicy;
+use tollgate_rls::settings::Secret;
+use tollgate_rls::{Rls, RlsArguments};
+use tonic::transport::Channel;
+
+/// A `redis-server` of the test's own, killed when dropped.
+struct OwnRedis {
+    port: u16,
+    child: Child,
+}
+
+impl OwnRedis {
+    fn start() -> Option<OwnRedis> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let spawned = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn();
+        let child = match spawned {
+            Ok(child) => child,
+            Err(error) if std::env::var("CI").is_ok_and(|value| value == "true") => {
+                panic!("cannot run redis-server: {error}")
+            }
+            Err(error) => {
+                eprintln!(
+                    "skipped: cannot run redis-server ({error}); install Debian's redis-server"
+                );
+                return None;
+            }
+        };
+        let redis = OwnRedis { port, child };
+        // A bounded wait for the server to answer.
+        for _ in 0..250 {
+            let ping = redis::Client::open(redis.url().as_str())
+                .and_then(|client| client.get_connection())
+                .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
+            if ping.is_ok() {
+                return Some(redis);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not answer within 5 s");
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {signal}");
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start(
+    url: &str,
+    policy: Option<FailurePolicy>,
+) -> (Rls, RateLimitServiceClient<Channel>, tempfile::TempDir) {
+    let mut arguments = RlsArguments::defaults();
+    "127.0.0.1".clone_into(&mut arguments.host);
+    "127.0.0.1".clone_into(&mut arguments.grpc_host);
+    "127.0.0.1".clone_into(&mut arguments.debug_host);
+    arguments.port = 0;
+    arguments.grpc_port = 0;
+    arguments.debug_port = 0;
+    arguments.use_statsd = false;
+    arguments.redis_url = Some(Secret::new(url));
+    arguments.store_failure = policy;
+    let directory = tempfile::tempdir().unwrap();
+    std::fs::write(
+        directory.path().join("rl.yaml"),
+        "domain: rl\ndescriptors:\n  - key: foo\n    rate_limit: {unit: day, requests_per_unit: 100}\n",
+    )
+    .unwrap();
+    arguments.config = Some(directory.path().to_owned());
+    let rls = Rls::start(&arguments).await.unwrap();
+    let address = format!("http://{}", rls.server().grpc_address().unwrap());
+    let client = RateLimitServiceClient::connect(address).await.unwrap();
+    (rls, client, directory)
+}
+
+fn request(value: &str) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "rl".to_owned(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "foo".to_owned(),
+                value: value.to_owned(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_redis_fails_open_closed_or_as_the_go_service() {
+    let Some(redis) = OwnRedis::start() else {
+        return;
+    };
+    let url = redis.url();
+    let (open, mut open_client, _open_dir) = start(&url, Some(FailurePolicy::FailOpen)).await;
+    let (closed, mut closed_client, _closed_dir) =
+        start(&url, Some(FailurePolicy::FailClosed)).await;
+    let (go, mut go_client, _go_dir) = start(&url, None).await;
+
+    // Redis answering: decided by the store (100 a day, one used).
+    for client in [&mut open_client, &mut closed_client, &mut go_client] {
+        let answer = client
+            .should_rate_limit(request("a"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.overall_code, 1);
+        assert!(answer.statuses[0].current_limit.is_some());
+    }
+
+    redis.signal("-STOP");
+    let started = Instant::now();
+    let answer = open_client
+        .should_rate_limit(request("a"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.overall_code, 1, "fail_open: OK");
+    assert_eq!(answer.statuses[0].current_limit, None);
+    let answer = closed_client
+        .should_rate_limit(request("a"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.overall_code, 2, "fail_closed: OVER_LIMIT");
+    assert_eq!(answer.statuses[0].code, 2);
+    assert_eq!(answer.statuses[0].limit_remaining, 0);
+    let error = go_client.should_rate_limit(request("a")).await.unwrap_err();
+    assert_eq!(error.code(), tonic::Code::Unknown, "{error:?}");
+    // Three answers, each after the 50 ms timeout: far below REDIS_TIMEOUT's
+    // 10 s, which the Go service would wait.
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+
+    let error_stat = "ratelimit.service.call.should_rate_limit.redis_error";
+    let open_stats = open.service().stats();
+    assert_eq!(open_stats["ratelimit.service.store_failure.fail_open"], 1);
+    assert_eq!(open_stats[error_stat], 1);
+    let closed_stats = closed.service().stats();
+    assert_eq!(
+        closed_stats["ratelimit.service.store_failure.fail_closed"],
+        1
+    );
+    assert_eq!(closed_stats[error_stat], 1);
+    let go_stats = go.service().stats();
+    assert_eq!(go_stats[error_stat], 1);
+    assert!(!go_stats.keys().any(|name| name.contains("store_failure")));
+
+    redis.signal("-CONT");
+    // A bounded wait for the store to answer again: 2 used of 100 (the
+    // request refused by fail_closed never reached Redis).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let answer = closed_client
+            .should_rate_limit(request("a"))
+            .await
+            .unwrap()
+            .into_inner();
+        if answer.overall_code == 1 {
+            assert!(answer.statuses[0].current_limit.is_some());
+            break;
+        }
+        assert!(Instant::now() < deadline, "Redis did not answer again");
+    }
+    for rls in [open, closed, go] {
+        rls.shutdown().await;
+    }
+}
