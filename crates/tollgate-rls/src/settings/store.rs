@@ -122,6 +122,15 @@ impl RlsArguments {
                         "a Redis Cluster is reached over tcp (REDIS_SOCKET_TYPE=tcp)".to_owned(),
                     ));
                 }
+                // `host:port` read as a socket path would fail with the Redis
+                // client's unhelpful text: say what to set instead.
+                "unix" if !given.contains('/') && given.contains(':') => {
+                    return Err(SettingsError::RedisUrl(format!(
+                        "'{given}' looks like host:port, but REDIS_SOCKET_TYPE is unix (the \
+                         Go service's default), which reads it as a socket path: set \
+                         REDIS_SOCKET_TYPE=tcp, or give redis://{given}"
+                    )));
+                }
                 "unix" => unix_url(given, self.redis_auth.expose()),
                 _ => {
                     return Err(SettingsError::RedisSocketType(
@@ -245,6 +254,14 @@ mod tests {
         assert_eq!(url_of(password), "redis://:secret@h:1");
         let cluster = store("a:1,b:2", "CLUSTER", "tcp", "").unwrap();
         assert_eq!(url_of(cluster), "redis-cluster://a:1,b:2");
+        assert_eq!(
+            store("127.0.0.1:6379", "SINGLE", "unix", "")
+                .unwrap_err()
+                .to_string(),
+            "REDIS_URL is not usable: '127.0.0.1:6379' looks like host:port, but \
+             REDIS_SOCKET_TYPE is unix (the Go service's default), which reads it as a socket \
+             path: set REDIS_SOCKET_TYPE=tcp, or give redis://127.0.0.1:6379"
+        );
         let unix = store("/run/redis.sock", "SINGLE", "unix", "pw").unwrap();
         assert_eq!(url_of(unix.clone()), "redis+unix:///run/redis.sock?pass=pw");
         assert_eq!(unix.server(), "redis+unix:///run/redis.sock");
