@@ -92,7 +92,7 @@ pub struct DebugPages {
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     /// A listener's address cannot be bound.
-    #[error("Failed to listen for {listener} on '{address}': {source}")]
+    #[error("Failed to listen for {listener} on '{address}'")]
     Bind {
         /// `gRPC`, `HTTP` or `debug`.
         listener: &'static str,

@@ -26,10 +26,10 @@ pub enum RlsError {
     #[error(transparent)]
     Server(#[from] ServerError),
     /// The Redis store cannot be opened.
-    #[error("cannot open the Redis store: {0}")]
+    #[error("cannot open the Redis store")]
     Redis(#[from] RedisStoreError),
     /// The in-memory store cannot be built.
-    #[error("cannot build the in-memory store: {0}")]
+    #[error("cannot build the in-memory store")]
     Memory(#[from] tollgate_core::ConfigError),
     /// The configuration directory cannot be read at start.
     #[error(transparent)]
