@@ -10,23 +10,31 @@ use std::time::Duration;
 
 use support::{Gateway, Upstream, config, header};
 
+/// A gateway on `redis` under `prefix` with a 50 ms store timeout and
+/// `failure`, every path to `upstream`.
+fn on_redis(
+    redis: &redis_support::OwnRedis,
+    prefix: &str,
+    upstream: &Upstream,
+    failure: &str,
+) -> String {
+    config(&format!(
+        "[store]\nurl = \"{}\"\nprefix = \"{prefix}\"\ntimeout = \"50ms\"\nfailure = \"{failure}\"\n\
+         [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+        redis.url(),
+        upstream.address
+    ))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_redis_requests_follow_the_failure_policy_and_resume_after() {
     let Some(mut redis) = redis_support::OwnRedis::start() else {
         return;
     };
     let upstream = Upstream::start().await;
-    let toml = |failure: &str| {
-        config(&format!(
-            "[store]\nurl = \"{}\"\nprefix = \"{}\"\ntimeout = \"50ms\"\nfailure = \"{failure}\"\n\
-             [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
-            redis.url(),
-            redis_support::prefix("failure"),
-            upstream.address
-        ))
-    };
-    let open = Gateway::start(&toml("fail_open"), 0).await;
-    let closed = Gateway::start(&toml("fail_closed"), 0).await;
+    let prefix = redis_support::prefix("failure");
+    let open = Gateway::start(&on_redis(&redis, &prefix, &upstream, "fail_open"), 0).await;
+    let closed = Gateway::start(&on_redis(&redis, &prefix, &upstream, "fail_closed"), 0).await;
     let limited = open.get("/", "sk_a").await;
     assert_eq!(limited.status(), 200);
     assert_eq!(
@@ -81,17 +89,9 @@ async fn readiness_says_when_redis_cannot_decide() {
         return;
     };
     let upstream = Upstream::start().await;
-    let toml = |failure: &str| {
-        config(&format!(
-            "[store]\nurl = \"{}\"\nprefix = \"{}\"\ntimeout = \"50ms\"\nfailure = \"{failure}\"\n\
-             [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
-            redis.url(),
-            redis_support::prefix("readiness"),
-            upstream.address
-        ))
-    };
-    let open = Gateway::start(&toml("fail_open"), 0).await;
-    let closed = Gateway::start(&toml("fail_closed"), 0).await;
+    let prefix = redis_support::prefix("readiness");
+    let open = Gateway::start(&on_redis(&redis, &prefix, &upstream, "fail_open"), 0).await;
+    let closed = Gateway::start(&on_redis(&redis, &prefix, &upstream, "fail_closed"), 0).await;
     let ready = |gateway: &Gateway| {
         let url = gateway.admin_url("/readyz");
         let client = gateway.client.clone();

@@ -3,6 +3,8 @@
 //! client, `grpc.health.v1` (service `ratelimit`), `/json`, `/healthcheck`,
 //! and malformed input answered with the Go service's errors.
 
+mod loopback;
+
 use std::time::Duration;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
@@ -10,7 +12,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use tollgate_rls::{Rls, RlsArguments};
+use tollgate_rls::Rls;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
@@ -24,14 +26,7 @@ descriptors:
 async fn start() -> (Rls, tempfile::TempDir) {
     let directory = tempfile::tempdir().unwrap();
     std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
-    let mut arguments = RlsArguments::defaults();
-    "127.0.0.1".clone_into(&mut arguments.host);
-    "127.0.0.1".clone_into(&mut arguments.grpc_host);
-    "127.0.0.1".clone_into(&mut arguments.debug_host);
-    arguments.port = 0;
-    arguments.grpc_port = 0;
-    arguments.debug_port = 0;
-    arguments.use_statsd = false;
+    let mut arguments = loopback::arguments();
     arguments.config = Some(directory.path().to_owned());
     let rls = Rls::start_polling(&arguments, Duration::from_millis(100))
         .await

@@ -9,6 +9,8 @@
 //! it disturbs nothing else); without one it is skipped with a message, and
 //! fails under `CI=true`.
 
+mod loopback;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,8 +20,8 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_core::FailurePolicy;
+use tollgate_rls::Rls;
 use tollgate_rls::settings::Secret;
-use tollgate_rls::{Rls, RlsArguments};
 use tonic::transport::Channel;
 
 /// A `redis-server` of the test's own, killed when dropped.
@@ -90,14 +92,7 @@ async fn start(
     url: &str,
     policy: Option<FailurePolicy>,
 ) -> (Rls, RateLimitServiceClient<Channel>, tempfile::TempDir) {
-    let mut arguments = RlsArguments::defaults();
-    "127.0.0.1".clone_into(&mut arguments.host);
-    "127.0.0.1".clone_into(&mut arguments.grpc_host);
-    "127.0.0.1".clone_into(&mut arguments.debug_host);
-    arguments.port = 0;
-    arguments.grpc_port = 0;
-    arguments.debug_port = 0;
-    arguments.use_statsd = false;
+    let mut arguments = loopback::arguments();
     arguments.redis_url = Some(Secret::new(url));
     arguments.store_failure = policy;
     let directory = tempfile::tempdir().unwrap();
