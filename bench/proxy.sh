@@ -4,7 +4,10 @@
 # of it with `limit_req` at the same per-key rate, keyed by the same header.
 # For reference, a second `tollgate serve` with every benchmark key exempt
 # (`tollgate_exempt`): the same proxy path with no limit decided and no
-# rate-limit headers, the floor of what tollgate's HTTP stack costs.
+# rate-limit headers, the floor of what tollgate's HTTP stack costs; and nginx
+# as a plain proxy (`nginx_plain_proxy`, no `limit_req`), nginx's floor.
+# (bench/limit_cost.sh counts the instructions of the same four under
+# callgrind, which this busy machine cannot disturb.)
 # The limits are high enough that every request passes, so the run measures the
 # cost of limiting, not refusals. Installs nginx and wrk from Debian's packages
 # if they are missing.
@@ -26,7 +29,7 @@ KEYS=100
 OUT="bench/out"
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; nginx -s stop -c "$WORK/upstream.conf" 2>/dev/null || true; nginx -s stop -c "$WORK/limiter.conf" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; nginx -s stop -c "$WORK/upstream.conf" 2>/dev/null || true; nginx -s stop -c "$WORK/limiter.conf" 2>/dev/null || true; nginx -s stop -c "$WORK/plain.conf" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
     echo "--- installing nginx and wrk"
@@ -39,6 +42,7 @@ TOLLGATE_ADMIN_PORT=18092
 NGINX_PORT=18093
 EXEMPT_PORT=18094
 EXEMPT_ADMIN_PORT=18095
+PLAIN_PORT=18096
 # Per key: 100,000 requests per second (6,000,000 per minute), bursts of 100,000.
 RATE=100000
 
@@ -60,21 +64,29 @@ http {
 }
 CONF
 
-cat > "$WORK/limiter.conf" <<CONF
+# proxy_conf NAME PORT LIMIT: nginx in front of the upstream on PORT, with
+# `limit_req` when LIMIT is "limit" (the limiter), without it otherwise (a
+# plain proxy).
+proxy_conf() {
+    local name="$1" port="$2" zone="" limit=""
+    if [ "$3" = limit ]; then
+        zone="limit_req_zone \$http_authorization zone=per_key:10m rate=${RATE}r/s;"
+        limit="limit_req zone=per_key burst=$RATE nodelay; limit_req_status 429;"
+    fi
+    cat > "$WORK/$name.conf" <<CONF
 worker_processes $WORKERS;
-pid $WORK/limiter.pid;
-error_log $WORK/limiter-error.log;
+pid $WORK/$name.pid;
+error_log $WORK/$name-error.log;
 events { worker_connections 4096; }
 http {
     access_log off;
     keepalive_requests 1000000;
-    limit_req_zone \$http_authorization zone=per_key:10m rate=${RATE}r/s;
+    $zone
     upstream backend { server 127.0.0.1:$UPSTREAM_PORT; keepalive 128; }
     server {
-        listen 127.0.0.1:$NGINX_PORT;
+        listen 127.0.0.1:$port;
         location / {
-            limit_req zone=per_key burst=$RATE nodelay;
-            limit_req_status 429;
+            $limit
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_pass http://backend;
@@ -82,6 +94,9 @@ http {
     }
 }
 CONF
+}
+proxy_conf limiter $NGINX_PORT limit
+proxy_conf plain $PLAIN_PORT plain
 
 cat > "$WORK/tollgate.toml" <<CONF
 listen = "127.0.0.1:$TOLLGATE_PORT"
@@ -120,11 +135,12 @@ LUA
 
 nginx -c "$WORK/upstream.conf"
 nginx -c "$WORK/limiter.conf"
+nginx -c "$WORK/plain.conf"
 RUST_LOG=warn ./target/release/tollgate serve --config "$WORK/tollgate.toml" 2>"$WORK/tollgate.log" &
 TOLLGATE_PID=$!
 RUST_LOG=warn ./target/release/tollgate serve --config "$WORK/tollgate-exempt.toml" 2>"$WORK/tollgate-exempt.log" &
 EXEMPT_PID=$!
-for port in $UPSTREAM_PORT $TOLLGATE_PORT $NGINX_PORT $EXEMPT_PORT; do
+for port in $UPSTREAM_PORT $TOLLGATE_PORT $NGINX_PORT $EXEMPT_PORT $PLAIN_PORT; do
     for _ in $(seq 100); do
         curl -s -o /dev/null -H 'Authorization: Bearer warmup' "http://127.0.0.1:$port/" && break
         sleep 0.1
@@ -166,6 +182,7 @@ run() {
 echo "--- wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s, $KEYS keys; $WORKERS workers each"
 upstream_pids=$(pgrep -P "$(cat "$WORK/upstream.pid")" | tr '\n' ' ')
 limiter_pids=$(pgrep -P "$(cat "$WORK/limiter.pid")" | tr '\n' ' ')
+plain_pids=$(pgrep -P "$(cat "$WORK/plain.pid")" | tr '\n' ' ')
 # shellcheck disable=SC2086 # lists of PIDs
 {
     run upstream_direct $UPSTREAM_PORT $upstream_pids
@@ -174,4 +191,5 @@ limiter_pids=$(pgrep -P "$(cat "$WORK/limiter.pid")" | tr '\n' ' ')
     run tollgate_again $TOLLGATE_PORT $TOLLGATE_PID
     run nginx_limit_req_again $NGINX_PORT $limiter_pids
     run tollgate_exempt $EXEMPT_PORT $EXEMPT_PID
+    run nginx_plain_proxy $PLAIN_PORT $plain_pids
 }

@@ -32,10 +32,34 @@ fn runs_the_example_script() {
     let output = tollgate(&["run", example.to_str().unwrap()], b"");
     assert!(output.status.success());
     let outputs: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    // Five allowed, the sixth rejected until the window [120, 180) ends.
+    // The built-in plans: fixed window 5 per 60 s, tier pro a sliding log of
+    // 20 per 60 s, sk_internal exempt.
     assert_eq!(
-        outputs[5],
-        serde_json::json!({"allowed": false, "remaining": 0, "retry_after": 55})
+        outputs,
+        serde_json::json!([
+            // Five allowed in the window [120, 180) ("Bearer sk_demo" is
+            // sk_demo), the sixth refused until it ends, 55 s after 125.
+            {"allowed": true, "remaining": 4, "retry_after": 0},
+            {"allowed": true, "remaining": 3, "retry_after": 0},
+            {"allowed": true, "remaining": 2, "retry_after": 0},
+            {"allowed": true, "remaining": 1, "retry_after": 0},
+            {"allowed": true, "remaining": 0, "retry_after": 0},
+            {"allowed": false, "remaining": 0, "retry_after": 55},
+            // A new window at 180: 5 of the 10^15 allowed, the rest refused
+            // until 240.
+            {"allowed": 5, "rejected": 999_999_999_999_995u64, "remaining": 0, "retry_after": 60},
+            "pro",
+            // On pro, afresh: 19 of 20 left.
+            {"allowed": true, "remaining": 19, "retry_after": 0},
+            {"allowed": true, "remaining": null, "retry_after": 0},
+            {"algorithm": "token_bucket", "limit": 7, "window_s": 60, "burst": 7},
+            // A full bucket of 7 for a new key; the 8th waits for a token,
+            // one every 60/7 = 8.57 s: 9 s rounded up.
+            {"allowed": 7, "rejected": 1, "remaining": 0, "retry_after": 9},
+            // sk_demo (on pro, kept by configure) and sk_other; allowed
+            // 5 + 5 + 1 + 1 (exempt) + 7, refused 1 + (10^15 - 5) + 1.
+            {"tracked_keys": 2, "allowed": 19, "rejected": 999_999_999_999_997u64}
+        ])
     );
 }
 
@@ -58,7 +82,10 @@ fn input_that_is_not_an_array_exits_2_with_one_line() {
         assert!(output.stdout.is_empty());
         let stderr = String::from_utf8(output.stderr).unwrap();
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.contains("not a JSON array"), "{stderr}");
+        assert!(
+            stderr.starts_with("tollgate: input is not a JSON array of operations: "),
+            "{stderr}"
+        );
     }
 }
 
@@ -66,7 +93,11 @@ fn input_that_is_not_an_array_exits_2_with_one_line() {
 fn a_missing_file_exits_2() {
     let output = tollgate(&["run", "/nonexistent/ops.json"], b"");
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read /nonexistent/ops.json"));
+    assert!(output.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        "tollgate: cannot read /nonexistent/ops.json: No such file or directory (os error 2)\n"
+    );
 }
 
 #[test]
@@ -108,10 +139,14 @@ fn an_invalid_config_exits_2_naming_the_problem() {
     );
     let output = tollgate(&["run", "--config", config.to_str().unwrap(), "-"], b"[]");
     assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(
-        stderr.contains("limit must be an integer from 1 to 2^63-1"),
-        "{stderr}"
+    assert!(output.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        format!(
+            "tollgate: {}: invalid configuration: line 1, column 1 (`limits.default_policy`): \
+             limit must be an integer from 1 to 2^63-1, got 0\n",
+            config.display()
+        )
     );
 }
 

@@ -40,11 +40,12 @@ async fn sighup_with_a_bad_config_keeps_serving_on_the_old_one() {
     process.signal("-HUP");
     let rejected = Process::wait_for(&mut process.logs, "configuration rejected").await;
     assert_eq!(rejected["level"], "ERROR");
-    assert!(
-        rejected["fields"]["error"]
-            .as_str()
-            .unwrap()
-            .contains("must start with /")
+    assert_eq!(
+        rejected["fields"]["error"],
+        format!(
+            "{}: route no-slash: the prefix must start with /",
+            path.display()
+        )
     );
     let response = process.get("/").await;
     assert_eq!(response.status(), 200);

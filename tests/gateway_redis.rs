@@ -74,10 +74,9 @@ async fn through_three_gateways(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
 async fn three_gateways_on_one_redis_share_one_budget_on_every_algorithm() {
-    let Some(url) = redis_support::redis_url() else {
-        return;
-    };
+    let url = redis_support::require_redis_url();
     let upstream = Upstream::start().await;
     let policies = [
         // The gateways decide on Redis's clock, which a test cannot set:
@@ -105,10 +104,12 @@ async fn three_gateways_on_one_redis_share_one_budget_on_every_algorithm() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[cfg_attr(
+    not(has_redis_cluster),
+    ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
+)]
 async fn three_gateways_on_a_redis_cluster_share_plan_and_route_budgets() {
-    let Some(url) = redis_support::redis_cluster_url() else {
-        return;
-    };
+    let url = redis_support::require_cluster_url();
     let upstream = Upstream::start().await;
     let prefix = redis_support::prefix("cluster-gateways");
     // The plan allows 20 per window; the route 10 per client IP (a bucket of 10,

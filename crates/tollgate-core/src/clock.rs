@@ -1,8 +1,9 @@
 //! Where engine time comes from: the [`Clock`] trait, the monotonic
-//! [`SystemClock`] and the [`ManualClock`] that tests advance by hand.
+//! [`SystemClock`] and the [`ManualClock`] that tests advance by hand; and
+//! [`Stopwatch`], for timing short spans such as a decision.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of the current time, in nanoseconds since the Unix epoch.
@@ -21,7 +22,8 @@ pub trait Clock: Send + Sync {
 #[derive(Clone, Debug)]
 pub struct SystemClock {
     clock: quanta::Clock,
-    origin: quanta::Instant,
+    /// The clock's raw reading (counter ticks) at `origin_nanos`.
+    origin: u64,
     origin_nanos: u64,
 }
 
@@ -33,7 +35,7 @@ impl SystemClock {
             .unwrap_or(Duration::ZERO);
         let clock = quanta::Clock::new();
         SystemClock {
-            origin: clock.now(),
+            origin: clock.raw(),
             clock,
             origin_nanos: saturating_nanos(since_epoch),
         }
@@ -47,10 +49,50 @@ impl Default for SystemClock {
 }
 
 impl Clock for SystemClock {
+    /// One raw reading, scaled once: no `Duration` on the way.
     fn now_nanos(&self) -> u64 {
-        let elapsed = self.clock.now().saturating_duration_since(self.origin);
-        self.origin_nanos.saturating_add(saturating_nanos(elapsed))
+        let elapsed = self.clock.delta_as_nanos(self.origin, self.clock.raw());
+        self.origin_nanos.saturating_add(elapsed)
     }
+}
+
+/// A timer for short spans, such as how long a decision took: two raw
+/// readings of the CPU's time-stamp counter where `quanta` finds it reliable
+/// (the OS monotonic clock elsewhere) and one scaling, a few nanoseconds in
+/// all. A span the counter cannot order (a thread moved to a core whose
+/// counter is behind) measures zero.
+///
+/// ```
+/// use tollgate_core::Stopwatch;
+///
+/// let stopwatch = Stopwatch::start();
+/// std::thread::sleep(std::time::Duration::from_millis(2));
+/// assert!(stopwatch.elapsed() >= std::time::Duration::from_millis(1));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Stopwatch {
+    started: u64,
+}
+
+impl Stopwatch {
+    /// A stopwatch started now.
+    pub fn start() -> Self {
+        Stopwatch {
+            started: span_clock().raw(),
+        }
+    }
+
+    /// The time since [`Stopwatch::start`].
+    pub fn elapsed(&self) -> Duration {
+        let clock = span_clock();
+        Duration::from_nanos(clock.delta_as_nanos(self.started, clock.raw()))
+    }
+}
+
+/// The process's clock for [`Stopwatch`], calibrated on first use.
+fn span_clock() -> &'static quanta::Clock {
+    static CLOCK: OnceLock<quanta::Clock> = OnceLock::new();
+    CLOCK.get_or_init(quanta::Clock::new)
 }
 
 /// A clock that moves only when told to; clones share one time.

@@ -22,25 +22,31 @@ pub const DEFAULT_MAX_TRACKED_KEYS: usize = 1_000_000;
 
 /// How a [`Limiter`](crate::Limiter) limits keys.
 ///
-/// In TOML (every field optional; an absent `default_policy`, `idle_eviction_s`
-/// or `max_tracked_keys` takes the built-in value, absent `tiers` and
-/// `exempt_keys` mean none):
+/// In a configuration file, it is the `[limits]` table (the one layout of
+/// `tollgate serve` and `tollgate run --config`; see `docs/CONFIG.md`). Every
+/// field is optional; an absent `default_policy`, `idle_eviction_s` or
+/// `max_tracked_keys` takes the built-in value, absent `tiers` and
+/// `exempt_keys` mean none:
 ///
 /// ```toml
+/// [limits]
 /// idle_eviction_s = 3600        # seconds without a request before a key's state is dropped
 /// max_tracked_keys = 1000000    # keys holding state at once; a least recently used one goes first
 /// exempt_keys = ["sk_internal"] # never limited
 ///
-/// [default_policy]
+/// [limits.default_policy]
 /// algorithm = "fixed_window"
 /// limit = 5
 /// window_s = 60
 ///
-/// [tiers.pro]
+/// [limits.tiers.pro]
 /// algorithm = "sliding_log"
 /// limit = 20
 /// window_s = 60
 /// ```
+///
+/// [`LimiterConfig::from_toml_str`] reads the table's content, the same
+/// settings without `limits.`.
 ///
 /// [`LimiterConfig::default`] is the contract's built-in table: fixed window 5
 /// per 60 s, tier `pro` sliding log 20 per 60 s, tier `enterprise` fixed window
@@ -114,7 +120,8 @@ pub enum ConfigError {
 }
 
 impl LimiterConfig {
-    /// Parses and validates a TOML document.
+    /// Parses and validates a TOML document holding the settings of a
+    /// `[limits]` table at its top level.
     ///
     /// # Errors
     ///
@@ -184,14 +191,33 @@ impl Default for LimiterConfig {
 ///
 /// That description, when `text` is not TOML or not a `T`.
 pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
-    let document =
-        toml::Deserializer::parse(text).map_err(|error| describe_toml_error(text, &error))?;
-    serde_path_to_error::deserialize(document).map_err(|error| {
-        let path = error.path().to_string();
-        // `.` is the document itself, `?` a place serde could not name.
-        let setting = (!matches!(path.as_str(), "" | "." | "?")).then_some(path.as_str());
-        describe(text, error.inner(), setting)
-    })
+    parse_toml_with(text, |_| Ok(())).map(|(value, ())| value)
+}
+
+/// [`parse_toml`], with `edit` given the parsed document before it becomes a
+/// `T`: a caller can move a setting written in an older layout to its place
+/// (values keep their place in `text`, so an error in a moved value still
+/// names its line and column, and the setting by its new path). `edit`'s own
+/// error is returned as it is, and so is what it returns otherwise.
+///
+/// # Errors
+///
+/// As [`parse_toml`], or `edit`'s.
+pub fn parse_toml_with<T: serde::de::DeserializeOwned, E>(
+    text: &str,
+    edit: impl FnOnce(&mut toml::de::DeTable<'_>) -> Result<E, String>,
+) -> Result<(T, E), String> {
+    let mut document =
+        toml::de::DeTable::parse(text).map_err(|error| describe_toml_error(text, &error))?;
+    let edited = edit(document.get_mut())?;
+    let value =
+        serde_path_to_error::deserialize(toml::Deserializer::from(document)).map_err(|error| {
+            let path = error.path().to_string();
+            // `.` is the document itself, `?` a place serde could not name.
+            let setting = (!matches!(path.as_str(), "" | "." | "?")).then_some(path.as_str());
+            describe(text, error.inner(), setting)
+        })?;
+    Ok((value, edited))
 }
 
 /// A TOML error on one line: `line L, column C: message`. The text goes to

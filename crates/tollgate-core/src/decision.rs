@@ -18,7 +18,9 @@ pub struct Decision {
     /// `None` for an exempt key, which has no budget. 0 after a rejection.
     pub remaining: Option<u64>,
     /// How long until one more unit would be allowed; zero when every unit was
-    /// allowed. Never zero after a rejection.
+    /// allowed. Never zero after a rejection. For a fixed window counting
+    /// refused units ([`crate::Policy::counts_refused`]) it is not zero
+    /// exactly when the window is past its limit, a look (0 units) included.
     pub retry_after: Duration,
     /// How long until the key's whole budget is available again (the `t` of the
     /// IETF `RateLimit` field); zero when it already is.

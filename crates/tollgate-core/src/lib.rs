@@ -42,10 +42,10 @@ mod resolution;
 mod route_budget;
 mod store;
 
-pub use clock::{Clock, DurationParseError, ManualClock, SystemClock};
+pub use clock::{Clock, DurationParseError, ManualClock, Stopwatch, SystemClock};
 pub use config::{
     ConfigError, DEFAULT_IDLE_EVICTION_S, DEFAULT_MAX_TRACKED_KEYS, DEFAULT_TIER, LimiterConfig,
-    describe_toml_error, parse_toml,
+    describe_toml_error, parse_toml, parse_toml_with,
 };
 pub use decision::Decision;
 pub use failure_policy::FailurePolicy;

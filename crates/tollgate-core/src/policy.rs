@@ -204,11 +204,20 @@ impl Policy {
     /// assert_ne!(policy, Policy::fixed_window(20, 60).unwrap());
     /// ```
     ///
+    /// A `limit` of 0 refuses every unit and still counts them all, as the Go
+    /// service's `requests_per_unit: 0` does. Its state (the counter) does not
+    /// depend on `limit`: a key keeps its count when only the limit changes
+    /// (the Go service's counter key names no limit), and starts afresh when
+    /// the window does.
+    ///
     /// # Errors
     ///
-    /// [`PolicyError::OutOfRange`] when a count is outside 1..=2^63-1.
+    /// [`PolicyError::OutOfRange`] when the limit is above 2^63-1 or the window
+    /// outside 1..=2^63-1.
     pub fn fixed_window_counting_refused(limit: u64, window_s: u64) -> Result<Self, PolicyError> {
-        let mut policy = Policy::fixed_window(limit, window_s)?;
+        let mut policy = Policy::fixed_window(limit.max(1), window_s)?;
+        policy.limit = limit;
+        policy.burst = limit;
         policy.count_refused = true;
         Ok(policy)
     }
@@ -488,11 +497,16 @@ mod tests {
             assert!(!plain.counts_refused());
         }
         assert_ne!(counting, Policy::fixed_window(20, 60).unwrap());
+        // A limit of 0 (the Go service's `requests_per_unit: 0`) is a counting
+        // window's only; its capacity is 0 too.
+        let zero = Policy::fixed_window_counting_refused(0, 60).unwrap();
+        assert_eq!((zero.limit(), zero.capacity(), zero.window_s()), (0, 0, 60));
+        assert!(Policy::fixed_window(0, 60).is_err());
         assert_eq!(
-            Policy::fixed_window_counting_refused(0, 60),
+            Policy::fixed_window_counting_refused(1 << 63, 60),
             Err(PolicyError::OutOfRange {
                 field: PolicyField::Limit,
-                value: 0
+                value: 1 << 63
             })
         );
         // In documents: read when given, written when true only.

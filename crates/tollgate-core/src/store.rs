@@ -98,6 +98,26 @@ pub trait Store: Send + Sync {
         Box::pin(async move { self.acquire(&limits).await })
     }
 
+    /// Gives back to each limit its units (a refund: an Envoy descriptor's
+    /// `is_negative_hits`), each limit on its own and never past what its
+    /// policy allows; see [`Limiter::give_back_units`] for the rule and the
+    /// decisions (what a look sees after the refund). One decision per
+    /// limit, in order. A store may give back limit by limit, so when it
+    /// fails part of a call may have been given back.
+    ///
+    /// The default implementation, for stores written before this method,
+    /// answers [`StoreError::Unavailable`]; [`MemoryStore`] and the Redis
+    /// store give back.
+    fn give_back_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+    ) -> StoreFuture<'a, Vec<LimitDecision>> {
+        let _ = limits;
+        ready(Err(StoreError::Unavailable(
+            "this store cannot give units back".into(),
+        )))
+    }
+
     /// Whether `key` is exempt from its plan.
     fn is_exempt(&self, key: &str) -> bool;
 
@@ -196,6 +216,13 @@ impl Store for MemoryStore {
         limits: &'a [LimitUnits<'a>],
     ) -> StoreFuture<'a, Vec<LimitDecision>> {
         ready(Ok(self.limiter.acquire_units(limits, self.now())))
+    }
+
+    fn give_back_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+    ) -> StoreFuture<'a, Vec<LimitDecision>> {
+        ready(Ok(self.limiter.give_back_units(limits, self.now())))
     }
 
     fn is_exempt(&self, key: &str) -> bool {

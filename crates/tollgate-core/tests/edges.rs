@@ -4,8 +4,8 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use tollgate_core::{
-    Clock, Decision, Limiter, LimiterConfig, MAX_VALUE, ManualClock, Policy, Resolution,
-    UnknownTier,
+    Clock, Decision, Limiter, LimiterConfig, MAX_VALUE, ManualClock, Policy, PolicyError,
+    Resolution, UnknownTier,
 };
 
 fn gateway_with(policy: Policy) -> Limiter {
@@ -185,7 +185,13 @@ fn a_manual_clock_refills_nanosecond_buckets_exactly() {
     assert_eq!(partial.retry_after_seconds(), 1);
 }
 
-const MAX: u64 = MAX_VALUE;
+/// 2^63-1, the largest value the contract accepts.
+const MAX: u64 = (1 << 63) - 1;
+
+#[test]
+fn the_largest_value_is_2_pow_63_minus_1() {
+    assert_eq!(MAX_VALUE, 9_223_372_036_854_775_807);
+}
 
 #[test]
 fn fixed_window_at_2_pow_63_minus_1() {
@@ -274,9 +280,16 @@ fn stats_count_past_2_pow_64() {
 #[test]
 fn exempt_keys_hold_no_state_and_inspect_uses_no_budget() {
     let limiter = Limiter::new(&LimiterConfig::default(), Resolution::Seconds).unwrap();
+    // Every unit allowed, no budget, nothing to wait for.
     assert_eq!(
         limiter.request_batch("sk_internal", 0, units(100)),
-        Decision::exempt(100)
+        Decision {
+            allowed: 100,
+            rejected: 0,
+            remaining: None,
+            retry_after: Duration::ZERO,
+            reset_after: Duration::ZERO,
+        }
     );
     assert_eq!(limiter.stats(0).tracked_keys, 0);
     assert_eq!(limiter.policy_for("sk_internal"), None);
@@ -326,8 +339,15 @@ fn the_key_cap_keeps_the_recently_used_keys() {
 #[test]
 fn a_window_too_long_for_nanoseconds_is_refused() {
     let limiter = Limiter::new(&LimiterConfig::default(), Resolution::Nanoseconds).unwrap();
+    // 2^64 ns is 18,446,744,073.7 s: a window of 2e10 s does not fit.
     let long = Policy::fixed_window(1, 20_000_000_000).unwrap();
-    assert!(limiter.configure(long).is_err());
+    assert_eq!(
+        limiter.configure(long),
+        Err(PolicyError::WindowTooLong {
+            window_s: 20_000_000_000,
+            max_window_s: 18_446_744_073,
+        })
+    );
     assert_eq!(
         limiter.default_policy(),
         Policy::fixed_window(5, 60).unwrap()
@@ -347,4 +367,52 @@ fn a_flood_of_distinct_keys_is_forgotten_as_it_goes_idle() {
     assert_eq!(limiter.stats(9999).tracked_keys, 36_000);
     assert_eq!(limiter.stats(9999 + 3600).tracked_keys, 0);
     assert_eq!(limiter.stats(9999 + 3600).allowed, 100_000);
+}
+
+/// A configuration without tiers or exempt keys, counting seconds.
+fn bare_config() -> LimiterConfig {
+    LimiterConfig {
+        tiers: Default::default(),
+        exempt_keys: vec![],
+        ..LimiterConfig::default()
+    }
+}
+
+// Found by `properties_limiter.rs`: `reconfigure` kept the state of every
+// key whose version was still some rule's, so these keys kept state that was
+// not their own, against `Stats::tracked_keys` ("never an exempt one") and
+// `reconfigure` ("keys whose rule changed start afresh").
+
+#[test]
+fn a_key_made_exempt_holds_no_state() {
+    let mut config = bare_config();
+    let limiter = Limiter::new(&config, Resolution::Seconds).unwrap();
+    limiter.request("k", 0);
+    assert_eq!(limiter.stats(0).tracked_keys, 1);
+    config.exempt_keys = vec!["k".to_owned()];
+    limiter.reconfigure(&config).unwrap();
+    assert_eq!(limiter.stats(0).tracked_keys, 0);
+    assert!(!limiter.reset("k", 0));
+}
+
+#[test]
+fn a_key_whose_tier_comes_back_holds_no_state_of_the_default_policy() {
+    let mut config = bare_config();
+    config
+        .tiers
+        .insert("a".to_owned(), Policy::fixed_window(3, 60).unwrap());
+    let limiter = Limiter::new(&config, Resolution::Seconds).unwrap();
+    limiter.assign_tier("k", "a").unwrap();
+    // Tier a removed: k falls back to the default policy and uses it.
+    config.tiers.clear();
+    limiter.reconfigure(&config).unwrap();
+    assert_eq!(limiter.request("k", 0).remaining, Some(4));
+    // Tier a back (a new rule): k is on it again, with no state yet.
+    config
+        .tiers
+        .insert("a".to_owned(), Policy::fixed_window(3, 60).unwrap());
+    limiter.reconfigure(&config).unwrap();
+    assert_eq!(limiter.inspect("k", 0), None);
+    assert_eq!(limiter.stats(0).tracked_keys, 0);
+    assert!(!limiter.reset("k", 0));
 }

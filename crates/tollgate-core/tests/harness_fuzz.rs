@@ -1,5 +1,6 @@
 //! Arbitrary JSON through the harness: never a panic, always one output per
-//! operation, and the right error for input that is not an array.
+//! operation, the right error for input that is not an array, and numbers
+//! past every range read as any other wrong argument.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -57,6 +58,45 @@ fn interesting_argument() -> impl Strategy<Value = Value> {
     ]
 }
 
+/// Stands for a number no `serde_json::Value` can hold, put in the text in
+/// its place (see [`with_number`]).
+const OUT_OF_RANGE: &str = "\u{0}out of range";
+
+/// `document`'s text with every [`OUT_OF_RANGE`] string replaced by `number`.
+fn with_number(document: &Value, number: &str) -> String {
+    serde_json::to_string(document)
+        .unwrap()
+        .replace(r#""\u0000out of range""#, number)
+}
+
+/// [`interesting_argument`], or now and then a number out of range.
+fn argument_or_out_of_range() -> impl Strategy<Value = Value> {
+    prop_oneof![4 => interesting_argument(), 1 => Just(Value::from(OUT_OF_RANGE))]
+}
+
+/// Operation-shaped arrays, with numbers out of range among the arguments, as
+/// a name, or as a whole element.
+fn operation_or_out_of_range() -> impl Strategy<Value = Value> {
+    let name = prop::sample::select(vec![
+        "request",
+        "request_batch",
+        "configure",
+        "reset",
+        "stats",
+        "assign_tier",
+        "ping",
+        OUT_OF_RANGE,
+    ]);
+    prop_oneof![
+        8 => (name, prop::collection::vec(argument_or_out_of_range(), 0..5)).prop_map(|(name, arguments)| {
+            let mut operation = vec![Value::from(name)];
+            operation.extend(arguments);
+            Value::Array(operation)
+        }),
+        1 => Just(Value::from(OUT_OF_RANGE)),
+    ]
+}
+
 /// Operation-shaped arrays: a known or unknown name and 0 to 4 arguments.
 fn operation() -> impl Strategy<Value = Value> {
     let name = prop::sample::select(vec![
@@ -107,6 +147,29 @@ proptest! {
         }
     }
 
+    /// A number past every range is a wrong argument like any other number
+    /// that is not an integer: the outputs are those of `1.5` in its place.
+    #[test]
+    fn a_number_out_of_range_is_read_as_any_non_integer(operations in prop::collection::vec(operation_or_out_of_range(), 0..30)) {
+        let document = Value::Array(operations);
+        let expected = run(with_number(&document, "1.5").as_bytes()).unwrap();
+        for number in ["1e400", "-1e400", &"9".repeat(400), &format!("1e{}", "9".repeat(400))] {
+            prop_assert_eq!(&run(with_number(&document, number).as_bytes()).unwrap(), &expected);
+        }
+    }
+
+    /// After a number out of range, the rest of the document is read from
+    /// each operation's text: the outputs are the same as read as values.
+    #[test]
+    fn operations_after_a_number_out_of_range_read_the_same(operations in prop::collection::vec(operation(), 0..40)) {
+        let text = serde_json::to_string(&operations).unwrap();
+        let expected = run(text.as_bytes()).unwrap();
+        let poisoned = format!(r#"[["request", "k", 1e400]{}{}"#, if operations.is_empty() { "" } else { "," }, &text[1..]);
+        let outputs = run(poisoned.as_bytes()).unwrap();
+        prop_assert_eq!(&outputs[0], &Value::from("error: invalid timestamp"));
+        prop_assert_eq!(&outputs[1..], &expected[..]);
+    }
+
     #[test]
     fn any_bytes_never_panic(input in prop::collection::vec(any::<u8>(), 0..200)) {
         let _ = run(&input);
@@ -154,5 +217,19 @@ fn any_depth_is_an_array_and_a_deep_argument_is_just_a_wrong_one() {
     assert_eq!(
         outputs[2],
         json!({"allowed": true, "remaining": 4, "retry_after": 0})
+    );
+}
+
+#[test]
+fn input_that_is_not_utf8_is_refused_with_its_place() {
+    let error = run(b"[[\"request\", \"sk_\xff\", 1]]").unwrap_err();
+    assert_eq!(
+        error,
+        "input is not a JSON array of operations: invalid UTF-8 at line 1 column 18"
+    );
+    let error = run(b"[\n[\"stats\", 1],\n\xc3]").unwrap_err();
+    assert_eq!(
+        error,
+        "input is not a JSON array of operations: invalid UTF-8 at line 3 column 1"
     );
 }

@@ -40,6 +40,68 @@ fn units<'a>(limit: Limit<'a>, units: u64) -> LimitUnits<'a> {
 }
 
 #[test]
+fn a_counting_window_keeps_its_count_when_only_its_limit_changes() {
+    let limiter = limiter();
+    let twenty = limiter
+        .prepare(Policy::fixed_window_counting_refused(20, 60).unwrap())
+        .unwrap();
+    let ten = limiter
+        .prepare(Policy::fixed_window_counting_refused(10, 60).unwrap())
+        .unwrap();
+    let thirty_s = limiter
+        .prepare(Policy::fixed_window_counting_refused(20, 30).unwrap())
+        .unwrap();
+    let limit = |policy| Limit::Policy {
+        key: "descriptor",
+        policy,
+    };
+    // 8 of 20 at 70 (the window [60, 120)): 12 left.
+    assert_eq!(
+        acquire(&limiter, &[units(limit(&twenty), 8)], 70),
+        [[8, 0, 12, 0, 50]]
+    );
+    // The limit becomes 10: the 8 still count, so 3 hits allow 2 (count 11).
+    assert_eq!(
+        acquire(&limiter, &[units(limit(&ten), 3)], 75),
+        [[2, 1, 0, 45, 45]]
+    );
+    // Back to 20: the count is 11, 9 left after nothing more.
+    assert_eq!(
+        acquire(&limiter, &[units(limit(&twenty), 0)], 80),
+        [[0, 0, 9, 0, 40]]
+    );
+    // Another window length starts afresh: 1 of 20 at 85 (window [60, 90)).
+    assert_eq!(
+        acquire(&limiter, &[units(limit(&thirty_s), 1)], 85),
+        [[1, 0, 19, 0, 5]]
+    );
+}
+
+#[test]
+fn a_counting_window_of_zero_refuses_and_counts_every_hit() {
+    let limiter = limiter();
+    let zero = limiter
+        .prepare(Policy::fixed_window_counting_refused(0, 60).unwrap())
+        .unwrap();
+    let limit = Limit::Policy {
+        key: "descriptor",
+        policy: &zero,
+    };
+    // A look at a fresh window: nothing counted, nothing to wait for.
+    assert_eq!(acquire(&limiter, &[units(limit, 0)], 70), [[0, 0, 0, 0, 0]]);
+    // 2 hits: both refused, both counted; the window ends in 50 s.
+    assert_eq!(
+        acquire(&limiter, &[units(limit, 2)], 70),
+        [[0, 2, 0, 50, 50]]
+    );
+    // Now a look is past the limit.
+    assert_eq!(
+        acquire(&limiter, &[units(limit, 0)], 80),
+        [[0, 0, 0, 40, 40]]
+    );
+}
+
+#[test]
 fn a_counting_window_charges_refused_hits() {
     let limiter = limiter();
     let counting = limiter
@@ -59,10 +121,10 @@ fn a_counting_window_charges_refused_hits() {
         acquire(&limiter, &[units(limit, 10)], 80),
         [[0, 10, 0, 40, 40]]
     );
-    // A look changes nothing.
+    // A look changes nothing; past the limit it says to wait the 30 s left.
     assert_eq!(
         acquire(&limiter, &[units(limit, 0)], 90),
-        [[0, 0, 0, 0, 30]]
+        [[0, 0, 0, 30, 30]]
     );
     // The next window starts afresh.
     assert_eq!(
@@ -191,7 +253,16 @@ fn looks_and_exempt_keys_hold_no_state() {
     // The exempt key allows its 7 and stays without state.
     let decisions =
         limiter.acquire_units(&[units(Limit::Plan("sk_internal"), 7), units(fresh, 1)], 0);
-    assert_eq!(decisions[0].decision, Decision::exempt(7));
+    assert_eq!(
+        (
+            decisions[0].decision.allowed,
+            decisions[0].decision.rejected,
+            decisions[0].decision.remaining
+        ),
+        (7, 0, None)
+    );
+    assert_eq!(decisions[0].decision.retry_after, std::time::Duration::ZERO);
+    assert_eq!(decisions[0].decision.reset_after, std::time::Duration::ZERO);
     assert_eq!(fields(&decisions[1].decision), [1, 0, 1, 0, 10]);
     assert_eq!(limiter.stats(0).tracked_keys, 1);
     // u64::MAX units of a plain limit: refused whole, nothing taken.

@@ -212,7 +212,11 @@ fn reconfigure_keeps_state_under_unchanged_rules_only() {
         idle_eviction_s: 0,
         ..LimiterConfig::default()
     };
-    assert!(limiter.reconfigure(&bad).is_err());
+    let error = limiter.reconfigure(&bad).unwrap_err();
+    assert!(
+        matches!(error, tollgate_core::ConfigError::IdleEviction(0)),
+        "{error:?}"
+    );
     assert_eq!(limiter.request("free", 2).remaining, None);
     // A tier removed: its keys fall back to the default policy, afresh.
     config.tiers.remove("pro");

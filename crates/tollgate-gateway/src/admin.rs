@@ -11,7 +11,12 @@
 //! | `PUT /admin/policy` | a policy | the policy now in force |
 //! | `POST /admin/tier` | `{"key", "tier"}` | `{"tier"}` |
 //! | `POST /admin/reset` | `{"key"}` | `{"had_state"}` |
+//! | `POST /admin/reset` | `{"route", "key" \| "tenant" \| "ip" \| "header"}` | `{"had_state"}` |
 //! | `POST /admin/inspect` | `{"key"}` | `{"tier", "policy", "exempt", "tracked", "remaining", "reset_after_s"}` |
+//! | `POST /admin/inspect` | `{"route", "key" \| "tenant" \| "ip" \| "header"}` | `{"route", "key_kind", "policy", "tracked", "remaining", "reset_after_s"}` |
+//!
+//! A call with `route` is about the route budget a request on that route
+//! would be held to for that value ([`admin_route_budget`](super::admin_route_budget)).
 //! | `GET /admin/stats` | | `{"tracked_keys", "allowed", "rejected"}` |
 //!
 //! Invalid input gets 400 with a problem+json body and changes nothing; a body
@@ -35,6 +40,7 @@ use subtle::ConstantTimeEq;
 use tollgate_core::{ApiKey, FailurePolicy, Policy, Redacted, StoreError};
 use tollgate_tower::Problem;
 
+use super::admin_route_budget::Target;
 use super::app::App;
 use super::metrics;
 use super::problem::{problem, respond};
@@ -176,23 +182,43 @@ async fn assign_tier(State(app): State<Arc<App>>, body: Bytes) -> Result<Respons
     Ok(json_response(&json!({ "tier": body.tier })))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct KeyBody {
-    key: String,
-}
-
 async fn reset(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, AdminError> {
-    let body: KeyBody = parse(&body)?;
-    let key = key(&body.key)?;
+    let body: Target = parse(&body)?;
+    let reloadable = app.reloadable.load_full();
+    if let Some(budget) = body
+        .route_budget(&reloadable)
+        .map_err(AdminError::bad_request)?
+    {
+        let before = budget.look(app.store.as_ref()).await?;
+        budget.reset(app.store.as_ref()).await?;
+        let had_state = !before.decision.reset_after.is_zero();
+        return Ok(json_response(&json!({ "had_state": had_state })));
+    }
+    let key = key(plan_key(&body)?)?;
     let had_state = app.store.reset(key).await?;
     tracing::info!(key = %Redacted(key), had_state, "key reset");
     Ok(json_response(&json!({ "had_state": had_state })))
 }
 
 async fn inspect(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, AdminError> {
-    let body: KeyBody = parse(&body)?;
-    let report = app.store.inspect(key(&body.key)?).await?;
+    let body: Target = parse(&body)?;
+    let reloadable = app.reloadable.load_full();
+    if let Some(budget) = body
+        .route_budget(&reloadable)
+        .map_err(AdminError::bad_request)?
+    {
+        let look = budget.look(app.store.as_ref()).await?;
+        let decision = look.decision;
+        return Ok(json_response(&json!({
+            "route": body.route,
+            "key_kind": budget.kind.label(),
+            "policy": budget.budget.budget.policy(),
+            "tracked": !decision.reset_after.is_zero(),
+            "remaining": decision.remaining,
+            "reset_after_s": decision.reset_after_seconds(),
+        })));
+    }
+    let report = app.store.inspect(key(plan_key(&body)?)?).await?;
     let (remaining, reset_after_s) = match (&report.policy, &report.state) {
         (None, _) => (None, 0),
         (Some(_), Some(state)) => (state.remaining, state.reset_after_seconds()),
@@ -257,6 +283,13 @@ impl IntoResponse for AdminError {
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, AdminError> {
     serde_json::from_slice(body)
         .map_err(|error| AdminError::bad_request(format!("invalid JSON body: {error}")))
+}
+
+/// The API key of a call about a plan.
+fn plan_key(body: &Target) -> Result<&str, AdminError> {
+    body.key.as_deref().ok_or_else(|| {
+        AdminError::bad_request("missing field `key` (or `route` for a route budget)")
+    })
 }
 
 fn key(raw: &str) -> Result<&str, AdminError> {

@@ -15,6 +15,7 @@ use tollgate_core::Store;
 use super::admin_guard::AdminGuard;
 use super::client::ClientConnection;
 use super::config::InForce;
+use super::headers::RateLimitHeaders;
 use super::problem::problem;
 use super::proxy::Proxy;
 use super::reloadable::Reloadable;
@@ -90,22 +91,35 @@ pub(crate) async fn handle(
         },
         Err(reason) => return bad_request(reason),
     }
+    // Decisions for proxies that ask first, at the path in normal form.
+    if let Some(forward_auth) = &reloadable.forward_auth
+        && request.uri().path() == forward_auth.path
+    {
+        return forward_auth
+            .decide(app.store.as_ref(), &reloadable, request.headers(), peer)
+            .await;
+    }
     let route = reloadable.routes.find(request.uri().path());
     if route.is_none() && !reloadable.routes.is_empty() {
         let detail = format!("no route matches {}", request.uri().path());
         return problem(StatusCode::NOT_FOUND, detail);
     }
-    let headers = match limit::admit(
-        app.store.as_ref(),
-        &reloadable,
-        route,
-        request.headers(),
-        peer,
-    )
-    .await
-    {
-        Ok(headers) => headers,
-        Err(response) => return response,
+    let headers = if route.is_some_and(|route| route.preflight_passes) && is_preflight(&request) {
+        // Passed on without a key or budget (`preflight = "pass"`).
+        RateLimitHeaders::default()
+    } else {
+        match limit::admit(
+            app.store.as_ref(),
+            &reloadable,
+            route,
+            request.headers(),
+            peer,
+        )
+        .await
+        {
+            Ok(headers) => headers,
+            Err(response) => return response,
+        }
     };
     let mut response = match route {
         Some(route) => {
@@ -117,6 +131,17 @@ pub(crate) async fn handle(
     };
     headers.insert_into(response.headers_mut());
     response
+}
+
+/// Whether `request` is a CORS preflight (the Fetch standard): `OPTIONS`
+/// with `Access-Control-Request-Method`.
+fn is_preflight(request: &Request) -> bool {
+    is_preflight_of(request.method(), request.headers())
+}
+
+/// Whether a request of `method` with `headers` is a CORS preflight.
+pub(crate) fn is_preflight_of(method: &Method, headers: &http::HeaderMap) -> bool {
+    method == Method::OPTIONS && headers.contains_key(http::header::ACCESS_CONTROL_REQUEST_METHOD)
 }
 
 /// Why an HTTP/1.1 request's `Host` makes it unanswerable, if it does: RFC

@@ -48,43 +48,99 @@ impl RateLimitHeaders {
     }
 }
 
-/// The headers for `fields`, none when there are no fields.
+/// The headers for `fields`, none when there are no fields. A lone field
+/// (the common case) takes its constant values from the policy's prepared
+/// headers and builds only its numbers.
 pub(crate) fn rate_limit_headers(fields: &[RateLimitField<'_>]) -> RateLimitHeaders {
-    let Some(tightest) = fields.iter().min_by_key(|field| {
-        let remaining = field.decision.remaining.unwrap_or(u64::MAX);
-        (remaining, std::cmp::Reverse(field.decision.reset_after))
-    }) else {
-        return RateLimitHeaders::default();
-    };
-    let (policy, state, limit) = match fields {
+    let values = match fields {
+        [] => return RateLimitHeaders::default(),
         [only] => prepared::with_template(only.name, only.quota, only.window_s, |prepared| {
-            (
-                prepared.template.policy().clone(),
-                prepared.template.state(only.decision),
-                prepared.limit.clone(),
-            )
+            let remaining = only.decision.remaining.unwrap_or(0);
+            let reset = only.decision.reset_after_seconds();
+            Values {
+                policy: prepared.template.policy().clone(),
+                state: prepared.template.state_of(remaining, reset),
+                limit: prepared.limit.clone(),
+                remaining: number(remaining),
+                reset: number(reset),
+            }
         }),
         _ => {
+            let tightest = fields
+                .iter()
+                .min_by_key(|field| {
+                    let remaining = field.decision.remaining.unwrap_or(u64::MAX);
+                    (remaining, std::cmp::Reverse(field.decision.reset_after))
+                })
+                .unwrap_or(&fields[0]);
             let (policy, state) = RateLimitField::headers(fields);
-            (policy, state, number(tightest.quota))
+            Values {
+                policy,
+                state,
+                limit: number(tightest.quota),
+                remaining: number(tightest.decision.remaining.unwrap_or(0)),
+                reset: number(tightest.decision.reset_after_seconds()),
+            }
         }
     };
     RateLimitHeaders {
-        values: Some(Values {
-            policy,
-            state,
-            limit,
-            remaining: number(tightest.decision.remaining.unwrap_or(0)),
-            reset: number(tightest.decision.reset_after_seconds()),
-        }),
+        values: Some(values),
     }
 }
 
-/// `value` in decimal, as a header value in one allocation of its exact size.
+/// `value` in decimal, as a header value: below [`SMALL_NUMBERS`] a static
+/// one (no allocation: counts of seconds and small quotas), else one
+/// allocation of its exact size.
 fn number(value: u64) -> HeaderValue {
+    if let Some(small) = small_number(value) {
+        return small;
+    }
     // Digits only, so this never fails.
     HeaderValue::from_str(itoa::Buffer::new().format(value))
         .unwrap_or_else(|_| HeaderValue::from_static("0"))
+}
+
+/// The numbers [`number`] answers without allocating: 0 to 999.
+const SMALL_NUMBERS: u64 = 1000;
+
+/// The length of "0123456789101112...999": 10 numbers of one digit, 90 of
+/// two, 900 of three.
+const SMALL_NUMBERS_TEXT: usize = 10 + 90 * 2 + 900 * 3;
+
+/// Every number below [`SMALL_NUMBERS`] in decimal, one after the other.
+static SMALL_NUMBERS_DIGITS: [u8; SMALL_NUMBERS_TEXT] = small_numbers_digits();
+
+const fn small_numbers_digits() -> [u8; SMALL_NUMBERS_TEXT] {
+    let mut digits = [0u8; SMALL_NUMBERS_TEXT];
+    let mut at = 0;
+    let mut number = 0;
+    while number < SMALL_NUMBERS as usize {
+        if number >= 100 {
+            digits[at] = b'0' + (number / 100) as u8;
+            at += 1;
+        }
+        if number >= 10 {
+            digits[at] = b'0' + (number / 10 % 10) as u8;
+            at += 1;
+        }
+        digits[at] = b'0' + (number % 10) as u8;
+        at += 1;
+        number += 1;
+    }
+    digits
+}
+
+/// `value` as a static header value, when it is below [`SMALL_NUMBERS`].
+fn small_number(value: u64) -> Option<HeaderValue> {
+    let value = usize::try_from(value).ok()?;
+    let (start, length) = match value {
+        0..10 => (value, 1),
+        10..100 => (10 + (value - 10) * 2, 2),
+        100..1000 => (190 + (value - 100) * 3, 3),
+        _ => return None,
+    };
+    let digits = SMALL_NUMBERS_DIGITS.get(start..start + length)?;
+    HeaderValue::from_maybe_shared(bytes::Bytes::from_static(digits)).ok()
 }
 
 #[cfg(test)]
@@ -137,5 +193,14 @@ mod tests {
         let mut none = HeaderMap::new();
         rate_limit_headers(&[]).insert_into(&mut none);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal_whether_static_or_not() {
+        let large = [1000, 99_999, u64::MAX];
+        for value in (0..=SMALL_NUMBERS).chain(large) {
+            assert_eq!(number(value), value.to_string().as_str(), "{value}");
+        }
+        assert_eq!(number(u64::MAX), "18446744073709551615");
     }
 }

@@ -13,6 +13,7 @@
 
 mod admin;
 mod admin_guard;
+mod admin_route_budget;
 mod api_key;
 mod app;
 mod body_timeout;
@@ -21,6 +22,7 @@ mod client_body;
 pub mod config;
 mod demo;
 mod error;
+mod forward_auth;
 mod headers;
 mod hop_by_hop;
 mod limit;

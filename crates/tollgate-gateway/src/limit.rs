@@ -2,13 +2,12 @@
 //! budget (or the host default), decided together, all or nothing.
 
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
 use tollgate_core::{
-    Limit, LimitDecision, Redacted, RouteBudgetChoice, RouteBudgets, RouteKeyKind, Store,
-    route_store_key,
+    Limit, LimitDecision, Redacted, RouteBudgetChoice, RouteBudgets, RouteKeyKind, Stopwatch,
+    Store, route_store_key,
 };
 use tollgate_tower::{Problem, RateLimitField, advertised_quota, record_denial};
 
@@ -52,27 +51,23 @@ pub(crate) async fn admit(
     }
     let route_limit = route_limit(reloadable, route, route_name, key, headers, peer)
         .map_err(|reason| respond(Problem::unauthorized(reason)))?;
-    let mut limits = vec![Limit::Plan(key)];
-    if let Some(route_limit) = &route_limit {
-        limits.push(Limit::Policy {
-            key: &route_limit.key,
-            policy: &route_limit.budget.prepared,
-        });
-    }
-    let started = Instant::now();
-    // A store answers one decision per limit; a short answer is a store
-    // failure, not a panic.
-    let answer = store.acquire(&limits).await.and_then(|decisions| {
-        if decisions.len() == limits.len() {
-            Ok(decisions)
-        } else {
-            Err(StoreError::Unavailable(format!(
-                "the store answered {} decisions for {} limits",
-                decisions.len(),
-                limits.len()
-            )))
+    let plan_limit = Limit::Plan(key);
+    let stopwatch = Stopwatch::start();
+    // A lone plan on a store that answers at once (the in-memory one) is
+    // decided here, without a future or a `Vec`.
+    let answer = match &route_limit {
+        None => match store.acquire_one_now(&plan_limit) {
+            Some(plan) => Ok(Decisions { plan, route: None }),
+            None => acquire(store, &[plan_limit]).await,
+        },
+        Some(route_limit) => {
+            let route = Limit::Policy {
+                key: &route_limit.key,
+                policy: &route_limit.budget.prepared,
+            };
+            acquire(store, &[plan_limit, route]).await
         }
-    });
+    };
     let decisions = match answer {
         Ok(decisions) => decisions,
         Err(error) => {
@@ -83,13 +78,13 @@ pub(crate) async fn admit(
             };
         }
     };
-    reloadable.decisions.record_time(started.elapsed());
-    let plan = &decisions[0];
+    reloadable.decisions.record_time(stopwatch.elapsed());
+    let plan = &decisions.plan;
     let tier = plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
     let plan_field = plan_field(tier, plan);
     let route_field = route_limit
         .as_ref()
-        .zip(decisions.get(1))
+        .zip(decisions.route.as_ref())
         .map(|(limit, decision)| route_field(route_name, limit, decision));
     let headers = match (plan_field, route_field) {
         (Some(plan), Some(route)) => rate_limit_headers(&[plan, route]),
@@ -123,6 +118,41 @@ pub(crate) async fn admit(
     let mut response = respond(Problem::too_many_requests(refused_by, retry_after));
     headers.insert_into(response.headers_mut());
     Err(response)
+}
+
+/// What the limits of a request decided: its plan's, and its route
+/// budget's when it has one.
+struct Decisions {
+    plan: LimitDecision,
+    route: Option<LimitDecision>,
+}
+
+impl Decisions {
+    /// The decisions in the order of the limits: the plan's first.
+    fn iter(&self) -> impl Iterator<Item = &LimitDecision> {
+        std::iter::once(&self.plan).chain(self.route.as_ref())
+    }
+}
+
+/// `limits` (the plan, then the route budget if any) decided together by
+/// `store`. A store answers one decision per limit; a short answer is a
+/// store failure, not a panic.
+async fn acquire(store: &dyn Store, limits: &[Limit<'_>]) -> Result<Decisions, StoreError> {
+    let decisions = store.acquire(limits).await?;
+    if decisions.len() != limits.len() {
+        return Err(StoreError::Unavailable(format!(
+            "the store answered {} decisions for {} limits",
+            decisions.len(),
+            limits.len()
+        )));
+    }
+    let mut decisions = decisions.into_iter();
+    match (decisions.next(), decisions.next()) {
+        (Some(plan), route) => Ok(Decisions { plan, route }),
+        (None, _) => Err(StoreError::Unavailable(
+            "the store answered no decision".to_owned(),
+        )),
+    }
 }
 
 /// The plan's RateLimit field (listed first); none for a key whose plan has

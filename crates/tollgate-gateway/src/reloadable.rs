@@ -9,6 +9,7 @@ use tollgate_tower::ClientIpResolver;
 
 use super::config::{ServeConfig, ServeConfigError, UpstreamConfig};
 use super::demo::DEMO_ROUTE;
+use super::forward_auth::ForwardAuth;
 use super::metrics::DecisionCounters;
 use super::routes::{RouteBudget, RouteTable};
 use tollgate_core::DEFAULT_TIER;
@@ -30,6 +31,8 @@ pub(crate) struct Reloadable {
     pub(crate) failure: FailurePolicy,
     /// The route name of requests without a route (the demo backend).
     pub(crate) demo_route: Arc<str>,
+    /// The decision endpoint, when `[forward_auth] path` is set.
+    pub(crate) forward_auth: Option<ForwardAuth>,
     pub(crate) decisions: DecisionCounters,
 }
 
@@ -64,6 +67,7 @@ impl Reloadable {
             upstream: config.upstream,
             failure: config.store.failure,
             demo_route,
+            forward_auth: ForwardAuth::from_config(&config.forward_auth),
             decisions,
         })
     }

@@ -7,7 +7,7 @@ use http::uri::PathAndQuery;
 use tollgate_core::{PreparedPolicy, Store};
 use tollgate_tower::Budget;
 
-use super::config::{RouteConfig, RouteKey, ServeConfigError};
+use super::config::{Preflight, RouteConfig, RouteKey, ServeConfigError};
 use super::upstream::UpstreamTarget;
 
 /// A budget ready for the store: its `rpm` and `burst`, and the prepared policy.
@@ -38,6 +38,8 @@ pub(crate) struct Route {
     strip_prefix: bool,
     /// The route's own budget and what it is keyed by.
     pub(crate) budget: Option<(RouteBudget, RouteKey)>,
+    /// Whether CORS preflights pass without a key or budget.
+    pub(crate) preflight_passes: bool,
 }
 
 impl Route {
@@ -68,6 +70,7 @@ impl Route {
             upstream_path,
             strip_prefix: config.strip_prefix,
             budget,
+            preflight_passes: config.preflight == Preflight::Pass,
         })
     }
 
@@ -132,6 +135,11 @@ impl RouteTable {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.routes.is_empty()
+    }
+
+    /// The route named `name` (names are unique).
+    pub(crate) fn by_name(&self, name: &str) -> Option<&Route> {
+        self.routes.iter().find(|route| &*route.name == name)
     }
 
     /// The route of `path`: the longest matching prefix.

@@ -208,7 +208,14 @@ async fn a_bad_config_on_reload_is_refused_and_the_old_one_stays() {
     )
     .unwrap();
     let error = gateway.running.reload().unwrap_err().to_string();
-    assert!(error.contains("limit must be"), "{error}");
+    assert_eq!(
+        error,
+        format!(
+            "{}: invalid configuration: line 1, column 1 (`limits.default_policy`): limit must \
+             be an integer from 1 to 2^63-1, got 0",
+            path.display()
+        )
+    );
     // Still serving under the old limits: 4 left.
     assert_eq!(
         header(&gateway.get("/", "sk_a").await, "x-ratelimit-remaining").as_deref(),
@@ -235,19 +242,39 @@ async fn metrics_count_decisions_by_outcome_tier_and_route() {
     assert_eq!(gateway.status("/", "sk_m").await, 200);
     assert_eq!(gateway.status("/", "sk_m").await, 429);
     assert_eq!(gateway.status("/", "sk_m").await, 429);
-    let metrics = gateway.metrics().await;
-    for line in [
-        "tollgate_decisions_total{outcome=\"allowed\",tier=\"default\",route=\"metered\"} 1",
-        "tollgate_decisions_total{outcome=\"rejected\",tier=\"default\",route=\"metered\"} 2",
-        "api_rate_limit_exceeded_total{plugin=\"tollgate\",route=\"metered\",key_kind=\"api_key\"} 2",
-    ] {
-        assert!(
-            metrics.lines().any(|metric| metric == line),
-            "{line} missing from\n{metrics}"
+    // "metered" is no other test's route: these count this gateway's only.
+    for (outcome, count) in [("allowed", 1.0), ("rejected", 2.0)] {
+        let labels = [
+            ("outcome", outcome),
+            ("tier", "default"),
+            ("route", "metered"),
+        ];
+        assert_eq!(
+            gateway
+                .route_sample("tollgate_decisions_total", &labels)
+                .await,
+            Some(count),
+            "{outcome}"
         );
     }
-    assert!(metrics.contains("tollgate_decision_seconds_bucket"));
-    assert!(metrics.contains("tollgate_tracked_keys"));
+    let denials = [
+        ("plugin", "tollgate"),
+        ("route", "metered"),
+        ("key_kind", "api_key"),
+    ];
+    assert_eq!(
+        gateway
+            .route_sample("api_rate_limit_exceeded_total", &denials)
+            .await,
+        Some(2.0)
+    );
+    // The decision time and the tracked keys have no route label: they are
+    // the whole test process's, so only their presence (and at least this
+    // gateway's three decisions) can be told.
+    let samples = gateway.samples().await;
+    let decisions = samples.value("tollgate_decision_seconds_count", &[]);
+    assert!(decisions.is_some_and(|count| count >= 3.0), "{decisions:?}");
+    assert!(samples.value("tollgate_tracked_keys", &[]).is_some());
     let health = gateway
         .client
         .get(gateway.admin_url("/healthz"))
@@ -362,4 +389,26 @@ async fn a_store_url_that_is_not_redis_is_named_with_its_file_and_never_shown() 
             path.display()
         )
     );
+}
+
+#[test]
+fn the_exposition_is_read_sample_by_sample() {
+    let exposition = support::exposition::Exposition::parse(
+        "# TYPE hits counter\nhits{route=\"a\",kind=\"x\"} 10\nhits{kind=\"x\",route=\"b\"} 1\n\
+         up 1 1700000000\nodd{v=\"q\\\"uote,d\"} 2\n",
+    );
+    // `} 1` is not `} 10`, and labels match as a set, in any order.
+    assert_eq!(
+        exposition.value("hits", &[("kind", "x"), ("route", "a")]),
+        Some(10.0)
+    );
+    assert_eq!(
+        exposition.value("hits", &[("route", "b"), ("kind", "x")]),
+        Some(1.0)
+    );
+    assert_eq!(exposition.value("hits", &[("route", "a")]), None);
+    assert_eq!(exposition.value("up", &[]), Some(1.0));
+    assert_eq!(exposition.value("odd", &[("v", "q\"uote,d")]), Some(2.0));
+    assert!(exposition.any_with("hits", "route", "b"));
+    assert!(!exposition.any_with("hits", "route", "c"));
 }

@@ -3,10 +3,13 @@
 -- units (COUNTING_FIXED_WINDOW) is charged its units whatever the others
 -- decide; the others are all or nothing among themselves (each checked with
 -- its units, each charged only if every one allows all of its units); 0
--- units only look. Concurrent requests share one call.
+-- units only look. Concurrent requests share one call. A request run past
+-- its deadline (Redis resuming from a stall, its caller long answered by the
+-- failure policy) does nothing.
 --
--- Rust twin: src/call.rs builds these arguments (`invoke`, from its
--- `Request`s of `ScriptLimit`s) and reads the reply (`read_replies`); the
+-- Rust twin: src/call.rs builds these arguments (`decide`, `invoke`, from
+-- its `Request`s of `ScriptLimit`s; the deadlines from
+-- src/context/redis_clock.rs) and reads the reply (`read_replies`); the
 -- codes are the constants of common.lua and src/protocol.rs; the rule is
 -- crates/tollgate-core/src/limiter/mod.rs's `acquire_together`.
 --
@@ -15,19 +18,25 @@
 -- of rules, then RULE_FIELDS fields per rule: algorithm (FIXED_WINDOW,
 -- COUNTING_FIXED_WINDOW, SLIDING_LOG, TOKEN_BUCKET), limit, window (us),
 -- burst, state version; then per request: its number of limits, a write flag
--- (WRITE, or READ_ONLY to only read), and per limit: its rule (1-based), its
+-- (WRITE, or READ_ONLY to only read), its deadline (microseconds on Redis's
+-- own clock, TIME: past it the request does nothing; NO_DEADLINE only for a
+-- request that does not write), and per limit: its rule (1-based), its
 -- units (at most 2^52) and the tier the caller expects (NO_TIER for none to
 -- check).
 -- KEYS, per limit in the same order: its state; its log list when its rule is
 -- a sliding log; its tier key when a tier is expected.
 --
--- Returns one flat array: per request, DECIDED followed by OUTCOME_FIELDS
--- numbers per limit: the time its units count at (us; what a refund names),
--- allowed, remaining, retry_after, reset_after; or TIER_CHANGED, index
--- (1-based), actual tier when a plan's tier is not the one expected (nothing
--- of that request is decided); or FAILED, message.
+-- Returns one flat array: Redis's TIME when the call ran (us; the caller
+-- learns Redis's clock from it), then per request: DECIDED followed by
+-- OUTCOME_FIELDS numbers per limit: the time its units count at (us; what a
+-- refund names), allowed, remaining, retry_after, reset_after; or
+-- TIER_CHANGED, index (1-based), actual tier when a plan's tier is not the
+-- one expected (nothing of that request is decided); or EXPIRED when Redis
+-- ran the call past the request's deadline (its caller has given up, after a
+-- stall: nothing read, nothing written); or FAILED, message.
 
-local now = script_now(ARGV[1])
+local time = redis_time()
+local now = script_now(ARGV[1], time)
 minimum_ttl = tonumber(ARGV[2])
 
 local rules = {}
@@ -69,6 +78,10 @@ local function read_limits(limits, at, key)
 end
 
 local function decide(index, units, write)
+  -- A look (0 units) writes nothing, as the core's peek changes nothing:
+  -- writing the state back tidied (expired runs dropped, a new window begun)
+  -- would let a later call on a lagging clock count without what it dropped.
+  write = write and units > 0
   local rule = limit_rules[index]
   local algorithm, limit, window, burst, version = rule[1], rule[2], rule[3], rule[4], rule[5]
   local key, state = state_keys[index], states[index]
@@ -124,10 +137,9 @@ local function handle(replies, limits, write)
     replies[n + 6] = reset_after
     return
   end
-  -- Check every all-or-nothing limit with nothing taken (writing the state
-  -- back tidied, expired runs dropped, which changes no decision); then
-  -- charge each only if all allow their units. Counting limits and looks
-  -- (0 units) are decided on their own.
+  -- Check every all-or-nothing limit with nothing taken (a look: nothing
+  -- written); then charge each only if all allow their units. Counting
+  -- limits and looks (0 units) are decided on their own.
   local checks = {}
   local everyone = true
   for index = 1, limits do
@@ -172,26 +184,56 @@ local function handle(replies, limits, write)
   end
 end
 
-local replies = {}
+-- Why a request is not to be decided: EXPIRED past its deadline (its caller
+-- has answered without it, by the failure policy, and must find nothing
+-- charged), FAILED and a message for a write without a deadline; nil when it
+-- is to be decided.
+local function not_decided(write, deadline)
+  if deadline == NO_DEADLINE then
+    if write then
+      return FAILED, 'a request that writes needs a deadline'
+    end
+    return nil
+  end
+  local by = tonumber(deadline)
+  if not by then
+    return FAILED, 'invalid deadline'
+  end
+  if time > by then
+    return EXPIRED
+  end
+  return nil
+end
+
+local replies = {time}
 local key = 1
 local requests = tonumber(ARGV[at])
 at = at + 1
 for _ = 1, requests do
   local limits = tonumber(ARGV[at])
   local write = ARGV[at + 1] == WRITE
-  at, key = read_limits(limits, at + 2, key)
-  -- A failing request fails alone, not the call it shares.
+  local deadline = ARGV[at + 2]
+  at, key = read_limits(limits, at + 3, key)
   local before = #replies
-  local ok, failure = pcall(handle, replies, limits, write)
-  if not ok then
-    for index = #replies, before + 1, -1 do
-      replies[index] = nil
-    end
-    if type(failure) == 'table' and failure.err then
-      failure = failure.err
-    end
+  local status, message = not_decided(write, deadline)
+  if status == EXPIRED then
+    replies[before + 1] = EXPIRED
+  elseif status == FAILED then
     replies[before + 1] = FAILED
-    replies[before + 2] = tostring(failure)
+    replies[before + 2] = message
+  else
+    -- A failing request fails alone, not the call it shares.
+    local ok, failure = pcall(handle, replies, limits, write)
+    if not ok then
+      for index = #replies, before + 1, -1 do
+        replies[index] = nil
+      end
+      if type(failure) == 'table' and failure.err then
+        failure = failure.err
+      end
+      replies[before + 1] = FAILED
+      replies[before + 2] = tostring(failure)
+    end
   end
 end
 return replies

@@ -24,6 +24,8 @@ local DEFAULT_TIER = 'default' -- protocol::DEFAULT_TIER: a plan without a tier
 local DECIDED = 0 -- protocol::DECIDED: reply status, then the outcomes
 local TIER_CHANGED = 1 -- protocol::TIER_CHANGED: reply status, then index, tier
 local FAILED = 2 -- protocol::FAILED: reply status, then the message
+local EXPIRED = 3 -- protocol::EXPIRED: reply status, the deadline had passed
+local NO_DEADLINE = '' -- protocol::NO_DEADLINE: a request that only reads
 local OUTCOME_FIELDS = 5 -- protocol::OUTCOME_FIELDS: numbers per limit decided
 local ADMIN_TIER = 'tier' -- protocol::ADMIN_TIER: admin command, set the tier
 local ADMIN_RESET = 'reset' -- protocol::ADMIN_RESET: admin command, drop the state
@@ -54,14 +56,19 @@ local function ceil_div(a, b)
   return q
 end
 
+-- Redis's own clock (TIME) in microseconds.
+local function redis_time()
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000000 + tonumber(time[2])
+end
+
 -- The time of a call in microseconds: `argument` (the caller's time), or
--- Redis's TIME when it is REDIS_TIME.
-local function script_now(argument)
+-- Redis's (`time` when the caller read it already) when it is REDIS_TIME.
+local function script_now(argument, time)
   if argument ~= REDIS_TIME then
     return tonumber(argument)
   end
-  local time = redis.call('TIME')
-  return tonumber(time[1]) * 1000000 + tonumber(time[2])
+  return time or redis_time()
 end
 
 -- The shortest TTL to set, in microseconds (set by the entry script).

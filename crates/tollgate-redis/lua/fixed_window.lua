@@ -53,7 +53,8 @@ local function fixed_window(key, state, version, limit, window, now, units, writ
   end
   local until_end = (index + 1) * window - now
   local retry_after = 0
-  if allowed < units then
+  if allowed < units or (counting and count > limit) then
+    -- Refused, or a counting window past its limit (a look says so too).
     retry_after = until_end
   end
   local reset_after = 0
@@ -64,4 +65,24 @@ local function fixed_window(key, state, version, limit, window, now, units, writ
     state = store(key, string.format('%s:%d:%d', version, index, count), reset_after)
   end
   return allowed, remaining, retry_after, reset_after, state, index * window
+end
+
+-- A refund (lua/give_back.lua; the engine's FixedWindow::give_back): `units`
+-- come off the count of the window a request at `now` counts in (the stored
+-- one when `now` is older), not below 0, the key kept to that window's end;
+-- a count brought to 0 drops the key (fresh, as if never charged); a state
+-- of an earlier window is left as it is (it counts nothing at `now`). A
+-- count at count_cap gives nothing back: what was counted past it is no
+-- longer known. Returns the state the key holds afterwards (false: none).
+local function fixed_window_give_back(key, state, version, window, now, units)
+  local index, count = read_state(state, version)
+  if not index or floor_div(now, window) > index or count >= count_cap then
+    return state
+  end
+  count = count - units
+  if count <= 0 then
+    redis.call('DEL', key)
+    return false
+  end
+  return store(key, string.format('%s:%d:%d', version, index, count), (index + 1) * window - now)
 end

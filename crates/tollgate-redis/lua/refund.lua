@@ -1,16 +1,22 @@
 -- Gives back `units` a request took from one limit and must not keep: a
 -- request whose limits sit in different cluster slots takes from each in
 -- turn, and gives back what it took when a later limit refuses (another
--- gateway took the last unit between the check and the charge).
+-- gateway took the last unit between the check and the charge) or a later
+-- step fails (past its deadline, after a stall: the request is answered by
+-- the failure policy and keeps nothing). A refund has no deadline: run late,
+-- it still gives back what was taken.
 -- KEYS: the state, the log list (sliding log). ARGV: now (us; REDIS_TIME
 -- for Redis's TIME), then the RULE_FIELDS fields of the rule as acquire.lua
--- takes them: algorithm (FIXED_WINDOW, SLIDING_LOG, TOKEN_BUCKET; a
--- COUNTING_FIXED_WINDOW's units are never given back: it counts what it was
--- asked, and src/split.rs never refunds it), limit,
+-- takes them: algorithm (FIXED_WINDOW, COUNTING_FIXED_WINDOW, SLIDING_LOG,
+-- TOKEN_BUCKET; a COUNTING_FIXED_WINDOW counts what it was asked whatever
+-- the request's other limits decide, so src/split.rs gives its units back
+-- only when the request fails), limit,
 -- window (us), burst, state version; then counted_at (us: where the acquire
 -- script said the units count: a window's start, a run's time), units, the
 -- shortest TTL (us). Returns the units given back (0 when the state has moved
--- on: a new window, a new version, the run gone).
+-- on: a new window, a new version, the run gone; and for a counting window
+-- whose count reached fixed_window.lua's count_cap, where what was counted
+-- is no longer known).
 --
 -- Rust twin: src/refund.rs (`refund`, called by src/split.rs) builds these
 -- arguments and reads the reply; the transitions it undoes are those of
@@ -34,14 +40,15 @@ minimum_ttl = tonumber(ARGV[9])
 if now < counted_at then
   now = counted_at
 end
-if algorithm == COUNTING_FIXED_WINDOW then
-  return 0
-end
 local state = redis.call('GET', KEYS[1])
 
-if algorithm == FIXED_WINDOW then
+if algorithm == FIXED_WINDOW or algorithm == COUNTING_FIXED_WINDOW then
   local index, count = read_state(state, version)
   if not index or index ~= floor_div(counted_at, window) or count < units then
+    return 0
+  end
+  if algorithm == COUNTING_FIXED_WINDOW and count >= 4503599627370496 then
+    -- At fixed_window.lua's count_cap (2^52) the count stopped growing.
     return 0
   end
   count = count - units

@@ -97,3 +97,42 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
   end
   return allowed, limit - counted, retry_after, reset_after, state, now
 end
+
+-- A refund (lua/give_back.lua; the engine's SlidingLog::give_back): up to
+-- `units` of the newest units still counting at `now` go, runs emptied from
+-- the newest back (expired runs stay for the next decision to pop); when no
+-- unit counts at `now` afterwards, the key and its log are dropped (fresh,
+-- as if never charged). Returns the state the key holds afterwards (false:
+-- none).
+local function sliding_log_give_back(key, log, state, version, window, now, units)
+  local counted = read_state(state, version)
+  if not counted then
+    return state
+  end
+  while units > 0 and counted > 0 do
+    local at, count = parse_run(redis.call('LINDEX', log, -1))
+    if at == nil or count == nil or at + window <= now then
+      break
+    end
+    local back = math.min(count, units)
+    units = units - back
+    counted = counted - back
+    if back == count then
+      redis.call('RPOP', log)
+    else
+      redis.call('LSET', log, -1, string.format('%d:%d', at, count - back))
+    end
+  end
+  local newest = nil
+  if counted > 0 then
+    newest = parse_run(redis.call('LINDEX', log, -1))
+  end
+  if newest == nil or newest + window <= now then
+    redis.call('DEL', key, log)
+    return false
+  end
+  local reset_after = newest + window - now
+  state = store(key, string.format('%s:%d:%d', version, counted, newest), reset_after)
+  redis.call('PEXPIRE', log, ttl_ms(reset_after))
+  return state
+end

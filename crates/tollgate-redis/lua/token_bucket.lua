@@ -52,3 +52,30 @@ local function token_bucket(key, state, version, limit, window, burst, now, unit
   end
   return allowed, available - allowed, retry_after, reset_after, state, now
 end
+
+-- A refund (lua/give_back.lua; the engine's TokenBucket::give_back): up to
+-- `units` tokens, at most `burst`, go back in: the time the bucket is full
+-- again moves back by their worth (at most burst x W, below 2^52, so only
+-- that and differences from the stored time are computed, never
+-- (t - now) x limit); a bucket full at `now` afterwards is dropped (fresh,
+-- as if never charged); one full already is left as it is. Returns the
+-- state the key holds afterwards (false: none).
+local function token_bucket_give_back(key, state, version, limit, window, burst, now, units)
+  local t, r = read_state(state, version)
+  if not t or t < now or (t == now and r == 0) then
+    return state
+  end
+  local worth = math.min(units, burst) * window
+  local carry = floor_div(worth, limit)
+  t = t - carry
+  r = r - (worth - carry * limit)
+  if r < 0 then
+    r = r + limit
+    t = t - 1
+  end
+  if t < now or (t == now and r == 0) then
+    redis.call('DEL', key)
+    return false
+  end
+  return store(key, string.format('%s:%d:%d', version, t, r), (t - now) + ceil_div(r, limit))
+end

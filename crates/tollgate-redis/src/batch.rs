@@ -3,7 +3,9 @@
 //! [`MAX_BATCH`]), each still decided atomically on its own. Redis spends most
 //! of a small script's cost on running a script at all, so this multiplies the
 //! decisions it makes per second; a lone request still goes at once. The
-//! call itself is [`call::invoke`].
+//! call itself is [`call::decide`]: each request carries its caller's
+//! deadline, so a call Redis runs late (after a stall) charges none of the
+//! requests whose callers have given up.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,12 +15,14 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::call::{self, Reply, Request};
 use crate::connection::Connection;
+use crate::context::redis_clock::RedisClock;
 use tollgate_core::StoreError;
 
 /// The most requests in one call.
 const MAX_BATCH: usize = 128;
 
-/// The most calls under way at once.
+/// The most calls under way at once: sent and not yet answered by Redis, nor
+/// ended by the Redis client's response timeout (the store's timeout).
 const MAX_IN_FLIGHT: usize = 2;
 
 struct Job {
@@ -98,6 +102,7 @@ impl Batcher {
     pub(crate) fn start(
         connection: Connection,
         script: Arc<Script>,
+        clock: Arc<RedisClock>,
         now: Arc<dyn Fn() -> String + Send + Sync>,
         minimum_ttl: u64,
     ) -> Self {
@@ -141,9 +146,9 @@ impl Batcher {
                     .drain(..)
                     .filter(|job| job.is_wanted(now_instant))
                     .collect();
-                let Some(deadline) = jobs.iter().map(|job| job.deadline).min() else {
+                if jobs.is_empty() {
                     continue;
-                };
+                }
                 let size = jobs.len();
                 under_way.send_modify(|under_way| under_way.add(size));
                 // Counted out when the call ends, however it ends.
@@ -153,21 +158,26 @@ impl Batcher {
                 };
                 let mut connection = connection.clone();
                 let script = Arc::clone(&script);
+                let clock = Arc::clone(&clock);
                 let now = now();
                 tokio::spawn(async move {
-                    let requests: Vec<&Request> = jobs.iter().map(|job| &job.request).collect();
-                    // Given up when the first caller gives up: a call still
-                    // waiting for a connection then must never run later.
-                    let replies = tokio::time::timeout_at(
-                        deadline.into(),
-                        call::invoke(&mut connection, &script, &now, minimum_ttl, &requests),
+                    // Each request with its caller's deadline. The call stays
+                    // under way until Redis answers (or the client's response
+                    // timeout ends it), whoever still waits: a request Redis
+                    // runs after its caller gave up charges nothing.
+                    let requests: Vec<(&Request, Instant)> = jobs
+                        .iter()
+                        .map(|job| (&job.request, job.deadline))
+                        .collect();
+                    let replies = call::decide(
+                        &mut connection,
+                        &script,
+                        &clock,
+                        &now,
+                        minimum_ttl,
+                        &requests,
                     )
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(StoreError::Unavailable(
-                            "Redis did not answer in time".into(),
-                        ))
-                    });
+                    .await;
                     drop(finished);
                     match replies {
                         Ok(replies) => {

@@ -1,6 +1,7 @@
 //! One call of the acquire script (`lua/acquire.lua`, its Lua twin): the
-//! requests it carries, each a list of [`ScriptLimit`]s; the arguments they
-//! become ([`invoke`]); the flat reply read back ([`read_replies`]). Each
+//! requests it carries, each a list of [`ScriptLimit`]s and (when it may
+//! write) a deadline; the arguments they become ([`decide`], [`invoke`] for
+//! reads); the flat reply read back ([`read_replies`]). Each
 //! limit's rule runs `lua/fixed_window.lua`, `lua/sliding_log.lua` or
 //! `lua/token_bucket.lua` (`lua/fixed_window.lua` counting refused units
 //! for [`COUNTING_FIXED_WINDOW`](crate::protocol::COUNTING_FIXED_WINDOW)).
@@ -11,15 +12,18 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use redis::{Script, Value};
 use tollgate_core::{PolicyError, PreparedPolicy, StoreError};
 
 use crate::connection::{self, Connection};
+use crate::context::redis_clock::{Node, RedisClock};
 use crate::keys::KeyNames;
 use crate::plans::{Plans, ScriptRule};
 use crate::protocol::{
-    DECIDED, FAILED, NO_TIER, OUTCOME_FIELDS, READ_ONLY, SLIDING_LOG, TIER_CHANGED, WRITE,
+    DECIDED, EXPIRED, FAILED, NO_DEADLINE, NO_TIER, OUTCOME_FIELDS, READ_ONLY, SLIDING_LOG,
+    TIER_CHANGED, WRITE,
 };
 
 /// One limit of a request as the scripts take it: the Redis keys of its
@@ -90,10 +94,58 @@ pub(crate) struct Request {
     pub(crate) write: bool,
 }
 
-/// Runs `requests` in one call of the acquire `script` at `now`
-/// ([`REDIS_TIME`](crate::protocol::REDIS_TIME): Redis's time). The rules of
-/// the call are sent once each, the requests' limits name them by number
-/// (see `lua/acquire.lua`).
+/// Runs `requests`, each with the instant its caller stops waiting, in one
+/// call of the acquire `script` at `now` ([`REDIS_TIME`]: Redis's time):
+/// each request is decided only if Redis runs the call by its deadline (its
+/// caller's, on Redis's own clock, a margin earlier: see [`RedisClock`]), and
+/// is [`Reply::Expired`] otherwise, having done nothing. The node's clock is
+/// learnt first when it is not known yet (a `TIME`), and again from the reply.
+///
+/// [`REDIS_TIME`]: crate::protocol::REDIS_TIME
+///
+/// # Errors
+///
+/// [`StoreError::Unavailable`] when Redis fails or the reply is not the
+/// script's.
+pub(crate) async fn decide(
+    connection: &mut Connection,
+    script: &Script,
+    clock: &RedisClock,
+    now: &str,
+    minimum_ttl: u64,
+    requests: &[(&Request, Instant)],
+) -> Result<Vec<Reply>, StoreError> {
+    let first_key = requests
+        .iter()
+        .flat_map(|(request, _)| &request.limits)
+        .map(|limit| limit.names.state.as_str())
+        .next()
+        .unwrap_or_default();
+    let node = Node::of(connection, first_key);
+    let offset = clock.offset(connection, node).await?;
+    let deadlines: Vec<String> = requests
+        .iter()
+        .map(|&(_, by)| clock.deadline(offset, by).to_string())
+        .collect();
+    let sent = Instant::now();
+    let timed: Vec<(&Request, &str)> = requests
+        .iter()
+        .zip(&deadlines)
+        .map(|(&(request, _), deadline)| (request, deadline.as_str()))
+        .collect();
+    let (time, replies) = call(connection, script, now, minimum_ttl, &timed).await?;
+    clock.learn(node, sent, Instant::now(), time);
+    Ok(replies)
+}
+
+/// Runs `requests`, which only read (`inspect`), in one call of the acquire
+/// `script` at `now`, with no deadline: the script refuses a request that
+/// writes without one ([`Reply::Failed`]).
+///
+/// # Errors
+///
+/// [`StoreError::Unavailable`] when Redis fails or the reply is not the
+/// script's.
 pub(crate) async fn invoke(
     connection: &mut Connection,
     script: &Script,
@@ -101,10 +153,31 @@ pub(crate) async fn invoke(
     minimum_ttl: u64,
     requests: &[&Request],
 ) -> Result<Vec<Reply>, StoreError> {
-    let mut rules: HashMap<&str, usize> = HashMap::new();
+    let untimed: Vec<(&Request, &str)> = requests
+        .iter()
+        .map(|&request| (request, NO_DEADLINE))
+        .collect();
+    let (_, replies) = call(connection, script, now, minimum_ttl, &untimed).await?;
+    Ok(replies)
+}
+
+/// One call of the acquire script: `requests` with their deadlines as the
+/// script takes them. The rules of the call are sent once each, the
+/// requests' limits name them by number (see `lua/acquire.lua`). Redis's
+/// `TIME` when it ran, and the replies.
+async fn call(
+    connection: &mut Connection,
+    script: &Script,
+    now: &str,
+    minimum_ttl: u64,
+    requests: &[(&Request, &str)],
+) -> Result<(u64, Vec<Reply>), StoreError> {
+    // A rule is named by its version and its limit: windows counting refused
+    // units share a version across limits (a changed limit keeps the count).
+    let mut rules: HashMap<(&str, u64), usize> = HashMap::new();
     let mut distinct: Vec<&ScriptRule> = Vec::new();
-    for limit in requests.iter().flat_map(|request| &request.limits) {
-        rules.entry(limit.rule.version.as_str()).or_insert_with(|| {
+    for limit in requests.iter().flat_map(|(request, _)| &request.limits) {
+        rules.entry(limit.rule.name()).or_insert_with(|| {
             distinct.push(&limit.rule);
             distinct.len()
         });
@@ -115,15 +188,16 @@ pub(crate) async fn invoke(
         invocation.arg(&rule.fields());
     }
     invocation.arg(requests.len());
-    for request in requests {
+    for &(request, deadline) in requests {
         invocation
             .arg(request.limits.len())
-            .arg(if request.write { WRITE } else { READ_ONLY });
+            .arg(if request.write { WRITE } else { READ_ONLY })
+            .arg(deadline);
         for limit in &request.limits {
             let names = &limit.names;
             invocation
                 .key(&names.state)
-                .arg(rules.get(limit.rule.version.as_str()).copied().unwrap_or(0))
+                .arg(rules.get(&limit.rule.name()).copied().unwrap_or(0))
                 .arg(limit.units.min(MAX_SCRIPT_UNITS));
             if limit.rule.algorithm == SLIDING_LOG {
                 invocation.key(&names.log);
@@ -144,7 +218,7 @@ pub(crate) async fn invoke(
         .map_err(|error| connection::unavailable(&error, connection.is_cluster()))?;
     let shapes: Vec<usize> = requests
         .iter()
-        .map(|request| request.limits.len())
+        .map(|(request, _)| request.limits.len())
         .collect();
     read_replies(&reply, &shapes).ok_or_else(unexpected)
 }
@@ -152,6 +226,13 @@ pub(crate) async fn invoke(
 /// The error of a reply that is not of the shape the script answers.
 pub(crate) fn unexpected() -> StoreError {
     StoreError::Unavailable("unexpected reply from the script".into())
+}
+
+/// The error of a request Redis ran past its deadline ([`Reply::Expired`]).
+pub(crate) fn expired() -> StoreError {
+    StoreError::Unavailable(
+        "Redis ran the call after its deadline (it had stalled); nothing was charged".into(),
+    )
 }
 
 /// What one limit decided, in microseconds.
@@ -178,16 +259,21 @@ pub(crate) enum Reply {
     },
     /// The request failed inside the script (the others of the call did not).
     Failed(String),
+    /// Redis ran the call past the request's deadline: its caller has given
+    /// up, and nothing was read or written.
+    Expired,
 }
 
 /// Reads the acquire script's flat reply for requests of `shapes[i]` limits
-/// each: per request a status ([`DECIDED`], [`TIER_CHANGED`], [`FAILED`]) and
-/// its fields. `None` when the reply is not of that shape.
-pub(crate) fn read_replies(value: &Value, shapes: &[usize]) -> Option<Vec<Reply>> {
+/// each: Redis's `TIME` (µs) when it ran, then per request a status
+/// ([`DECIDED`], [`TIER_CHANGED`], [`FAILED`], [`EXPIRED`]) and its fields.
+/// `None` when the reply is not of that shape.
+pub(crate) fn read_replies(value: &Value, shapes: &[usize]) -> Option<(u64, Vec<Reply>)> {
     let Value::Array(items) = value else {
         return None;
     };
     let mut items = items.iter();
+    let time = integer(items.next()?)?;
     let mut replies = Vec::with_capacity(shapes.len());
     for &limits in shapes {
         let reply = match integer(items.next()?)? {
@@ -220,11 +306,12 @@ pub(crate) fn read_replies(value: &Value, shapes: &[usize]) -> Option<Vec<Reply>
                 }
             }
             FAILED => Reply::Failed(text(items.next()?)?),
+            EXPIRED => Reply::Expired,
             _ => return None,
         };
         replies.push(reply);
     }
-    items.next().is_none().then_some(replies)
+    items.next().is_none().then_some((time, replies))
 }
 
 fn integer(value: &Value) -> Option<u64> {
@@ -244,11 +331,88 @@ fn text(value: &Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use tollgate_core::Policy;
+
     use super::*;
+    use crate::connection::Target;
+    use crate::keys::Space;
+
+    /// A connection to the Redis at `REDIS_URL`. The tests using it are
+    /// ignored without it (the build script's `has_redis`); one that runs
+    /// fails when it is not set (under `CI=true`).
+    fn connection() -> Connection {
+        let url = std::env::var("REDIS_URL")
+            .ok()
+            .filter(|url| !url.is_empty())
+            .expect("REDIS_URL is not set: under CI=true the call tests need a Redis");
+        Connection::open(&Target::Standalone(url), Duration::from_secs(2))
+            .unwrap()
+            .0
+    }
+
+    #[tokio::test]
+    #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+    async fn a_request_past_its_deadline_does_nothing_and_a_write_needs_one() {
+        let mut connection = connection();
+        let script = crate::script::acquire();
+        let clock = RedisClock::new(Duration::from_millis(50));
+        let prefix = format!("tollgate-test-{}-call", std::process::id());
+        let names = Arc::new(KeyNames::new(&prefix, Space::Policy, "deadline", None));
+        let policy = Policy::fixed_window(5, 60).unwrap();
+        let rule = ScriptRule::new(policy, "p-deadline".into()).unwrap();
+        let limit = ScriptLimit {
+            names: Arc::clone(&names),
+            tier: None,
+            rule: Arc::new(rule),
+            units: 1,
+        };
+        let take = Request {
+            limits: vec![limit.clone()],
+            write: true,
+        };
+        let look = Request {
+            limits: vec![limit.with_units(0)],
+            write: false,
+        };
+        // 2100-01-01T00:00:10Z: the decisions' time, not the deadlines'.
+        let now = "4102444810000000";
+        let ttl = 600_000_000;
+        // One caller gave up a second ago, one waits 5 s more: the first
+        // takes nothing, the second one unit, and a look sees that unit.
+        let gone = Instant::now() - Duration::from_secs(1);
+        let waiting = Instant::now() + Duration::from_secs(5);
+        let calls = [(&take, gone), (&take, waiting), (&look, waiting)];
+        let replies = decide(&mut connection, &script, &clock, now, ttl, &calls)
+            .await
+            .unwrap();
+        let remaining = |reply: &Reply| match reply {
+            Reply::Decided(outcomes) => (outcomes[0].allowed, outcomes[0].remaining),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(replies[0], Reply::Expired);
+        assert_eq!(remaining(&replies[1]), (1, 4));
+        assert_eq!(remaining(&replies[2]), (0, 4));
+        // No deadline: a write is refused, a read is answered.
+        let replies = invoke(&mut connection, &script, now, ttl, &[&take, &look])
+            .await
+            .unwrap();
+        let refused = Reply::Failed("a request that writes needs a deadline".into());
+        assert_eq!(replies[0], refused);
+        assert_eq!(remaining(&replies[1]), (0, 4));
+        let _: i64 = redis::cmd("DEL")
+            .arg(&names.state)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    }
 
     #[test]
     fn reads_every_shape_of_reply() {
         let reply = Value::Array(vec![
+            // Redis's TIME when the call ran.
+            Value::Int(4_102_444_800_000_123),
             Value::Int(0),
             Value::Int(1_800_000_000_000_000),
             Value::Int(1),
@@ -260,30 +424,43 @@ mod tests {
             Value::BulkString(b"pro".to_vec()),
             Value::Int(2),
             Value::BulkString(b"WRONGTYPE".to_vec()),
+            Value::Int(3),
         ]);
         assert_eq!(
-            read_replies(&reply, &[1, 2, 1]),
-            Some(vec![
-                Reply::Decided(vec![Outcome {
-                    counted_at: 1_800_000_000_000_000,
-                    allowed: 1,
-                    remaining: 4,
-                    retry_after: 0,
-                    reset_after: 60_000_000
-                }]),
-                Reply::Tier {
-                    index: 1,
-                    tier: "pro".into()
-                },
-                Reply::Failed("WRONGTYPE".into()),
-            ])
+            read_replies(&reply, &[1, 2, 1, 2]),
+            Some((
+                4_102_444_800_000_123,
+                vec![
+                    Reply::Decided(vec![Outcome {
+                        counted_at: 1_800_000_000_000_000,
+                        allowed: 1,
+                        remaining: 4,
+                        retry_after: 0,
+                        reset_after: 60_000_000
+                    }]),
+                    Reply::Tier {
+                        index: 1,
+                        tier: "pro".into()
+                    },
+                    Reply::Failed("WRONGTYPE".into()),
+                    Reply::Expired,
+                ]
+            ))
         );
-        // Too short, too long, an unknown status, a negative number.
-        assert_eq!(read_replies(&reply, &[2, 2, 1]), None);
-        assert_eq!(read_replies(&reply, &[1, 2]), None);
-        assert_eq!(read_replies(&Value::Array(vec![Value::Int(3)]), &[1]), None);
-        let negative = Value::Array(vec![Value::Int(0), Value::Int(5), Value::Int(-1)]);
+        // Too short, too long, an unknown status, a negative number, no
+        // time.
+        assert_eq!(read_replies(&reply, &[2, 2, 1, 2]), None);
+        assert_eq!(read_replies(&reply, &[1, 2, 1]), None);
+        let unknown = Value::Array(vec![Value::Int(7), Value::Int(4)]);
+        assert_eq!(read_replies(&unknown, &[1]), None);
+        let negative = Value::Array(vec![
+            Value::Int(7),
+            Value::Int(0),
+            Value::Int(5),
+            Value::Int(-1),
+        ]);
         assert_eq!(read_replies(&negative, &[1]), None);
+        assert_eq!(read_replies(&Value::Array(vec![]), &[]), None);
         assert_eq!(read_replies(&Value::Int(3), &[1]), None);
     }
 }

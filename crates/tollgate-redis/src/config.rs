@@ -1,4 +1,5 @@
-//! How to reach Redis and what the store's time is.
+//! How to reach Redis, what the store's time is, and how often it reads the
+//! shared default policy.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +50,19 @@ pub struct RedisConfig {
     /// keeps plain SHA-256 names, which anyone who can read Redis can match
     /// against a guessed API key. Changing it starts every key afresh.
     pub key_secret: Option<String>,
+    /// How long the default policy's channel (`PREFIX:config`) may be silent
+    /// before the store reads the policy anyway and pings the channel's node
+    /// (for a `PUBLISH` that failed, a message a cluster lost, a node that
+    /// stopped answering). Default 5 s; at least 1 ms is used.
+    pub policy_reread_after: Duration,
+    /// How long subscribing to the channel (connecting included), and a ping
+    /// of the node it is subscribed on, may take before the store tries the
+    /// next node. Default 5 s; at least 1 ms is used.
+    pub policy_subscribe_timeout: Duration,
+    /// How long the store waits after the channel failed or closed before it
+    /// reads the policy and subscribes again. Default 500 ms; at least 1 ms
+    /// is used.
+    pub policy_resubscribe_after: Duration,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -59,6 +73,9 @@ impl std::fmt::Debug for RedisConfig {
             .field("time", &self.time)
             .field("minimum_ttl", &self.minimum_ttl)
             .field("key_secret", &self.key_secret.as_ref().map(|_| "set"))
+            .field("policy_reread_after", &self.policy_reread_after)
+            .field("policy_subscribe_timeout", &self.policy_subscribe_timeout)
+            .field("policy_resubscribe_after", &self.policy_resubscribe_after)
             .finish_non_exhaustive()
     }
 }
@@ -73,6 +90,9 @@ impl RedisConfig {
             time: TimeSource::Redis,
             minimum_ttl: Duration::ZERO,
             key_secret: None,
+            policy_reread_after: Duration::from_secs(5),
+            policy_subscribe_timeout: Duration::from_secs(5),
+            policy_resubscribe_after: Duration::from_millis(500),
         }
     }
 }

@@ -1,8 +1,11 @@
 //! What every operation of the Redis store works with (deciding in
 //! [`store`](crate::store), the admin operations in [`admin`](crate::admin)):
-//! the connection, the key prefix, the loaded scripts, the store's time, the
-//! plans in force, the tiers remembered per key, and the timeout every call
-//! to Redis is held to.
+//! the connection, the key prefix, the loaded scripts, the store's time,
+//! Redis's clock for the calls' deadlines ([`redis_clock`]), the plans in
+//! force, the tiers remembered per key, and the timeout every call to Redis
+//! is held to.
+
+pub(crate) mod redis_clock;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,6 +19,7 @@ use tollgate_core::StoreError;
 use crate::connection::{self, Connection};
 use crate::keys::{KeyNames, Space};
 use crate::plans::Plans;
+use redis_clock::RedisClock;
 
 /// Tier assignments remembered per process before the cache starts afresh.
 const TIER_CACHE: usize = 100_000;
@@ -39,6 +43,8 @@ pub(crate) struct Context {
     /// Microseconds as text for a script call;
     /// [`REDIS_TIME`](crate::protocol::REDIS_TIME) for Redis's `TIME`.
     pub(crate) now: Arc<dyn Fn() -> String + Send + Sync>,
+    /// Redis's clock, whatever `now` is: the deadlines of script calls.
+    pub(crate) clock: Arc<RedisClock>,
     pub(crate) plans: Arc<ArcSwap<Plans>>,
     /// The tier each plan's tier key was last seen to hold.
     tiers: Mutex<HashMap<String, Arc<str>>>,
@@ -64,6 +70,7 @@ impl Context {
             key_secret,
             timeout,
             now,
+            clock: Arc::new(RedisClock::new(timeout)),
             plans,
             tiers: Mutex::new(HashMap::new()),
         }

@@ -38,6 +38,7 @@ mod config;
 mod connection;
 mod context;
 mod count;
+mod give_back;
 mod keys;
 mod plans;
 mod policy_sync;

@@ -60,6 +60,14 @@ impl ScriptRule {
         })
     }
 
+    /// What tells this rule from the others of one script call: its state
+    /// version and its limit (windows counting refused units of one length
+    /// share a version whatever their limits, so that a changed limit keeps
+    /// the count).
+    pub(crate) fn name(&self) -> (&str, u64) {
+        (self.version.as_str(), self.limit)
+    }
+
     /// Whether its limits are charged whatever the request's other limits
     /// decide (and never refunded): a fixed window counting refused units.
     pub(crate) fn counts_refused(&self) -> bool {
@@ -223,13 +231,13 @@ fn default_rule(policy: Policy, generation: u64) -> Result<Arc<ScriptRule>, Poli
 
 /// A policy as text that every build and platform writes the same way, for
 /// state versions that gateways of different builds sharing one Redis agree on:
-/// `f5.60`, `c5.60` (counting refused units), `s20.60`, `t60.60.5`
-/// (algorithm, limit, window, burst).
+/// `f5.60`, `s20.60`, `t60.60.5` (algorithm, limit, window, burst); `c60` for a
+/// window counting refused units, whose count does not depend on its limit.
 fn canonical(policy: &Policy) -> String {
     match policy.algorithm() {
-        Algorithm::FixedWindow if policy.counts_refused() => {
-            format!("c{}.{}", policy.limit(), policy.window_s())
-        }
+        // The count means the same under any limit (the core's fingerprint
+        // leaves the limit out too): a changed limit keeps the count.
+        Algorithm::FixedWindow if policy.counts_refused() => format!("c{}", policy.window_s()),
         Algorithm::FixedWindow => format!("f{}.{}", policy.limit(), policy.window_s()),
         Algorithm::SlidingLog => format!("s{}.{}", policy.limit(), policy.window_s()),
         Algorithm::TokenBucket => {
@@ -260,7 +268,9 @@ mod tests {
     fn a_counting_window_has_its_own_code_and_versions() {
         let counting = Policy::fixed_window_counting_refused(20, 60).unwrap();
         let plain = Policy::fixed_window(20, 60).unwrap();
-        assert_eq!(canonical(&counting), "c20.60");
+        assert_eq!(canonical(&counting), "c60");
+        let other_limit = Policy::fixed_window_counting_refused(7, 60).unwrap();
+        assert_eq!(canonical(&other_limit), "c60");
         assert_eq!(canonical(&plain), "f20.60");
         let rule = ScriptRule::for_prepared(
             &PreparedPolicy::compile(counting, Resolution::Microseconds).unwrap(),
@@ -268,7 +278,7 @@ mod tests {
         .unwrap();
         assert_eq!(rule.algorithm, COUNTING_FIXED_WINDOW);
         assert!(rule.counts_refused());
-        assert_eq!(rule.version, "pc20.60");
+        assert_eq!(rule.version, "pc60");
         assert!(check_exact(&Policy::fixed_window_counting_refused(1 << 52, 1).unwrap()).is_err());
     }
 

@@ -15,7 +15,8 @@ pub(crate) const FIXED_WINDOW: &str = "f";
 /// (`lua/fixed_window.lua` with its `counting` flag; core's
 /// `Policy::counts_refused`, envoyproxy/ratelimit's `INCRBY` then compare).
 /// Its limits are charged whatever the request's other limits decide, and
-/// never refunded. Lua: `COUNTING_FIXED_WINDOW`.
+/// given back only when the request fails (a cluster's split request whose
+/// last step fails, as past its deadline). Lua: `COUNTING_FIXED_WINDOW`.
 pub(crate) const COUNTING_FIXED_WINDOW: &str = "c";
 
 /// A rule's algorithm code: the sliding log (`lua/sliding_log.lua`), the one
@@ -59,6 +60,17 @@ pub(crate) const TIER_CHANGED: u64 = 1;
 /// script (alone, not the call it shares), followed by the message. Lua:
 /// `FAILED`.
 pub(crate) const FAILED: u64 = 2;
+
+/// A request's status in the acquire script's reply: Redis ran it past its
+/// deadline (after a stall; its caller has answered without it), so it read
+/// and wrote nothing; no fields follow. Lua: `EXPIRED`.
+pub(crate) const EXPIRED: u64 = 3;
+
+/// A request's deadline when it has none: only for a request that does not
+/// write (`inspect`'s read); the script refuses a write without a deadline
+/// ([`FAILED`]). Otherwise the deadline is microseconds on Redis's clock.
+/// Lua: `NO_DEADLINE`.
+pub(crate) const NO_DEADLINE: &str = "";
 
 /// The numbers of one limit's outcome in the acquire script's reply: the time
 /// its units count at, allowed, remaining, retry_after, reset_after. Lua:
@@ -113,6 +125,8 @@ mod tests {
             number("DECIDED", DECIDED),
             number("TIER_CHANGED", TIER_CHANGED),
             number("FAILED", FAILED),
+            number("EXPIRED", EXPIRED),
+            text("NO_DEADLINE", NO_DEADLINE),
             number("OUTCOME_FIELDS", OUTCOME_FIELDS),
             text("ADMIN_TIER", ADMIN_TIER),
             text("ADMIN_RESET", ADMIN_RESET),
@@ -160,7 +174,7 @@ mod tests {
         assert_ne!(NO_TIER, DEFAULT_TIER);
         assert_ne!(ADMIN_TIER, ADMIN_RESET);
         assert_ne!(ADMIN_DONE, ADMIN_NOTHING);
-        let statuses = [DECIDED, TIER_CHANGED, FAILED];
+        let statuses = [DECIDED, TIER_CHANGED, FAILED, EXPIRED];
         assert!(
             statuses
                 .iter()

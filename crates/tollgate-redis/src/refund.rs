@@ -1,7 +1,10 @@
 //! Giving back what a request took from one limit and must not keep: a
 //! request whose limits sit in different cluster slots ([`split`](crate::split))
 //! takes each all-or-nothing limit's units in turn, and gives back the units
-//! taken when a later limit refuses (never a counting window's). This is the Rust twin of `lua/refund.lua`: it sends the
+//! taken when a later limit refuses (never a counting window's), or all the
+//! units it took (a counting window's too) when a later step fails, as past
+//! its deadline after a stall. A refund has no deadline: run late, it still
+//! gives back. This is the Rust twin of `lua/refund.lua`: it sends the
 //! limit's keys, the rule's fields as the acquire script takes them, and the
 //! time the acquire script said the unit counts at.
 
@@ -15,8 +18,9 @@ use crate::connection::{self, Connection};
 /// `counted_at`. `script` is the refund script, `now` the call's time
 /// ([`REDIS_TIME`](crate::protocol::REDIS_TIME) for Redis's), `minimum_ttl`
 /// the shortest TTL to set (µs). The units given back: `limit.units`, or 0
-/// when the state has moved on (and always for a window counting refused
-/// units, which keeps what it was asked).
+/// when the state has moved on (and for a window counting refused units
+/// whose count reached the scripts' cap of 2^52, where what was counted is
+/// no longer known).
 pub(crate) async fn refund(
     connection: &Connection,
     script: &Script,
@@ -41,38 +45,38 @@ pub(crate) async fn refund(
 
 #[cfg(test)]
 mod tests {
-    //! The refund script against a real Redis (`REDIS_URL`), on the caller's
-    //! time: what is given back is what a later decision sees.
+    //! The refund script against a real Redis (`REDIS_URL`; ignored without
+    //! it), on the caller's time: what is given back is what a later
+    //! decision sees.
 
     use std::sync::Arc;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use tollgate_core::Policy;
 
     use super::*;
     use crate::call::{self, Outcome, Reply, Request};
     use crate::connection::Target;
+    use crate::context::redis_clock::RedisClock;
     use crate::keys::{KeyNames, Space};
     use crate::plans::ScriptRule;
     use crate::script;
 
-    /// 2026-12-01T00:00:10Z in microseconds.
-    const T: u64 = 1_796_083_210_000_000;
+    /// 2100-01-01T00:00:10Z in microseconds: far from today, so a decision
+    /// that took Redis's clock instead of the one given would show.
+    const T: u64 = 4_102_444_810_000_000;
     const SECOND: u64 = 1_000_000;
 
-    fn connection() -> Option<Connection> {
-        let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
-        match std::env::var("REDIS_URL") {
-            Ok(url) if !url.is_empty() => {
-                let target = Target::Standalone(url);
-                Some(Connection::open(&target, Duration::from_secs(2)).unwrap().0)
-            }
-            _ if in_ci => panic!("REDIS_URL is not set: CI must provide a Redis"),
-            _ => {
-                eprintln!("skipped: set REDIS_URL to run the refund tests");
-                None
-            }
-        }
+    /// A connection to the Redis at `REDIS_URL`. These tests are ignored
+    /// without it (the build script's `has_redis`); a test that runs fails
+    /// when it is not set (under `CI=true`).
+    fn connection() -> Connection {
+        let url = std::env::var("REDIS_URL")
+            .ok()
+            .filter(|url| !url.is_empty())
+            .expect("REDIS_URL is not set: under CI=true the refund tests need a Redis");
+        let target = Target::Standalone(url);
+        Connection::open(&target, Duration::from_secs(2)).unwrap().0
     }
 
     fn limit(test: &str, policy: Policy) -> ScriptLimit {
@@ -92,6 +96,7 @@ mod tests {
         connection: Connection,
         acquire: Arc<Script>,
         refund: Arc<Script>,
+        clock: RedisClock,
     }
 
     impl Harness {
@@ -103,12 +108,15 @@ mod tests {
             };
             let mut connection = self.connection.clone();
             let now = now.to_string();
-            let mut replies = call::invoke(
+            // Its caller waits 2 s, on this process's clock.
+            let by = Instant::now() + Duration::from_secs(2);
+            let mut replies = call::decide(
                 &mut connection,
                 &self.acquire,
+                &self.clock,
                 &now,
                 600 * SECOND,
-                &[&request],
+                &[(&request, by)],
             )
             .await
             .unwrap();
@@ -144,17 +152,19 @@ mod tests {
         }
     }
 
-    fn harness() -> Option<Harness> {
-        Some(Harness {
-            connection: connection()?,
+    fn harness() -> Harness {
+        Harness {
+            connection: connection(),
             acquire: Arc::new(script::acquire()),
             refund: Arc::new(script::refund()),
-        })
+            clock: RedisClock::new(Duration::from_secs(2)),
+        }
     }
 
     #[tokio::test]
+    #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
     async fn a_fixed_window_gets_its_unit_back_within_the_window_only() {
-        let Some(harness) = harness() else { return };
+        let harness = harness();
         let limit = limit("fixed", Policy::fixed_window(5, 60).unwrap());
         for _ in 0..3 {
             harness.take(&limit, T, 1).await;
@@ -170,8 +180,9 @@ mod tests {
     }
 
     #[tokio::test]
+    #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
     async fn a_late_unit_is_given_back_where_it_was_counted() {
-        let Some(harness) = harness() else { return };
+        let harness = harness();
         // A clock behind the one that wrote the state: the fixed window counts
         // the unit in the stored (later) window, the sliding log in its newest
         // run; each answers where, and the refund finds it there.
@@ -180,7 +191,7 @@ mod tests {
         harness.take(&fixed, next, 1).await;
         let late = harness.take(&fixed, T, 1).await;
         assert_eq!(
-            late.counted_at, 1_796_083_260_000_000,
+            late.counted_at, 4_102_444_860_000_000,
             "the next minute's start"
         );
         assert_eq!(harness.give_back(&fixed, next, late.counted_at).await, 1);
@@ -196,8 +207,9 @@ mod tests {
     }
 
     #[tokio::test]
+    #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
     async fn a_token_bucket_gets_its_token_back_until_it_is_full() {
-        let Some(harness) = harness() else { return };
+        let harness = harness();
         // One token per second, bursts of 5.
         let limit = limit("bucket", Policy::token_bucket(60, 60, 5).unwrap());
         let taken = harness.take(&limit, T, 3).await;
@@ -214,8 +226,32 @@ mod tests {
     }
 
     #[tokio::test]
+    #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+    async fn a_counting_window_gets_back_what_it_counted_until_its_cap() {
+        let harness = harness();
+        // 5 a minute, refused units counted too: 3 + 3 counts 6.
+        let policy = Policy::fixed_window_counting_refused(5, 60).unwrap();
+        let counting = limit("counting", policy);
+        harness.take(&counting, T, 3).await;
+        let over = harness.take(&counting, T, 3).await;
+        assert_eq!((over.allowed, over.remaining), (2, 0));
+        // The request that counted the second 3 failed: they go back.
+        let three = counting.with_units(3);
+        assert_eq!(harness.give_back(&three, T, over.counted_at).await, 3);
+        assert_eq!(harness.take(&counting, T, 0).await.remaining, 2, "5 - 3");
+        // At the cap (2^52) the count stopped: nothing is given back.
+        let capped = limit("counting-cap", policy);
+        harness.take(&capped, T, 1 << 52).await;
+        let at_cap = harness.take(&capped, T, 1).await;
+        assert_eq!(harness.give_back(&capped, T, at_cap.counted_at).await, 0);
+        harness.drop_keys(&counting).await;
+        harness.drop_keys(&capped).await;
+    }
+
+    #[tokio::test]
+    #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
     async fn a_sliding_log_gets_back_the_unit_of_its_run() {
-        let Some(harness) = harness() else { return };
+        let harness = harness();
         let limit = limit("log", Policy::sliding_log(5, 60).unwrap());
         harness.take(&limit, T, 2).await;
         let later = T + SECOND;

@@ -1,8 +1,9 @@
 //! The Lua scripts, each assembled from `lua/common.lua` (the shared helpers
 //! and the protocol's constants, see [`protocol`](crate::protocol)) and the
 //! files it runs. Their arguments are built and their replies read in
-//! [`call`](crate::call) (acquire), [`refund`](crate::refund) (refund) and
-//! [`admin`](crate::admin) (admin, configure).
+//! [`call`](crate::call) (acquire), [`refund`](crate::refund) (refund),
+//! [`give_back`](crate::give_back) (give back) and [`admin`](crate::admin)
+//! (admin, configure).
 
 use redis::Script;
 
@@ -25,6 +26,18 @@ pub(crate) fn refund() -> Script {
         include_str!("../lua/common.lua"),
         include_str!("../lua/sliding_log.lua"),
         include_str!("../lua/refund.lua"),
+    ))
+}
+
+/// The give-back script: refunds, units given back to limits that took
+/// them (see `lua/give_back.lua`).
+pub(crate) fn give_back() -> Script {
+    Script::new(concat!(
+        include_str!("../lua/common.lua"),
+        include_str!("../lua/fixed_window.lua"),
+        include_str!("../lua/sliding_log.lua"),
+        include_str!("../lua/token_bucket.lua"),
+        include_str!("../lua/give_back.lua"),
     ))
 }
 

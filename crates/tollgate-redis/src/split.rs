@@ -21,18 +21,22 @@
 //!    check), or a call fails, the units taken so far are given back
 //!    ([`refund`], `lua/refund.lua`) and the request is refused.
 //! 4. Then the limits counting refused units are charged, all at once, each
-//!    alone; they are never given back.
+//!    alone. If one of them fails (or its plan's tier changed), what the
+//!    request took is given back, theirs too; otherwise they keep it.
 //!
+//! Every step's calls carry the caller's deadline ([`Scripts::by`], on Redis's
+//! clock: see [`call::decide`]), not one of their own: a step that Redis runs
+//! after the caller stopped waiting (a node that stalled, the steps before it
+//! slow) charges nothing, fails, and the units the steps before it took are
+//! given back. Refunds have no deadline: run late, they still give back.
 //! The caller runs [`acquire`] as a task of its own, so that units taken are
 //! given back even when the caller stops waiting. Units can still be kept:
 //! when a charge call fails after the script ran (its answer lost, or late
-//! past the response timeout), what it took is not known and so not given
-//! back; and a plan whose tier changes between the check and step 4 makes
-//! the request start again (the caller follows the tier), which charges the
-//! limits counting refused units that step 4 had already charged a second
-//! time (only plans on such a tier can be caught so).
+//! past the response timeout, although it ran by its deadline), what it took
+//! is not known and so not given back.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::future::join_all;
 use redis::Script;
@@ -40,6 +44,7 @@ use tollgate_core::StoreError;
 
 use crate::call::{self, Outcome, Reply, Request, ScriptLimit, unexpected};
 use crate::connection::Connection;
+use crate::context::redis_clock::RedisClock;
 use crate::refund;
 
 /// How many times the steps start again when a limit that had nothing left
@@ -51,9 +56,13 @@ const ATTEMPTS: usize = 3;
 pub(crate) struct Scripts {
     pub(crate) acquire: Arc<Script>,
     pub(crate) refund: Arc<Script>,
+    /// Redis's clocks, for the deadlines.
+    pub(crate) clock: Arc<RedisClock>,
     /// Microseconds as text; [`REDIS_TIME`](crate::protocol::REDIS_TIME) for
     /// Redis's `TIME`.
     pub(crate) now: String,
+    /// When the caller stops waiting: the deadline of every step's calls.
+    pub(crate) by: Instant,
     pub(crate) minimum_ttl: u64,
 }
 
@@ -136,28 +145,38 @@ pub(crate) async fn acquire(
         return Ok(Reply::Decided(outcomes));
     }
     // The limits counting refused units, whatever the others decided.
-    let charged = each(&connection, &scripts, &limits, &counting, Ask::Units, true).await;
-    // What the all-or-nothing limits took, to give back if this step fails.
-    let taken: Vec<usize> = together
+    let calls = counting
+        .iter()
+        .map(|&position| one(&connection, &scripts, &limits, position, Ask::Units, true));
+    let charged = join_all(calls).await;
+    let mut outcomes = outcomes;
+    // What the request took, to give back if this step fails: the
+    // all-or-nothing limits' units, and the counting limits charged here.
+    let mut taken: Vec<usize> = together
         .iter()
         .copied()
         .filter(|&position| outcomes[position].allowed > 0)
         .collect();
-    match charged {
-        Ok(Ok(charged)) => {
-            let mut outcomes = outcomes;
-            for (position, outcome) in counting.into_iter().zip(charged) {
+    let mut failure: Option<Result<Reply, StoreError>> = None;
+    for (&position, result) in counting.iter().zip(charged) {
+        match result {
+            Ok(Ok(outcome)) => {
                 outcomes[position] = outcome;
+                taken.push(position);
             }
-            Ok(Reply::Decided(outcomes))
+            Ok(Err(reply)) => {
+                failure.get_or_insert(Ok(reply));
+            }
+            Err(error) => {
+                failure.get_or_insert(Err(error));
+            }
         }
-        Ok(Err(reply)) => {
+    }
+    match failure {
+        None => Ok(Reply::Decided(outcomes)),
+        Some(failure) => {
             give_back(&connection, &scripts, &limits, &taken, &outcomes).await;
-            Ok(reply)
-        }
-        Err(error) => {
-            give_back(&connection, &scripts, &limits, &taken, &outcomes).await;
-            Err(error)
+            failure
         }
     }
 }
@@ -251,40 +270,59 @@ async fn each(
     ask: Ask,
     write: bool,
 ) -> Result<Result<Vec<Outcome>, Reply>, StoreError> {
-    let calls = positions.iter().map(|&position| async move {
-        let limit = &limits[position];
-        let request = Request {
-            limits: vec![match ask {
-                Ask::Nothing => limit.with_units(0),
-                Ask::Units => limit.clone(),
-            }],
-            write,
-        };
-        let mut connection = connection.clone();
-        call::invoke(
-            &mut connection,
-            &scripts.acquire,
-            &scripts.now,
-            scripts.minimum_ttl,
-            &[&request],
-        )
-        .await
-    });
+    let calls = positions
+        .iter()
+        .map(|&position| one(connection, scripts, limits, position, ask, write));
     let mut outcomes = Vec::with_capacity(positions.len());
-    for (&position, replies) in positions.iter().zip(join_all(calls).await) {
-        match replies?.pop() {
-            Some(Reply::Decided(mut decided)) if decided.len() == 1 => {
-                outcomes.extend(decided.pop());
-            }
-            Some(Reply::Tier { tier, .. }) => {
-                return Ok(Err(Reply::Tier {
-                    index: position,
-                    tier,
-                }));
-            }
-            Some(failed @ Reply::Failed(_)) => return Ok(Err(failed)),
-            _ => return Err(unexpected()),
+    for result in join_all(calls).await {
+        match result? {
+            Ok(outcome) => outcomes.push(outcome),
+            Err(reply) => return Ok(Err(reply)),
         }
     }
     Ok(Ok(outcomes))
+}
+
+/// What `ask` says of the limit at `position`, in a call of its own by the
+/// caller's deadline: its outcome, or the reply that ends the request (a
+/// tier that changed, with its index in `limits`; a failure). A call Redis
+/// ran past the deadline is an error.
+async fn one(
+    connection: &Connection,
+    scripts: &Scripts,
+    limits: &[ScriptLimit],
+    position: usize,
+    ask: Ask,
+    write: bool,
+) -> Result<Result<Outcome, Reply>, StoreError> {
+    let limit = &limits[position];
+    let request = Request {
+        limits: vec![match ask {
+            Ask::Nothing => limit.with_units(0),
+            Ask::Units => limit.clone(),
+        }],
+        write,
+    };
+    let mut connection = connection.clone();
+    let mut replies = call::decide(
+        &mut connection,
+        &scripts.acquire,
+        &scripts.clock,
+        &scripts.now,
+        scripts.minimum_ttl,
+        &[(&request, scripts.by)],
+    )
+    .await?;
+    match replies.pop() {
+        Some(Reply::Decided(mut decided)) if decided.len() == 1 => {
+            decided.pop().map(Ok).ok_or_else(unexpected)
+        }
+        Some(Reply::Tier { tier, .. }) => Ok(Err(Reply::Tier {
+            index: position,
+            tier,
+        })),
+        Some(failed @ Reply::Failed(_)) => Ok(Err(failed)),
+        Some(Reply::Expired) => Err(call::expired()),
+        _ => Err(unexpected()),
+    }
 }

@@ -22,6 +22,7 @@ use crate::call::{self, Outcome, Reply, Request, ScriptLimit};
 use crate::config::{RedisConfig, TimeSource};
 use crate::connection::{Connection, Target};
 use crate::context::Context;
+use crate::context::redis_clock::Node;
 use crate::count::TrackedKeys;
 use crate::keys::Space;
 use crate::plans::{Plans, check_exact};
@@ -44,7 +45,9 @@ use crate::split;
 /// units briefly held this way can refuse another request). Calls are
 /// pipelined on one multiplexed connection that
 /// reconnects by itself; each decision gives up after the configured timeout
-/// with [`StoreError::Unavailable`].
+/// with [`StoreError::Unavailable`], and then uses no budget: every call that
+/// writes carries its caller's deadline on Redis's own clock, and a call
+/// Redis runs past it (resuming from a stall) charges nothing.
 ///
 /// Tier assignments live in Redis beside each key's state; the default policy
 /// lives in `PREFIX:config` and changes reach every process through a Redis
@@ -121,6 +124,7 @@ impl RedisStore {
             config.prefix.clone(),
             limits.default_policy,
             Arc::clone(&plans),
+            crate::policy_sync::Periods::of(&config),
         ));
         let minimum_ttl_us = u64::try_from(config.minimum_ttl.as_micros()).unwrap_or(u64::MAX);
         let now: Arc<dyn Fn() -> String + Send + Sync> = match &config.time {
@@ -139,9 +143,16 @@ impl RedisStore {
             plans,
         );
         let batcher = (!context.connection.is_cluster()).then(|| {
+            // Redis's clock, learnt before the first decision needs it.
+            let clock = Arc::clone(&context.clock);
+            let connection = context.connection.clone();
+            tokio::spawn(async move {
+                let _ = clock.sample(&connection, Node::Server).await;
+            });
             Batcher::start(
                 context.connection.clone(),
                 Arc::clone(&context.acquire),
+                Arc::clone(&context.clock),
                 Arc::clone(&context.now),
                 minimum_ttl_us,
             )
@@ -266,11 +277,14 @@ impl RedisStore {
                 let scripts = split::Scripts {
                     acquire: Arc::clone(&context.acquire),
                     refund: Arc::clone(&context.refund),
+                    clock: Arc::clone(&context.clock),
                     now: now_text(),
+                    by: deadline,
                     minimum_ttl: self.minimum_ttl_us,
                 };
                 // A task of its own: units taken are given back even if this
-                // caller stops waiting.
+                // caller stops waiting (every step after its deadline charges
+                // nothing, and makes the steps give back what they took).
                 let task = tokio::spawn(split::acquire(
                     context.connection.clone(),
                     scripts,
@@ -292,10 +306,11 @@ impl RedisStore {
                 // every request in a cluster (a call reaches one slot).
                 let now = now_text();
                 let mut connection = context.connection.clone();
-                let requests = [&request];
-                let call = call::invoke(
+                let requests = [(&request, deadline)];
+                let call = call::decide(
                     &mut connection,
                     &context.acquire,
+                    &context.clock,
                     &now,
                     self.minimum_ttl_us,
                     &requests,
@@ -305,6 +320,7 @@ impl RedisStore {
             match reply {
                 Some(Reply::Decided(outcomes)) => return Ok(outcomes),
                 Some(Reply::Failed(message)) => return Err(StoreError::Unavailable(message)),
+                Some(Reply::Expired) => return Err(call::expired()),
                 Some(Reply::Tier { index, tier }) if index < limits.len() => {
                     let tier: Arc<str> = Arc::from(tier.as_str());
                     context.remember_tier(&limits[index].names.tier, Arc::clone(&tier));
@@ -343,6 +359,19 @@ impl Store for RedisStore {
         limits: &'a [LimitUnits<'a>],
     ) -> StoreFuture<'a, Vec<LimitDecision>> {
         Box::pin(self.acquire_units_at(limits, None))
+    }
+
+    /// Refunds through `lua/give_back.lua` (see `src/give_back.rs`): one
+    /// call on a server, one per limit on a cluster (not atomic across keys).
+    fn give_back_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+    ) -> StoreFuture<'a, Vec<LimitDecision>> {
+        Box::pin(crate::give_back::give_back(
+            &self.context,
+            self.minimum_ttl_us,
+            limits,
+        ))
     }
 
     fn is_exempt(&self, key: &str) -> bool {

@@ -20,10 +20,9 @@ enum Shape {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
 async fn every_shape_in_one_call_is_decided_on_its_own_keys() {
-    let Some(url) = support::redis_url() else {
-        return;
-    };
+    let url = support::require_redis_url();
     let prefix = support::prefix("batches");
     // Hour-long windows and a bucket that refills one token every 720 s:
     // nothing comes back during the test, whatever Redis's clock says.
@@ -133,10 +132,9 @@ fn tier_key(prefix: &str, key: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
 async fn an_empty_tier_written_by_someone_else_counts_as_none() {
-    let Some(url) = support::redis_url() else {
-        return;
-    };
+    let url = support::require_redis_url();
     let prefix = support::prefix("empty-tier");
     let _: () = redis::cmd("SET")
         .arg(tier_key(&prefix, "sk_empty"))
@@ -177,4 +175,64 @@ async fn an_empty_tier_written_by_someone_else_counts_as_none() {
     assert_eq!(passed, [5, 5]);
     assert_eq!(store.inspect("sk_empty").await.unwrap().tier, "default");
     support::cleanup(&url, &prefix);
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(has_redis),
+    ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run (needs redis-server too)"
+)]
+async fn concurrent_requests_of_every_shape_share_one_script_call() {
+    // A server of its own, whose script calls are counted (`INFO
+    // commandstats` counts for the whole server).
+    let redis = support::OwnRedis::start();
+    let url = redis.url();
+    let prefix = support::prefix("one-call");
+    let mut config = LimiterConfig {
+        default_policy: Policy::token_bucket(5, 3600, 5).unwrap(),
+        ..LimiterConfig::default()
+    };
+    config.tiers.clear();
+    config
+        .tiers
+        .insert("pro".into(), Policy::sliding_log(8, 3600).unwrap());
+    let mut redis_config = RedisConfig::new(url.as_str());
+    redis_config.prefix = prefix.clone();
+    redis_config.timeout = Duration::from_secs(5);
+    let store = RedisStore::connect(redis_config, &config).unwrap();
+    let route = store
+        .prepare(Policy::fixed_window(4, 3600).unwrap())
+        .unwrap();
+    store.assign_tier("sk_pro", "pro").await.unwrap();
+    // The acquire script is loaded by a first call, not counted below.
+    store.acquire(&[Limit::Plan("sk_warm")]).await.unwrap();
+    support::reset_stats(&url);
+    // Ten requests for each of four shapes, all polled before the batcher
+    // runs (one thread): one call carries the forty (a call takes up to 128).
+    let plan = [Limit::Plan("sk_default")];
+    let pro = [Limit::Plan("sk_pro")];
+    let alone = [Limit::Policy {
+        key: "route",
+        policy: &route,
+    }];
+    let both = [
+        Limit::Plan("sk_both"),
+        Limit::Policy {
+            key: "route_both",
+            policy: &route,
+        },
+    ];
+    let requests: Vec<&[Limit<'_>]> = (0..10)
+        .flat_map(|_| [&plan[..], &pro[..], &alone[..], &both[..]])
+        .collect();
+    let decided =
+        futures_util::future::join_all(requests.iter().map(|limits| store.acquire(limits))).await;
+    assert_eq!(support::script_calls(&url), 1, "forty requests, one call");
+    // Each still decided on its own keys and rule: 5, 8, 4 and 4 pass.
+    let mut passed = [0u64; 4];
+    for (index, decisions) in decided.into_iter().enumerate() {
+        let decisions = decisions.unwrap();
+        passed[index % 4] += u64::from(decisions.iter().all(|limit| limit.decision.is_allowed()));
+    }
+    assert_eq!(passed, [5, 8, 4, 4]);
 }

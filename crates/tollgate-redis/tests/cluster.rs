@@ -14,10 +14,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tollgate_core::{Limit, LimiterConfig, ManualClock, Policy, PreparedPolicy, Store};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
-/// 2026-12-01T00:00:10Z in nanoseconds: ten seconds into a minute, so a
-/// 60-second window does not end during a test.
-const START: u64 = 1_796_083_210_000_000_000;
+/// 2100-01-01T00:00:10Z in nanoseconds: ten seconds into a minute, so a
+/// 60-second window does not end during a test; far from today, so a
+/// decision that took Redis's clock instead would show.
+const START: u64 = 4_102_444_810_000_000_000;
 
+/// A store on the cluster at `url` on `clock`, learning of a new default
+/// policy only by message.
 fn store(url: &str, prefix: &str, clock: &Arc<ManualClock>) -> RedisStore {
     let mut config = LimiterConfig::default(); // default 5 per 60 s; pro 20
     config
@@ -34,6 +37,7 @@ fn store(url: &str, prefix: &str, clock: &Arc<ManualClock>) -> RedisStore {
     redis.timeout = Duration::from_secs(5);
     redis.time = TimeSource::Clock(Arc::clone(clock) as Arc<dyn tollgate_core::Clock>);
     redis.minimum_ttl = Duration::from_secs(600);
+    support::by_message_only(&mut redis);
     RedisStore::connect(redis, &config).unwrap()
 }
 
@@ -46,10 +50,12 @@ fn keys_per_node(url: &str, prefix: &str) -> Vec<usize> {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_redis_cluster),
+    ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
+)]
 async fn keys_spread_over_every_node_and_each_limit_is_exact() {
-    let Some(url) = support::redis_cluster_url() else {
-        return;
-    };
+    let url = support::require_cluster_url();
     let prefix = support::prefix("cluster-spread");
     let clock = Arc::new(ManualClock::new(START));
     let store = store(&url, &prefix, &clock);
@@ -79,10 +85,12 @@ async fn keys_spread_over_every_node_and_each_limit_is_exact() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_redis_cluster),
+    ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
+)]
 async fn a_plan_and_a_route_in_different_slots_are_all_or_nothing() {
-    let Some(url) = support::redis_cluster_url() else {
-        return;
-    };
+    let url = support::require_cluster_url();
     let prefix = support::prefix("cluster-split");
     let clock = Arc::new(ManualClock::new(START));
     let store = store(&url, &prefix, &clock);
@@ -180,10 +188,12 @@ async fn race(store: &Arc<RedisStore>, key: &'static str, route: &Arc<PreparedPo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_redis_cluster),
+    ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
+)]
 async fn concurrent_requests_across_slots_give_back_what_a_refusal_took() {
-    let Some(url) = support::redis_cluster_url() else {
-        return;
-    };
+    let url = support::require_cluster_url();
     let prefix = support::prefix("cluster-race");
     let clock = Arc::new(ManualClock::new(START));
     let store = Arc::new(store(&url, &prefix, &clock));
@@ -227,10 +237,12 @@ async fn concurrent_requests_across_slots_give_back_what_a_refusal_took() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_redis_cluster),
+    ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
+)]
 async fn decisions_on_redis_time_leave_keys_with_ttls() {
-    let Some(url) = support::redis_cluster_url() else {
-        return;
-    };
+    let url = support::require_cluster_url();
     // Redis's own TIME, the default: every node's clock.
     let prefix = support::prefix("cluster-time");
     let mut redis = RedisConfig::new(url.as_str());
@@ -255,15 +267,47 @@ async fn decisions_on_redis_time_leave_keys_with_ttls() {
     support::cleanup(&url, &prefix);
 }
 
+/// The fields `policy` and `generation` of `PREFIX:config`, from the node
+/// holding it, once one does (waited for up to 30 s).
+async fn shared_policy(url: &str, prefix: &str) -> (Option<String>, Option<String>) {
+    let key = format!("{prefix}:config");
+    for _ in 0..3000 {
+        for node in support::cluster_nodes(url) {
+            if support::keys(&node, &key).len() == 1 {
+                return redis::cmd("HMGET")
+                    .arg(&key)
+                    .arg("policy")
+                    .arg("generation")
+                    .query(&mut support::connect(&node))
+                    .unwrap();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no node holds {key}");
+}
+
 #[tokio::test]
+#[cfg_attr(
+    not(has_redis_cluster),
+    ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
+)]
 async fn a_default_policy_replaced_through_one_gateway_reaches_another() {
-    let Some(url) = support::redis_cluster_url() else {
-        return;
-    };
+    let url = support::require_cluster_url();
     let prefix = support::prefix("cluster-configure");
     let clock = Arc::new(ManualClock::new(START));
     let first = store(&url, &prefix, &clock);
     let second = store(&url, &prefix, &clock);
+    // The first read sets the file's policy in Redis, with its generation
+    // (in one MULTI, on the node of `PREFIX:config`'s slot).
+    let shared = shared_policy(&url, &prefix).await;
+    assert_eq!(
+        shared,
+        (
+            Some(r#"{"algorithm":"fixed_window","limit":5,"window_s":60}"#.to_owned()),
+            Some("0".to_owned())
+        )
+    );
     let policy = Policy::fixed_window(2, 60).unwrap();
     first.configure(policy).await.unwrap();
     // The change travels through a Redis channel: wait for it to arrive.
@@ -285,10 +329,12 @@ async fn a_default_policy_replaced_through_one_gateway_reaches_another() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_redis_cluster),
+    ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
+)]
 async fn a_first_node_that_never_answers_does_not_stop_the_shared_default_policy() {
-    let Some(url) = support::redis_cluster_url() else {
-        return;
-    };
+    let url = support::require_cluster_url();
     let prefix = support::prefix("cluster-silent-node");
     let clock = Arc::new(ManualClock::new(START));
     let first = store(&url, &prefix, &clock);
@@ -304,6 +350,12 @@ async fn a_first_node_that_never_answers_does_not_stop_the_shared_default_policy
     redis.prefix = prefix.clone();
     redis.timeout = Duration::from_millis(1500);
     redis.time = TimeSource::Clock(Arc::clone(&clock) as Arc<dyn tollgate_core::Clock>);
+    // Subscribing on the silent node is given up after half a second; no
+    // re-read after a silence, so a change arrives by subscribing or by
+    // message only.
+    redis.policy_subscribe_timeout = Duration::from_millis(500);
+    redis.policy_resubscribe_after = Duration::from_millis(50);
+    support::by_message_only(&mut redis);
     let late = RedisStore::connect(redis, &LimiterConfig::default()).unwrap();
     // The policy already in Redis is read without waiting for the channel,
     // whose subscription never completes.
@@ -311,31 +363,27 @@ async fn a_first_node_that_never_answers_does_not_stop_the_shared_default_policy
         support::wait_for_default_policy(&late, policy).await,
         policy
     );
-    // A later change arrives once the channel is subscribed on the next node,
-    // the attempt on the silent one given up after 5 s: within about 5.5 s.
+    // A later change arrives once the channel is subscribed on the next
+    // node (the read after subscribing, or the message).
     let later = Policy::fixed_window(4, 60).unwrap();
     first.configure(later).await.unwrap();
-    assert_eq!(
-        support::wait_for_default_policy_within(&late, later, 10).await,
-        later
-    );
-    // Subscribed on a real node now, the next change comes by message, not
-    // by a read 5.5 s later.
+    assert_eq!(support::wait_for_default_policy(&late, later).await, later);
+    // Subscribed on a real node now, the next change can only come by
+    // message.
     let last = Policy::fixed_window(6, 60).unwrap();
     first.configure(last).await.unwrap();
-    assert_eq!(
-        support::wait_for_default_policy_within(&late, last, 2).await,
-        last
-    );
+    assert_eq!(support::wait_for_default_policy(&late, last).await, last);
     drop(silent);
     support::cleanup(&url, &prefix);
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_redis_cluster),
+    ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
+)]
 async fn a_cluster_node_given_as_a_server_is_named_in_the_error() {
-    let Some(url) = support::redis_cluster_url() else {
-        return;
-    };
+    let url = support::require_cluster_url();
     // One node of the cluster behind `redis://`: a call whose keys sit in two
     // slots is refused (CROSSSLOT), a key served by another node is moved
     // (MOVED); either way the error says which URL to give.
@@ -403,10 +451,12 @@ async fn freezable_relay(target: String) -> (std::net::SocketAddr, Arc<AtomicBoo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_redis_cluster),
+    ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
+)]
 async fn a_node_that_stops_answering_after_subscribing_is_left_for_the_next() {
-    let Some(url) = support::redis_cluster_url() else {
-        return;
-    };
+    let url = support::require_cluster_url();
     let prefix = support::prefix("cluster-frozen-node");
     let nodes: Vec<String> = url
         .trim_start_matches("redis-cluster://")
@@ -420,6 +470,10 @@ async fn a_node_that_stops_answering_after_subscribing_is_left_for_the_next() {
         RedisConfig::new(format!("redis-cluster://{relay},{}", nodes.join(",")).as_str());
     redis.prefix = prefix.clone();
     redis.timeout = Duration::from_millis(1500);
+    // A silence of 300 ms is followed by a ping, which gets 500 ms.
+    redis.policy_reread_after = Duration::from_millis(300);
+    redis.policy_subscribe_timeout = Duration::from_millis(500);
+    redis.policy_resubscribe_after = Duration::from_millis(50);
     let _store = RedisStore::connect(redis, &LimiterConfig::default()).unwrap();
     let channel = format!("{prefix}:config");
     let subscribers = |node: &str| -> i64 {
@@ -441,8 +495,8 @@ async fn a_node_that_stops_answering_after_subscribing_is_left_for_the_next() {
         "subscribed through the relay"
     );
     assert_eq!(subscribers(&nodes[0]), 0);
-    // Frozen: after 5 s without a message the store pings, gives up after 5 s
-    // more and subscribes on the first real node: within about 10.5 s.
+    // Frozen: after 300 ms without a message the store pings, gives up 500 ms
+    // later and subscribes on the first real node (waited for up to 20 s).
     frozen.store(true, Ordering::SeqCst);
     let mut waited = 0;
     while subscribers(&nodes[0]) != 1 && waited < 200 {

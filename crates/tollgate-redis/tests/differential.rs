@@ -1,50 +1,37 @@
-//! The Redis store against the in-memory gateway: the same operations with the
-//! same timestamps give the same decisions, batches and several limits
-//! included, with per-limit units and limits counting refused units (the
-//! gateway itself is held to the independent models of
-//! `crates/tollgate-core/tests/models` by core's property tests). On a Redis
-//! Cluster (`REDIS_CLUSTER_URL`) the limits sit in different slots, so the
-//! split steps are compared too.
+//! The Redis store against the in-memory gateway: the same operations at the
+//! same times give the same decisions, over the whole range the store
+//! accepts. Limits, windows, bursts and units are mostly small and
+//! sometimes next to the store's bound (quantities below 2^52, units past
+//! it); time steps forward, stands still, leaps over years and goes back
+//! (the token bucket's lagging-clock branch; never back past a moment the
+//! store forgot a state at, see `generators::Clock`); resets, `configure`
+//! and tier changes come between the requests. Requests carry a plan and up
+//! to two policy limits, each with its own units, counting refused units or
+//! not. On a Redis Cluster (`REDIS_CLUSTER_URL`) the limits sit in
+//! different slots, so the split steps are compared too. (`models.rs` holds
+//! the store to the independent models instead; `bounds.rs` writes the edge
+//! cases out by hand.)
 
 mod support;
 
+#[path = "support/generators.rs"]
+mod generators;
+
 use std::time::Duration;
 
+use generators::{Clock, Step, policies, starts, steps};
 use proptest::prelude::*;
-use tollgate_core::{Limit, LimitDecision, LimitUnits, Limiter, LimiterConfig, Policy, Resolution};
+use tollgate_core::{
+    Limit, LimitDecision, LimitUnits, Limiter, LimiterConfig, Policy, Resolution, Store,
+};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
-fn policies() -> impl Strategy<Value = Policy> {
-    prop_oneof![
-        (1u64..=8, 1u64..=20)
-            .prop_map(|(limit, window)| Policy::fixed_window(limit, window).unwrap()),
-        (1u64..=8, 1u64..=20).prop_map(|(limit, window)| {
-            Policy::fixed_window_counting_refused(limit, window).unwrap()
-        }),
-        (1u64..=8, 1u64..=20)
-            .prop_map(|(limit, window)| Policy::sliding_log(limit, window).unwrap()),
-        (1u64..=8, 1u64..=20, 1u64..=8)
-            .prop_map(|(limit, window, burst)| Policy::token_bucket(limit, window, burst).unwrap()),
-    ]
-}
+const KEYS: [&str; 3] = ["sk_a", "sk_b", "sk_exempt"];
 
-/// (microseconds since the previous step, batch size, key, with the route limit)
-fn steps() -> impl Strategy<Value = Vec<(u64, u64, usize, bool)>> {
-    prop::collection::vec(
-        (
-            prop_oneof![Just(0u64), 0u64..3_000_000, Just(1_000_000)],
-            1u64..=10,
-            0usize..3,
-            any::<bool>(),
-        ),
-        1..40,
-    )
-}
-
-fn config(policy: Policy) -> LimiterConfig {
+fn config(plan: Policy, tier: Policy) -> LimiterConfig {
     LimiterConfig {
-        default_policy: policy,
-        tiers: Default::default(),
+        default_policy: plan,
+        tiers: [("t1".to_owned(), tier)].into(),
         exempt_keys: vec!["sk_exempt".into()],
         // Never idle in the test's span: Redis forgets by TTL, on its own clock.
         idle_eviction_s: 1 << 40,
@@ -52,88 +39,25 @@ fn config(policy: Policy) -> LimiterConfig {
     }
 }
 
-/// A store on `url` under `prefix` with `plan` as its default policy, on the
-/// times each call gives.
-fn store(runtime: &tokio::runtime::Runtime, url: &str, prefix: &str, plan: Policy) -> RedisStore {
+/// A store on `url` under `prefix` with `limits`, on the times each call
+/// gives; a new default policy comes by message only (no re-read that could
+/// race a `configure` of the steps).
+fn store(
+    runtime: &tokio::runtime::Runtime,
+    url: &str,
+    prefix: &str,
+    limits: &LimiterConfig,
+) -> RedisStore {
     let mut redis_config = RedisConfig::new(url);
     redis_config.prefix = prefix.to_owned();
     redis_config.time = TimeSource::Redis;
+    // Redis expires keys on its own clock: none expires during a case.
     redis_config.minimum_ttl = Duration::from_secs(600);
     redis_config.timeout = Duration::from_secs(5);
+    support::by_message_only(&mut redis_config);
     runtime
-        .block_on(async { RedisStore::connect(redis_config, &config(plan)) })
+        .block_on(async { RedisStore::connect(redis_config, limits) })
         .unwrap()
-}
-
-/// (microseconds since the previous step, the plan key, units per limit, how
-/// many of the limits)
-type UnitSteps = Vec<(u64, usize, Vec<u64>, usize)>;
-
-fn unit_steps() -> impl Strategy<Value = UnitSteps> {
-    prop::collection::vec(
-        (
-            prop_oneof![Just(0u64), 0u64..3_000_000, Just(1_000_000)],
-            0usize..3,
-            prop::collection::vec(prop_oneof![0u64..=10, Just(0), Just(1)], 3),
-            1usize..=3,
-        ),
-        1..40,
-    )
-}
-
-/// A plan and two policy limits with per-limit units: Redis (at `url`)
-/// decides what the memory gateway decides.
-fn units_match(
-    url: &str,
-    policies: &[Policy],
-    steps: UnitSteps,
-    start: u64,
-) -> Result<(), TestCaseError> {
-    let runtime = runtime();
-    let gateway = Limiter::new(&config(policies[0]), Resolution::Microseconds).unwrap();
-    let route = gateway.prepare(policies[1]).unwrap();
-    let other = gateway.prepare(policies[2]).unwrap();
-    let prefix = support::prefix("differential-units");
-    let store = store(&runtime, url, &prefix, policies[0]);
-    let keys = ["sk_a", "sk_b", "sk_exempt"];
-    let mut now = start;
-    for (elapsed, key, units, count) in steps {
-        now += elapsed;
-        let limits = [
-            Limit::Plan(keys[key]),
-            Limit::Policy {
-                key: "route",
-                policy: &route,
-            },
-            Limit::Policy {
-                key: "other",
-                policy: &other,
-            },
-        ];
-        let request: Vec<LimitUnits<'_>> = limits[..count]
-            .iter()
-            .zip(&units)
-            .map(|(limit, units)| LimitUnits {
-                limit: *limit,
-                units: *units,
-            })
-            .collect();
-        let expected = gateway.acquire_units(&request, now);
-        let got = runtime
-            .block_on(store.acquire_units_at(&request, Some(now)))
-            .unwrap();
-        prop_assert_eq!(
-            got,
-            expected,
-            "{:?} units of {} and {:?} at {}",
-            &units[..count],
-            keys[key],
-            &policies[..count],
-            now
-        );
-    }
-    support::cleanup(url, &prefix);
-    Ok(())
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -143,83 +67,121 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(60))]
-
-    #[test]
-    fn redis_decides_what_the_memory_gateway_decides(
-        plan in policies(),
-        route in policies(),
-        steps in steps(),
-        start in 1_700_000_000_000_000u64..1_800_000_000_000_000,
-    ) {
-        let Some(url) = support::redis_url() else { return Ok(()) };
-        let runtime = runtime();
-        let gateway = Limiter::new(&config(plan), Resolution::Microseconds).unwrap();
-        let route_policy = gateway.prepare(route).unwrap();
-        let prefix = support::prefix("differential");
-        let store = store(&runtime, &url, &prefix, plan);
-        let keys = ["sk_a", "sk_b", "sk_exempt"];
-        let mut now = start;
-        for (elapsed, units, key, with_route) in steps {
-            now += elapsed;
-            let key = keys[key];
-            if with_route {
-                // One unit against the plan and the route together.
-                let limits = [Limit::Plan(key), Limit::Policy { key: "route", policy: &route_policy }];
-                let expected: Vec<_> = gateway.acquire(&limits, now).into_iter().map(|limit| limit.decision).collect();
-                let request = limits.map(|limit| LimitUnits { limit, units: 1 });
-                let got: Vec<_> = runtime
-                    .block_on(store.acquire_units_at(&request, Some(now)))
-                    .unwrap()
-                    .into_iter()
-                    .map(|limit| limit.decision)
+/// The steps on the memory gateway and on the Redis store at `url`, from
+/// `start`, compared decision by decision. `policies`: the default policy,
+/// the route's, the other limit's and the tier's.
+fn same_decisions(
+    url: &str,
+    policies: &[Policy],
+    steps: Vec<(i64, Step)>,
+    start: u64,
+) -> Result<(), TestCaseError> {
+    let runtime = runtime();
+    let limits = config(policies[0], policies[3]);
+    let gateway = Limiter::new(&limits, Resolution::Microseconds).unwrap();
+    let route = gateway.prepare(policies[1]).unwrap();
+    let other = gateway.prepare(policies[2]).unwrap();
+    let prefix = support::prefix("differential");
+    let store = store(&runtime, url, &prefix, &limits);
+    let mut clock = Clock::new(start);
+    for (by, step) in steps {
+        let now = clock.step(by);
+        match step {
+            Step::Acquire { key, units, count } => {
+                let all = [
+                    Limit::Plan(KEYS[key]),
+                    Limit::Policy {
+                        key: "route",
+                        policy: &route,
+                    },
+                    Limit::Policy {
+                        key: "other",
+                        policy: &other,
+                    },
+                ];
+                let request: Vec<LimitUnits<'_>> = all[..count]
+                    .iter()
+                    .zip(&units)
+                    .map(|(limit, units)| LimitUnits {
+                        limit: *limit,
+                        units: *units,
+                    })
                     .collect();
-                prop_assert_eq!(got, expected, "{} and the route at {}", key, now);
-            } else {
-                // `units` of the plan alone: all or nothing unless the plan
-                // counts refused units.
-                let request = [LimitUnits { limit: Limit::Plan(key), units }];
-                let expected = gateway.acquire_units(&request, now).remove(0).decision;
+                let expected: Vec<LimitDecision> = gateway.acquire_units(&request, now);
                 let got = runtime
                     .block_on(store.acquire_units_at(&request, Some(now)))
-                    .unwrap()
-                    .remove(0)
-                    .decision;
-                prop_assert_eq!(got, expected, "{} units of {} at {}", units, key, now);
+                    .unwrap();
+                if got
+                    .iter()
+                    .any(|limit| limit.policy.is_some() && limit.decision.reset_after.is_zero())
+                {
+                    clock.forgotten();
+                }
+                prop_assert_eq!(
+                    got,
+                    expected,
+                    "{:?} units of {} and the limits {:?} at {}",
+                    &units[..count],
+                    KEYS[key],
+                    policies,
+                    now
+                );
+            }
+            Step::Reset { key } => {
+                // Whether there was state may differ (Redis keeps a state
+                // past its use until its raised TTL); what follows may not.
+                gateway.reset(KEYS[key], now);
+                runtime.block_on(store.reset(KEYS[key])).unwrap();
+            }
+            Step::Configure { policy } => {
+                gateway.configure(policy).unwrap();
+                runtime.block_on(store.configure(policy)).unwrap();
+            }
+            Step::Tier { key, tier } => {
+                let tier = if tier { "t1" } else { "default" };
+                gateway.assign_tier(KEYS[key], tier).unwrap();
+                runtime
+                    .block_on(store.assign_tier(KEYS[key], tier))
+                    .unwrap();
             }
         }
-        support::cleanup(&url, &prefix);
     }
+    support::cleanup(url, &prefix);
+    Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(60))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn per_limit_units_decide_as_the_memory_gateway(
-        policies in prop::collection::vec(policies(), 3),
-        steps in unit_steps(),
-        start in 1_700_000_000_000_000u64..1_800_000_000_000_000,
+    #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+    fn redis_decides_what_the_memory_gateway_decides(
+        policies in prop::collection::vec(policies(), 4),
+        steps in steps(KEYS.len()),
+        start in starts(),
     ) {
-        let Some(url) = support::redis_url() else { return Ok(()) };
-        units_match(&url, &policies, steps, start)?;
+        let url = support::require_redis_url();
+        same_decisions(&url, &policies, steps, start)?;
     }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// The same on a Redis Cluster: the plan, `route` and `other` sit in
     /// different slots (for most plan keys), so the split steps decide.
     #[test]
-    fn per_limit_units_decide_as_the_memory_gateway_on_a_cluster(
-        policies in prop::collection::vec(policies(), 3),
-        steps in unit_steps(),
-        start in 1_700_000_000_000_000u64..1_800_000_000_000_000,
+    #[cfg_attr(
+        not(has_redis_cluster),
+        ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
+    )]
+    fn redis_decides_what_the_memory_gateway_decides_on_a_cluster(
+        policies in prop::collection::vec(policies(), 4),
+        steps in steps(KEYS.len()),
+        start in starts(),
     ) {
-        let Some(url) = support::redis_cluster_url() else { return Ok(()) };
-        units_match(&url, &policies, steps, start)?;
+        let url = support::require_cluster_url();
+        same_decisions(&url, &policies, steps, start)?;
     }
 }
 
@@ -235,30 +197,26 @@ fn counts(decisions: &[LimitDecision]) -> Vec<(u64, u64, Option<u64>)> {
 }
 
 #[test]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
 fn counting_limits_are_charged_whatever_the_others_decide() {
-    let Some(url) = support::redis_url() else {
-        return;
-    };
+    let url = support::require_redis_url();
     let runtime = runtime();
     let prefix = support::prefix("counting");
-    let store = store(
-        &runtime,
-        &url,
-        &prefix,
+    let limits = config(
+        Policy::fixed_window(5, 60).unwrap(),
         Policy::fixed_window(5, 60).unwrap(),
     );
-    let counting = tollgate_core::Store::prepare(
-        &store,
-        Policy::fixed_window_counting_refused(20, 60).unwrap(),
-    )
-    .unwrap();
+    let store = store(&runtime, &url, &prefix, &limits);
+    let counting = store
+        .prepare(Policy::fixed_window_counting_refused(20, 60).unwrap())
+        .unwrap();
     let descriptor = Limit::Policy {
         key: "descriptor",
         policy: &counting,
     };
     let plan = Limit::Plan("sk_a");
-    // 2026-12-01T00:00:10Z: ten seconds into a minute.
-    let t = 1_796_083_210_000_000;
+    // 2100-01-01T00:00:10Z: ten seconds into a minute, far from today.
+    let t = 4_102_444_810_000_000;
     let ask = |limits: &[LimitUnits<'_>], now: u64| {
         counts(
             &runtime
@@ -316,48 +274,45 @@ fn counting_limits_are_charged_whatever_the_others_decide() {
 }
 
 #[test]
-fn a_batch_of_10_to_the_15_costs_one_call_and_is_exact() {
-    let Some(url) = support::redis_url() else {
-        return;
-    };
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+fn counting_limits_on_one_window_keep_their_own_limits() {
+    let url = support::require_redis_url();
     let runtime = runtime();
-    for policy in [
+    let prefix = support::prefix("counting-limits");
+    let limits = config(
         Policy::fixed_window(5, 60).unwrap(),
-        Policy::fixed_window_counting_refused(5, 60).unwrap(),
-        Policy::sliding_log(20, 60).unwrap(),
-        Policy::token_bucket(60, 60, 5).unwrap(),
-    ] {
-        let prefix = support::prefix("batch");
-        let mut redis_config = RedisConfig::new(url.clone());
-        redis_config.prefix = prefix.clone();
-        let store = runtime
-            .block_on(async { RedisStore::connect(redis_config, &config(policy)) })
-            .unwrap();
-        let request = [LimitUnits {
-            limit: Limit::Plan("sk_big"),
-            units: 1_000_000_000_000_000,
-        }];
-        let decision = runtime
-            .block_on(store.acquire_units_at(&request, Some(600_000_000)))
-            .unwrap()
-            .remove(0)
-            .decision;
-        let capacity = policy.capacity();
-        if policy.counts_refused() {
-            // Counted whole: what fits allowed, the counter far past the limit.
-            assert_eq!(
-                (decision.allowed, decision.rejected),
-                (capacity, 1_000_000_000_000_000 - capacity)
-            );
-            assert_eq!(decision.remaining, Some(0));
-        } else {
-            // All or nothing: refused whole, nothing taken.
-            assert_eq!(
-                (decision.allowed, decision.rejected),
-                (0, 1_000_000_000_000_000)
-            );
-            assert_eq!(decision.remaining, Some(capacity));
-        }
-        support::cleanup(&url, &prefix);
-    }
+        Policy::fixed_window(5, 60).unwrap(),
+    );
+    let store = store(&runtime, &url, &prefix, &limits);
+    // Two descriptors counting refused units on the same minute, one of 1
+    // and one of 3, in one request of 2 units each.
+    let one = store
+        .prepare(Policy::fixed_window_counting_refused(1, 60).unwrap())
+        .unwrap();
+    let three = store
+        .prepare(Policy::fixed_window_counting_refused(3, 60).unwrap())
+        .unwrap();
+    let request = [
+        LimitUnits {
+            limit: Limit::Policy {
+                key: "one",
+                policy: &one,
+            },
+            units: 2,
+        },
+        LimitUnits {
+            limit: Limit::Policy {
+                key: "three",
+                policy: &three,
+            },
+            units: 2,
+        },
+    ];
+    // 2100-01-01T00:00:10Z.
+    let decisions = runtime
+        .block_on(store.acquire_units_at(&request, Some(4_102_444_810_000_000)))
+        .unwrap();
+    // 1 of 2 allowed on the first (its count at 2), both on the second.
+    assert_eq!(counts(&decisions), [(1, 1, Some(0)), (2, 0, Some(1))]);
+    support::cleanup(&url, &prefix);
 }

@@ -14,6 +14,7 @@ use crate::error::{ConfigError, ConfigErrorKind};
 use crate::limit::{Enforcement, RateLimit, enforcement};
 use crate::loader::{LoaderOptions, ParsedFile};
 use crate::metadata::{Metadata, metadata_from_fields};
+use crate::stats::LimitStatNames;
 use crate::unit::Unit;
 use crate::wildcard::WildcardEntry;
 
@@ -237,6 +238,7 @@ fn build_limit(
         replaces: rate_limit.replaces.clone(),
         detailed_metric: descriptor.detailed_metric,
         enforcement,
+        stat_names: Arc::new(LimitStatNames::for_key(full_key)),
         stats_key: Arc::from(full_key),
     })
 }

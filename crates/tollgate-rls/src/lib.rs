@@ -35,6 +35,7 @@
 
 mod config;
 mod document;
+mod dump;
 mod error;
 pub mod harness;
 mod limit;

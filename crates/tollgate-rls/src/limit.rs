@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tollgate_core::{Algorithm, Policy, PolicyError};
 
+use crate::stats::LimitStatNames;
 use crate::unit::Unit;
 
 /// How a limit is enforced.
@@ -54,6 +55,9 @@ pub struct RateLimit {
     /// The limit's configured stats key, `domain.key_value.key` (the path of
     /// the descriptor in the file).
     pub stats_key: Arc<str>,
+    /// The counters' full names under `stats_key`, built once with the limit
+    /// rather than on every request.
+    pub(crate) stat_names: Arc<LimitStatNames>,
 }
 
 impl RateLimit {
@@ -76,6 +80,7 @@ impl RateLimit {
             replaces: Vec::new(),
             detailed_metric: false,
             enforcement,
+            stat_names: Arc::new(LimitStatNames::for_key(&stats_key)),
             stats_key,
         }
     }

@@ -61,9 +61,16 @@ pub struct MatchedLimit {
 }
 
 impl MatchedLimit {
-    /// The full names of the six counters of [`MatchedLimit::stats_key`].
-    pub fn stat_names(&self) -> LimitStatNames {
-        LimitStatNames::for_key(&self.stats_key)
+    /// The full names of the six counters of [`MatchedLimit::stats_key`]: the
+    /// limit's own, built at load, when the key is the limit's configured one;
+    /// built now for a key made per request (`detailed_metric`,
+    /// `value_to_metric`, an override).
+    pub fn stat_names(&self) -> Arc<LimitStatNames> {
+        if Arc::ptr_eq(&self.stats_key, &self.limit.stats_key) {
+            Arc::clone(&self.limit.stat_names)
+        } else {
+            Arc::new(LimitStatNames::for_key(&self.stats_key))
+        }
     }
 }
 

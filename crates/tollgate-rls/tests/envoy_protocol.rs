@@ -182,5 +182,17 @@ async fn json_and_healthcheck_answer_as_the_go_service() {
         stats.contains("ratelimit.service.rate_limit.rl.foo.total_hits: 2\n"),
         "{stats}"
     );
+    let config = client
+        .get(format!("http://{debug}/rlconfig"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        config,
+        "rl.foo: unit=DAY requests_per_unit=1, shadow_mode: false, quota_mode: false\n"
+    );
     rls.shutdown().await;
 }

@@ -126,14 +126,29 @@ impl HeaderTemplate {
     /// The `RateLimit` value after `decision`: `"name";r=<remaining>;t=<seconds
     /// until the quota is whole again, rounded up>`.
     pub fn state(&self, decision: &Decision) -> HeaderValue {
-        let mut remaining = itoa::Buffer::new();
-        let mut reset = itoa::Buffer::new();
-        joined(&[
-            &self.state_prefix,
-            remaining.format(decision.remaining.unwrap_or(0)),
-            ";t=",
-            reset.format(decision.reset_after_seconds()),
-        ])
+        self.state_of(
+            decision.remaining.unwrap_or(0),
+            decision.reset_after_seconds(),
+        )
+    }
+
+    /// The `RateLimit` value `"name";r=<remaining>;t=<reset_s>`, in one
+    /// allocation of its exact size.
+    pub fn state_of(&self, remaining: u64, reset_s: u64) -> HeaderValue {
+        let mut remaining_digits = itoa::Buffer::new();
+        let mut reset_digits = itoa::Buffer::new();
+        let remaining = remaining_digits.format(remaining).as_bytes();
+        let reset = reset_digits.format(reset_s).as_bytes();
+        let prefix = self.state_prefix.as_bytes();
+        let mut bytes = Vec::with_capacity(prefix.len() + remaining.len() + 3 + reset.len());
+        bytes.extend_from_slice(prefix);
+        bytes.extend_from_slice(remaining);
+        bytes.extend_from_slice(b";t=");
+        bytes.extend_from_slice(reset);
+        // Printable ASCII only (the prefix is a Structured Field String), so
+        // this never fails.
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(bytes))
+            .unwrap_or_else(|_| HeaderValue::from_static("\"\""))
     }
 
     /// The fields after `decision`.

@@ -15,9 +15,7 @@ use tollgate_core::{
     Clock, KeyReport, Limit, LimitDecision, LimiterConfig, ManualClock, MemoryStore, Policy,
     PolicyError, PreparedPolicy, Resolution, Stats, Store, StoreError, StoreFuture,
 };
-use tollgate_tower::{
-    Budget, FailurePolicy, HostLimits, KeySelector, PROBLEM_JSON, STORE_FAILURES_METRIC,
-};
+use tollgate_tower::{Budget, FailurePolicy, HostLimits, KeySelector};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 use support::{Backend, from, with_tenant};
@@ -234,7 +232,7 @@ async fn a_store_failure_fails_open_by_default_and_is_counted() {
     assert_eq!(
         counters,
         vec![(
-            STORE_FAILURES_METRIC.to_owned(),
+            "tollgate_store_failures_total".to_owned(),
             vec![
                 "plugin=tollgate".to_owned(),
                 "policy=fail_open".to_owned(),
@@ -256,7 +254,10 @@ async fn a_store_failure_fails_closed_when_asked_with_a_503() {
     let service = backend.wrapped(&limits.route("orders").budget(budget(60, 1)).unwrap());
     let response = service.clone().oneshot(from(PEER)).await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(response.headers()["content-type"], PROBLEM_JSON);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
     let body = response.into_body().collect().await.unwrap().to_bytes();
     let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(problem["status"], 503);

@@ -4,10 +4,15 @@
 //! A policy that counts refused units (envoyproxy/ratelimit's rule: `INCRBY`
 //! the counter by the hits, then compare) adds every unit asked for to the
 //! count, allowed or not, so its count may pass `limit`; otherwise only the
-//! allowed units are counted and the count stays at most `limit`.
+//! allowed units are counted and the count stays at most `limit`. Such a
+//! window is past its limit exactly when its `retry_after` is not zero, a look
+//! (0 units) included: envoyproxy/ratelimit answers a look (`hits_addend` 0)
+//! OK at exactly the limit and OVER_LIMIT past it.
 //! Its Redis twin, the same transition in Lua: `crates/tollgate-redis/lua/fixed_window.lua`
 //! (its `counting` flag, rule code `COUNTING_FIXED_WINDOW`, for the policies
 //! counting refused units).
+//! Its refund, `give_back`, is `fixed_window_give_back` in the same Lua file, run by
+//! `crates/tollgate-redis/lua/give_back.lua`.
 
 use super::{Rule, Verdict, saturate};
 
@@ -38,13 +43,35 @@ impl FixedWindow {
         let window_end = (u128::from(index) + 1) * u128::from(rule.window);
         let until_window_end = saturate(window_end - u128::from(now));
         let reset_after = if self.count > 0 { until_window_end } else { 0 };
-        Verdict::new(
+        let mut verdict = Verdict::new(
             units,
             allowed,
             rule.limit.saturating_sub(self.count),
             until_window_end,
             reset_after,
-        )
+        );
+        if rule.policy.counts_refused() && self.count > rule.limit {
+            // Past its limit (only refused units take it there): a look says
+            // so too, with the wait until the window ends.
+            verdict.retry_after = until_window_end;
+        }
+        verdict
+    }
+
+    /// Gives back `units` counted in the window a request at `now` would
+    /// count in: the stored window when `now` is in it or older (as
+    /// [`FixedWindow::decide`] counts an older `now` there), so the count goes
+    /// down by `units`, never below 0 (a count of refused units too). A count
+    /// brought to 0 leaves the state fresh, as if never charged (the Redis
+    /// store then drops the key). A state of an earlier window counts nothing
+    /// at `now` and is left as it is: no time moves.
+    pub(crate) fn give_back(&mut self, rule: &Rule, now: u64, units: u64) {
+        if now / rule.per_window <= self.window_index {
+            self.count = self.count.saturating_sub(units);
+            if self.count == 0 {
+                *self = FixedWindow::default();
+            }
+        }
     }
 }
 
@@ -83,13 +110,27 @@ mod tests {
         assert_eq!(step(&mut state, &rule, 70, 25), [20, 5, 0, 50, 50, 25]);
         // 10 more at 80: none allowed, the counter at 35.
         assert_eq!(step(&mut state, &rule, 80, 10), [0, 10, 0, 40, 40, 35]);
-        // 0 units inspect: nothing changes.
-        assert_eq!(step(&mut state, &rule, 90, 0), [0, 0, 0, 0, 30, 35]);
+        // 0 units inspect: nothing changes; past the limit, the wait until
+        // the window ends (30 s) says so.
+        assert_eq!(step(&mut state, &rule, 90, 0), [0, 0, 0, 30, 30, 35]);
         // The next window starts afresh: 3 of 20 at 125, 17 left, 55 s to go.
         assert_eq!(step(&mut state, &rule, 125, 3), [3, 0, 17, 0, 55, 3]);
         // A batch that passes the limit partly: 17 allowed, 3 refused, all 20
         // counted, so the counter is 23.
         assert_eq!(step(&mut state, &rule, 130, 20), [17, 3, 0, 50, 50, 23]);
+    }
+
+    #[test]
+    fn a_look_tells_at_the_limit_from_past_it() {
+        // 3 per minute; the window [0, 60).
+        let rule = counting(3, 60);
+        let mut state = FixedWindow::default();
+        assert_eq!(step(&mut state, &rule, 10, 3), [3, 0, 0, 0, 50, 3]);
+        // Exactly at the limit: nothing to wait for on a look.
+        assert_eq!(step(&mut state, &rule, 20, 0), [0, 0, 0, 0, 40, 3]);
+        // One hit refused takes the count past it: the look waits 30 s.
+        assert_eq!(step(&mut state, &rule, 25, 1), [0, 1, 0, 35, 35, 4]);
+        assert_eq!(step(&mut state, &rule, 30, 0), [0, 0, 0, 30, 30, 4]);
     }
 
     #[test]
@@ -99,6 +140,72 @@ mod tests {
         let mut state = FixedWindow::default();
         assert_eq!(step(&mut state, &rule, 70, 25), [20, 5, 0, 50, 50, 20]);
         assert_eq!(step(&mut state, &rule, 80, 10), [0, 10, 0, 40, 40, 20]);
+    }
+
+    /// A refund through [`State::give_back`]: (allowed, rejected,
+    /// remaining, retry_after, reset_after) of the look after it, and the
+    /// count.
+    fn give_back(state: &mut FixedWindow, rule: &Rule, now: u64, units: u64) -> [u64; 6] {
+        let mut whole = crate::algorithm::State::FixedWindow(*state);
+        let verdict = whole.give_back(rule, now, units);
+        if let crate::algorithm::State::FixedWindow(after) = whole {
+            *state = after;
+        }
+        [
+            verdict.allowed,
+            verdict.rejected,
+            verdict.remaining,
+            verdict.retry_after,
+            verdict.reset_after,
+            state.count,
+        ]
+    }
+
+    #[test]
+    fn a_refund_lowers_the_count_of_the_current_window() {
+        // 20 per minute, counting refused hits; the window [60, 120).
+        let rule = counting(20, 60);
+        let mut state = FixedWindow::default();
+        assert_eq!(step(&mut state, &rule, 70, 25), [20, 5, 0, 50, 50, 25]);
+        // 3 back at 90: 22, still past the limit, so a look waits 30 s.
+        assert_eq!(give_back(&mut state, &rule, 90, 3), [0, 0, 0, 30, 30, 22]);
+        // 10 back at 95: 12, 8 left.
+        assert_eq!(give_back(&mut state, &rule, 95, 10), [0, 0, 8, 0, 25, 12]);
+        // More than counted: 0, the whole budget back, nothing to reset.
+        assert_eq!(
+            give_back(&mut state, &rule, 100, u64::MAX),
+            [0, 0, 20, 0, 0, 0]
+        );
+        assert_eq!(state, FixedWindow::default(), "as if never charged");
+        assert_eq!(step(&mut state, &rule, 100, 20), [20, 0, 0, 0, 20, 20]);
+    }
+
+    #[test]
+    fn a_window_given_everything_back_is_fresh_for_an_older_now_too() {
+        let policy = Policy::fixed_window(20, 60).unwrap();
+        let rule = Rule::compile(policy, Resolution::Seconds).unwrap();
+        let mut state = FixedWindow::default();
+        assert_eq!(step(&mut state, &rule, 130, 5), [5, 0, 15, 0, 50, 5]);
+        assert_eq!(give_back(&mut state, &rule, 130, 5), [0, 0, 20, 0, 0, 0]);
+        // A request at 70 now counts in its own window [60, 120), not in
+        // [120, 180) as it would while the state held a count there.
+        assert_eq!(step(&mut state, &rule, 70, 1), [1, 0, 19, 0, 50, 1]);
+    }
+
+    #[test]
+    fn a_refund_gives_nothing_to_a_later_window_and_counts_an_older_now_in_the_stored_one() {
+        let policy = Policy::fixed_window(20, 60).unwrap();
+        let rule = Rule::compile(policy, Resolution::Seconds).unwrap();
+        let mut state = FixedWindow::default();
+        // 5 in [120, 180).
+        assert_eq!(step(&mut state, &rule, 130, 5), [5, 0, 15, 0, 50, 5]);
+        // At 70, older: taken from the stored window, whose end is 110 s away.
+        assert_eq!(give_back(&mut state, &rule, 70, 2), [0, 0, 17, 0, 110, 3]);
+        // At 190, in [180, 240): that window has counted nothing; the stored
+        // one is left as it is (no time moves).
+        assert_eq!(give_back(&mut state, &rule, 190, 3), [0, 0, 20, 0, 0, 3]);
+        assert_eq!(state.window_index, 2);
+        assert_eq!(step(&mut state, &rule, 190, 20), [20, 0, 0, 0, 50, 20]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The three algorithms as pure transitions over small per-key state.
 //!
 //! `State::decide(rule, now, units)` updates the state in place and returns a
-//! [`Verdict`]; nothing else in the crate decides anything. Time is an integer
+//! [`Verdict`]; nothing else in the crate decides anything. `State::give_back`
+//! is the other transition: a refund of units taken. Time is an integer
 //! count of ticks (see [`Resolution`]); every computation is exact integer
 //! arithmetic, 128-bit or saturating where a product could overflow, and costs the
 //! same whatever the batch size.
@@ -51,7 +52,9 @@ impl Rule {
             limit: policy.limit(),
             window,
             scaled_capacity: u128::from(policy.capacity()) * u128::from(window),
-            per_limit: StrengthReducedU64::new(policy.limit()),
+            // Only a counting fixed window has a limit of 0, and a fixed
+            // window never divides by its limit.
+            per_limit: StrengthReducedU64::new(policy.limit().max(1)),
             per_window: StrengthReducedU64::new(window),
         })
     }
@@ -135,6 +138,34 @@ impl State {
             }
             State::SlidingLog(log) => log.peek(rule, now),
         }
+    }
+
+    /// Gives back `units` at `now` under `rule` (a refund: Envoy's
+    /// `is_negative_hits`), never granting more than the policy allows, and
+    /// returns what a look (0 units) at `now` then sees: allowed and rejected
+    /// 0, what remains after the refund, and its waits.
+    ///
+    /// - fixed window: the count of the window a request at `now` counts in
+    ///   goes down by `units` (not below 0); a state of an earlier window,
+    ///   which counts nothing at `now`, is left as it is;
+    /// - sliding log: up to `units` of the newest units still counted at
+    ///   `now` are dropped;
+    /// - token bucket: up to `burst` tokens go back in, never past full.
+    ///
+    /// A refund moves no time (an older `now` is taken as a decision takes
+    /// it). A state left with nothing counted at `now` (a count of 0, no unit
+    /// counting, a full bucket) becomes a fresh one, as if never charged, as
+    /// the Redis store drops such a key. A state of another algorithm is not
+    /// this rule's: it is left as it is and the answer is a fresh state's.
+    pub(crate) fn give_back(&mut self, rule: &Rule, now: u64, units: u64) -> Verdict {
+        if self.algorithm() == rule.policy.algorithm() {
+            match self {
+                State::FixedWindow(state) => state.give_back(rule, now, units),
+                State::SlidingLog(state) => state.give_back(rule, now, units),
+                State::TokenBucket(state) => state.give_back(rule, now, units),
+            }
+        }
+        self.peek(rule, now)
     }
 
     fn algorithm(&self) -> Algorithm {

@@ -7,6 +7,8 @@
 //! window and at least one unit), never one entry per request. Expired runs are
 //! dropped from the front: amortised O(1), each run is dropped once.
 //! Its Redis twin, the same transition in Lua: `crates/tollgate-redis/lua/sliding_log.lua`.
+//! Its refund, `give_back`, is `sliding_log_give_back` in the same Lua file, run by
+//! `crates/tollgate-redis/lua/give_back.lua`.
 
 use std::collections::VecDeque;
 
@@ -78,6 +80,37 @@ impl SlidingLog {
         Verdict::new(0, 0, rule.limit - counted, 0, reset_after)
     }
 
+    /// Gives back up to `units` of the newest units still counted at `now`:
+    /// runs are emptied from the newest back, and a run emptied goes. When no
+    /// unit counts at `now` afterwards, the log is cleared, as if never
+    /// charged (the Redis store then drops the key); otherwise expired runs
+    /// are left for the next decision to drop: no time moves. (A `now` older
+    /// than the newest run needs no clamp, unlike in `decide`: every run kept
+    /// counts at the newest run's time.)
+    pub(crate) fn give_back(&mut self, rule: &Rule, now: u64, mut units: u64) {
+        let now = u128::from(now);
+        let counts_at_now = |run: &Run| u128::from(run.at) + u128::from(rule.window) > now;
+        while units > 0 {
+            let Some(newest) = self.runs.back_mut() else {
+                break;
+            };
+            if !counts_at_now(newest) {
+                // Expired, and so is every older run.
+                break;
+            }
+            let taken = newest.count.min(units);
+            newest.count -= taken;
+            self.counted -= taken;
+            units -= taken;
+            if newest.count == 0 {
+                self.runs.pop_back();
+            }
+        }
+        if !self.runs.back().is_some_and(counts_at_now) {
+            *self = SlidingLog::default();
+        }
+    }
+
     /// Drops the runs that no longer count at `now`: those with `at + W <= now`.
     fn expire(&mut self, window: u64, now: u64) {
         while let Some(oldest) = self.runs.front() {
@@ -111,6 +144,99 @@ mod tests {
             Resolution::Seconds,
         )
         .unwrap()
+    }
+
+    /// Decides `units` at `now`: (allowed, rejected, remaining, retry_after,
+    /// reset_after).
+    fn step(log: &mut SlidingLog, rule: &Rule, now: u64, units: u64) -> [u64; 5] {
+        let verdict = log.decide(rule, now, units);
+        [
+            verdict.allowed,
+            verdict.rejected,
+            verdict.remaining,
+            verdict.retry_after,
+            verdict.reset_after,
+        ]
+    }
+
+    /// A refund through [`State::give_back`](crate::algorithm::State): the
+    /// look after it, as [`step`] gives it, and the runs left.
+    fn give_back(
+        log: &mut SlidingLog,
+        rule: &Rule,
+        now: u64,
+        units: u64,
+    ) -> ([u64; 5], Vec<(u64, u64)>) {
+        let mut whole = crate::algorithm::State::SlidingLog(Box::new(log.clone()));
+        let verdict = whole.give_back(rule, now, units);
+        if let crate::algorithm::State::SlidingLog(after) = whole {
+            *log = *after;
+        }
+        let runs = log.runs.iter().map(|run| (run.at, run.count)).collect();
+        (
+            [
+                verdict.allowed,
+                verdict.rejected,
+                verdict.remaining,
+                verdict.retry_after,
+                verdict.reset_after,
+            ],
+            runs,
+        )
+    }
+
+    #[test]
+    fn a_refund_drops_the_newest_units_first() {
+        // 5 per 10 s.
+        let rule = rule(5, 10);
+        let mut log = SlidingLog::default();
+        assert_eq!(step(&mut log, &rule, 0, 2), [2, 0, 3, 0, 10]);
+        assert_eq!(step(&mut log, &rule, 3, 2), [2, 0, 1, 0, 10]);
+        assert_eq!(step(&mut log, &rule, 5, 1), [1, 0, 0, 0, 10]);
+        // 2 back at 6: the unit of 5 and one of 3; 2 left, the newest (3)
+        // counts 7 s more.
+        assert_eq!(
+            give_back(&mut log, &rule, 6, 2),
+            ([0, 0, 2, 0, 7], vec![(0, 2), (3, 1)])
+        );
+        // At 2, older than the newest run: the unit of 3 goes.
+        assert_eq!(
+            give_back(&mut log, &rule, 2, 1),
+            ([0, 0, 3, 0, 8], vec![(0, 2)])
+        );
+        // At 10 the units of 0 count no more: nothing to give back, and
+        // nothing counts: the log is cleared.
+        assert_eq!(give_back(&mut log, &rule, 10, 4), ([0, 0, 5, 0, 0], vec![]));
+        // So a request at 5 (older) is taken at 5, and counts until 15.
+        assert_eq!(step(&mut log, &rule, 5, 5), [5, 0, 0, 0, 10]);
+    }
+
+    #[test]
+    fn a_refund_stops_at_expired_runs() {
+        let rule = rule(5, 10);
+        let mut log = SlidingLog::default();
+        step(&mut log, &rule, 0, 1);
+        step(&mut log, &rule, 8, 2);
+        step(&mut log, &rule, 9, 1);
+        // At 12 the run of 0 has expired: of 3 asked, the 1 of 9 and 2 of 8
+        // go back; nothing counts then, so the expired run goes too.
+        assert_eq!(give_back(&mut log, &rule, 12, 3), ([0, 0, 5, 0, 0], vec![]));
+        // Again: at 12, 1 of 3 back; the expired run of 0 stays for the
+        // next decision to drop.
+        step(&mut log, &rule, 0, 1);
+        step(&mut log, &rule, 8, 3);
+        assert_eq!(
+            give_back(&mut log, &rule, 12, 1),
+            ([0, 0, 3, 0, 6], vec![(0, 1), (8, 2)])
+        );
+        // At 9, older, the unit of 0 still counts.
+        assert_eq!(step(&mut log, &rule, 9, 5), [2, 3, 0, 1, 10]);
+        // An empty log has nothing to give.
+        let mut empty = SlidingLog::default();
+        assert_eq!(
+            give_back(&mut empty, &rule, 3, 1),
+            ([0, 0, 5, 0, 0], vec![])
+        );
     }
 
     #[test]

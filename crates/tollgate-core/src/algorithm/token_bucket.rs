@@ -8,6 +8,8 @@
 //! of GCRA). Products of two 63-bit values fit in 126 bits, so u128 never
 //! overflows for valid policies and timestamps.
 //! Its Redis twin, the same transition in Lua: `crates/tollgate-redis/lua/token_bucket.lua`.
+//! Its refund, `give_back`, is `token_bucket_give_back` in the same Lua file, run by
+//! `crates/tollgate-redis/lua/give_back.lua`.
 
 use super::{Rule, Verdict, divide, divide_rounding_up, saturate};
 
@@ -55,5 +57,83 @@ impl TokenBucket {
         };
         let reset_after = saturate(divide_rounding_up(deficit, rule.per_limit));
         Verdict::new(units, allowed, remaining, retry_after, reset_after)
+    }
+
+    /// Gives back `units` tokens at `now`, at most `burst` (a bucket holds no
+    /// more): the time it is full again moves back by their worth. A bucket
+    /// that is full at `now` afterwards is fresh, as if never charged (the
+    /// Redis store then drops the key); one full before the refund is left
+    /// as it is: no time moves.
+    pub(crate) fn give_back(&mut self, rule: &Rule, now: u64, units: u64) {
+        let scaled_now = u128::from(now) * u128::from(rule.limit);
+        let full_at = self.full_at();
+        if full_at <= scaled_now {
+            return;
+        }
+        let tokens = u128::from(units.min(rule.policy.capacity())) * u128::from(rule.window);
+        let full_at = full_at.saturating_sub(tokens);
+        if full_at <= scaled_now {
+            *self = TokenBucket::default();
+        } else {
+            self.set_full_at(full_at);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Refunds by hand, on a clock of seconds.
+
+    use super::*;
+    use crate::algorithm::State;
+    use crate::{Policy, Resolution};
+
+    fn rule(limit: u64, window_s: u64, burst: u64) -> Rule {
+        let policy = Policy::token_bucket(limit, window_s, burst).unwrap();
+        Rule::compile(policy, Resolution::Seconds).unwrap()
+    }
+
+    /// (allowed, rejected, remaining, retry_after, reset_after).
+    fn fields(verdict: Verdict) -> [u64; 5] {
+        [
+            verdict.allowed,
+            verdict.rejected,
+            verdict.remaining,
+            verdict.retry_after,
+            verdict.reset_after,
+        ]
+    }
+
+    #[test]
+    fn a_refund_puts_tokens_back_never_past_full() {
+        // One token a second, 5 deep.
+        let rule = rule(60, 60, 5);
+        let mut bucket = State::TokenBucket(TokenBucket::default());
+        assert_eq!(fields(bucket.decide(&rule, 100, 5)), [5, 0, 0, 0, 5]);
+        // At 101 one token is back; 2 more: 3, full 2 s later.
+        assert_eq!(fields(bucket.give_back(&rule, 101, 2)), [0, 0, 3, 0, 2]);
+        // 10 more: full, no more, as if never charged.
+        assert_eq!(fields(bucket.give_back(&rule, 101, 10)), [0, 0, 5, 0, 0]);
+        assert_eq!(bucket, State::TokenBucket(TokenBucket::default()));
+        assert_eq!(fields(bucket.decide(&rule, 101, 6)), [5, 1, 0, 1, 5]);
+        // A bucket full already is left as it is (full since 106).
+        let before = bucket.clone();
+        assert_eq!(fields(bucket.give_back(&rule, 200, 1)), [0, 0, 5, 0, 0]);
+        assert_eq!(bucket, before);
+    }
+
+    #[test]
+    fn an_older_now_gets_at_most_burst_tokens_back() {
+        // One token per 10 s, 2 deep.
+        let rule = rule(1, 10, 2);
+        let mut bucket = State::TokenBucket(TokenBucket::default());
+        // Both taken at 100: full again at 120.
+        assert_eq!(fields(bucket.decide(&rule, 100, 2)), [2, 0, 0, 0, 20]);
+        // 3 back at 50 (a clock behind): 2 at most, so full again at 100,
+        // not 90; at 50 the bucket still lacks 5 tokens.
+        assert_eq!(fields(bucket.give_back(&rule, 50, 3)), [0, 0, 0, 0, 50]);
+        // At 95: half a token missing, one whole token there.
+        assert_eq!(fields(bucket.peek(&rule, 95)), [0, 0, 1, 0, 5]);
+        assert_eq!(fields(bucket.peek(&rule, 100)), [0, 0, 2, 0, 0]);
     }
 }

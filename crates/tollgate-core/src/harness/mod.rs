@@ -3,12 +3,11 @@
 //! `tests/conformance/CONTRACT.md` specifies.
 
 mod argument;
+mod document;
 mod operation;
 mod output;
+mod read;
 
-use std::fmt;
-
-use serde::de::{Deserializer as _, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::config::{ConfigError, LimiterConfig};
@@ -16,9 +15,9 @@ use crate::decision::Decision;
 use crate::limiter::Limiter;
 use crate::resolution::Resolution;
 
-use argument::{Argument, OperationSeed};
 use operation::Operation;
 pub use output::Output;
+use read::ReadOperation;
 
 /// A limiter driven by JSON operations, with the contract's clock: timestamps in
 /// whole seconds that never go backwards.
@@ -67,34 +66,39 @@ impl Harness {
 
     /// Applies one operation. An operation that returns an error changes nothing.
     pub fn apply(&mut self, operation: &Value) -> Output {
-        let (name, arguments) = split(operation);
-        self.apply_arguments(name, &arguments)
+        let mut read = ReadOperation::new();
+        // Writing a JSON value cannot fail; if it did, the operation would
+        // stay malformed.
+        let text = serde_json::value::to_raw_value(operation).ok();
+        if let Some(text) = &text {
+            read.read_text(text);
+        }
+        self.apply_read(&read)
     }
 
-    fn apply_arguments(&mut self, name: Option<&str>, arguments: &[Argument<'_>]) -> Output {
-        match Operation::parse(name, arguments, self.latest) {
+    pub(super) fn apply_read(&mut self, operation: &ReadOperation<'_>) -> Output {
+        match Operation::parse(operation, self.latest) {
             Ok(operation) => self.execute(operation),
             Err(error) => Output::Error(format!("error: {error}")),
         }
     }
 
     /// Runs a whole document, a JSON array of operations, writing the JSON array
-    /// of outputs to `out`. The array is read one operation at a time, so memory
-    /// holds one operation and the outputs, never the whole parsed input. Any
-    /// nesting depth is accepted (an argument nested too deep is just a wrong
-    /// argument).
+    /// of outputs to `out`. The array is read one operation at a time, and of
+    /// an operation only the arguments it takes are kept, so memory holds the
+    /// input, one operation and the outputs, never a parsed copy of the input.
+    /// Any JSON is accepted inside the array: any nesting depth, any number
+    /// however long or large (a value that is no operation, or no argument of
+    /// its operation, is just a wrong one, answered with its error).
     ///
     /// # Errors
     ///
     /// [`InputError`] when `input` is not one JSON array; `out` is then
     /// incomplete and should be discarded.
     pub fn run(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), InputError> {
-        let mut deserializer = serde_json::Deserializer::from_slice(input);
-        // Any depth is a valid array; the stack grows on the heap as needed.
-        deserializer.disable_recursion_limit();
-        serde_stacker::Deserializer::new(&mut deserializer)
-            .deserialize_seq(Operations { harness: self, out })?;
-        deserializer.end()?;
+        // JSON is UTF-8: checked once for the whole input, not string by string.
+        let input = std::str::from_utf8(input).map_err(|error| not_utf8(input, &error))?;
+        document::run(self, input, out)?;
         Ok(())
     }
 
@@ -144,51 +148,23 @@ impl Harness {
     }
 }
 
+/// The error for input that is not UTF-8, placed as serde_json places its
+/// errors: `invalid UTF-8 at line L column C` (the column counts bytes).
+fn not_utf8(input: &[u8], error: &std::str::Utf8Error) -> InputError {
+    let before = &input[..error.valid_up_to()];
+    let line = before.iter().filter(|byte| **byte == b'\n').count() + 1;
+    let column = before
+        .iter()
+        .rev()
+        .take_while(|byte| **byte != b'\n')
+        .count()
+        + 1;
+    InputError(serde::de::Error::custom(format!(
+        "invalid UTF-8 at line {line} column {column}"
+    )))
+}
+
 /// `retry_after` in the harness's unit, whole seconds (exact at this resolution).
 fn seconds(decision: &Decision) -> u64 {
     decision.retry_after.as_secs()
-}
-
-/// The top-level array, applied element by element as it is read.
-struct Operations<'a> {
-    harness: &'a mut Harness,
-    out: &'a mut Vec<u8>,
-}
-
-impl<'de> Visitor<'de> for Operations<'_> {
-    type Value = ();
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("a JSON array of operations")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut operations: A) -> Result<(), A::Error> {
-        self.out.push(b'[');
-        let mut first = true;
-        let mut arguments = Vec::new();
-        while let Some(name) = operations.next_element_seed(OperationSeed {
-            arguments: &mut arguments,
-        })? {
-            if !first {
-                self.out.push(b',');
-            }
-            first = false;
-            let output = self.harness.apply_arguments(name.as_deref(), &arguments);
-            serde_json::to_writer(&mut *self.out, &output).map_err(serde::de::Error::custom)?;
-        }
-        self.out.extend_from_slice(b"]\n");
-        Ok(())
-    }
-}
-
-/// An operation's name and arguments: `None` for the name when `operation` is
-/// not an array starting with a string.
-fn split(operation: &Value) -> (Option<&str>, Vec<Argument<'_>>) {
-    match operation.as_array().and_then(|items| items.split_first()) {
-        Some((Value::String(name), arguments)) => (
-            Some(name.as_str()),
-            arguments.iter().map(Argument::from_value).collect(),
-        ),
-        _ => (None, Vec::new()),
-    }
 }

@@ -5,6 +5,7 @@ use std::fmt;
 use std::num::NonZeroU64;
 
 use super::argument::Argument;
+use super::read::ReadOperation;
 use crate::key::ApiKey;
 use crate::policy::{MAX_VALUE, Policy, PolicyError};
 
@@ -61,30 +62,41 @@ impl fmt::Display for OperationError {
     }
 }
 
+/// Every operation's name and how many arguments it takes.
+const OPERATIONS: [(&str, usize); 6] = [
+    ("request", 2),
+    ("request_batch", 3),
+    ("configure", 1),
+    ("reset", 1),
+    ("stats", 1),
+    ("assign_tier", 2),
+];
+
+/// How many arguments the operation `name` takes; `None` when no operation
+/// has that name.
+pub(crate) fn arity(name: &str) -> Option<usize> {
+    signature(name).map(|(_, arity)| arity)
+}
+
+fn signature(name: &str) -> Option<(&'static str, usize)> {
+    OPERATIONS.into_iter().find(|(known, _)| *known == name)
+}
+
 impl<'a> Operation<'a> {
-    /// Reads an operation: `name` is `None` when the JSON was not an array
-    /// starting with a string. `latest` is the latest timestamp accepted so far,
-    /// below which a timestamp has gone backwards.
+    /// Checks an operation as read. `latest` is the latest timestamp accepted
+    /// so far, below which a timestamp has gone backwards.
     pub(crate) fn parse(
-        name: Option<&str>,
-        arguments: &'a [Argument<'_>],
+        operation: &'a ReadOperation<'_>,
         latest: Option<u64>,
     ) -> Result<Self, OperationError> {
-        let name = name.ok_or(OperationError::Malformed)?;
-        let (name, arity): (&'static str, usize) = match name {
-            "request" => ("request", 2),
-            "request_batch" => ("request_batch", 3),
-            "configure" => ("configure", 1),
-            "reset" => ("reset", 1),
-            "stats" => ("stats", 1),
-            "assign_tier" => ("assign_tier", 2),
-            _ => return Err(OperationError::Unknown(name.to_owned())),
-        };
-        if arguments.len() != arity {
+        let name = operation.name.as_deref().ok_or(OperationError::Malformed)?;
+        let (name, arity) =
+            signature(name).ok_or_else(|| OperationError::Unknown(name.to_owned()))?;
+        if operation.count != arity {
             return Err(OperationError::WrongArity(name));
         }
         let now = |argument: &Argument<'_>| timestamp(argument, latest);
-        Ok(match (name, arguments) {
+        Ok(match (name, operation.arguments.as_slice()) {
             ("request", [key, at]) => Operation::Request {
                 key: api_key(key)?,
                 now: now(at)?,
@@ -98,9 +110,9 @@ impl<'a> Operation<'a> {
                     units: count(units).ok_or(OperationError::InvalidUnits)?,
                 }
             }
-            ("configure", [policy]) => Operation::Configure(
-                Policy::from_json(&policy.to_value()).map_err(OperationError::InvalidPolicy)?,
-            ),
+            ("configure", [policy]) => {
+                Operation::Configure(policy.to_policy().map_err(OperationError::InvalidPolicy)?)
+            }
             ("reset", [key]) => Operation::Reset(api_key(key)?),
             ("stats", [at]) => Operation::Stats { now: now(at)? },
             ("assign_tier", [key, tier]) => Operation::AssignTier {
@@ -142,19 +154,25 @@ fn count(argument: &Argument<'_>) -> Option<NonZeroU64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::split;
+    use serde_json::value::{RawValue, to_raw_value};
     use serde_json::{Value, json};
 
+    fn read(text: &RawValue) -> ReadOperation<'_> {
+        let mut operation = ReadOperation::new();
+        operation.read_text(text);
+        operation
+    }
+
     fn error(op: Value) -> String {
-        let (name, arguments) = split(&op);
-        Operation::parse(name, &arguments, Some(10))
+        let text = to_raw_value(&op).unwrap();
+        Operation::parse(&read(&text), Some(10))
             .unwrap_err()
             .to_string()
     }
 
     fn parsed(op: Value, expected: Operation<'_>) {
-        let (name, arguments) = split(&op);
-        assert_eq!(Operation::parse(name, &arguments, None), Ok(expected));
+        let text = to_raw_value(&op).unwrap();
+        assert_eq!(Operation::parse(&read(&text), None), Ok(expected));
     }
 
     #[test]

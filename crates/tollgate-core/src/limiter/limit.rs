@@ -13,7 +13,8 @@ use crate::resolution::Resolution;
 /// [`Limit::Policy`]. Made by [`Limiter::prepare`](crate::Limiter::prepare).
 ///
 /// Its version is a fingerprint of the policy, so a key keeps its state while the
-/// policy stays the same (across reloads too) and starts afresh when it changes.
+/// policy stays the same (across reloads too) and starts afresh when it changes;
+/// a window counting refused units keeps its count when only its limit changes.
 #[derive(Clone, Copy, Debug)]
 pub struct PreparedPolicy {
     pub(crate) rule: VersionedRule,
@@ -56,8 +57,18 @@ impl PreparedPolicy {
 
 /// Versions of prepared policies have the top bit set; versions of the
 /// limiter's own rules count up from 0, so the two never meet.
+///
+/// A window counting refused units keeps its counter whatever its limit (the
+/// count means the same under any limit, and envoyproxy/ratelimit's counter
+/// key names none), so its fingerprint leaves the limit out.
 fn fingerprint(policy: &Policy) -> u64 {
-    foldhash::fast::FixedState::with_seed(0x746f_6c6c_6761_7465).hash_one(policy) | (1 << 63)
+    let hasher = foldhash::fast::FixedState::with_seed(0x746f_6c6c_6761_7465);
+    let fingerprint = if policy.counts_refused() {
+        hasher.hash_one(("counting fixed window", policy.window_s()))
+    } else {
+        hasher.hash_one(policy)
+    };
+    fingerprint | (1 << 63)
 }
 
 /// One limit of a request, for [`Limiter::acquire`](crate::Limiter::acquire).
@@ -93,7 +104,8 @@ impl<'a> Limit<'a> {
 /// One limit of a request and the units the request costs it, for
 /// [`Limiter::acquire_units`](crate::Limiter::acquire_units) and
 /// [`Store::acquire_units`](crate::Store::acquire_units): an Envoy
-/// descriptor's `hits_addend`, say.
+/// descriptor's `hits_addend`, say. Also the units a refund gives back
+/// ([`Limiter::give_back_units`](crate::Limiter::give_back_units)).
 #[derive(Clone, Copy, Debug)]
 pub struct LimitUnits<'a> {
     /// The limit.

@@ -2,6 +2,7 @@
 //! tier or exempt) and applies the algorithm's transition to the key's state in a
 //! sharded store, with idle eviction, a cap on tracked keys and exact counters.
 
+mod give_back;
 mod limit;
 mod policy_set;
 mod shard;
@@ -139,7 +140,7 @@ impl Limiter {
             exempt: Arc::new(exempt),
         });
         let idle_after = idle_ticks(config, resolution);
-        let count = KeyCount::new(config.max_tracked_keys);
+        let count = KeyCount::new(config.max_tracked_keys, resolution);
         let shards = (0..SHARDS)
             .map(|_| {
                 let shard = Shard::new(Arc::clone(&policies), Arc::clone(&count), idle_after);

@@ -48,11 +48,6 @@ impl PolicySet {
             .unwrap_or(&self.default)
     }
 
-    /// Whether `version` belongs to a rule in force.
-    pub(crate) fn is_current(&self, version: u64) -> bool {
-        self.default.version == version || self.tiers.values().any(|tier| tier.version == version)
-    }
-
     /// Whether `key`, of hash `hash`, is exempt.
     pub(crate) fn is_exempt(&self, hash: u64, key: &str) -> bool {
         !self.exempt.is_empty() && self.exempt.find(hash, |exempt| **exempt == *key).is_some()

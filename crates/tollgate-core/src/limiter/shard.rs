@@ -131,6 +131,32 @@ impl Shard {
         Some(state.decide(&rule.rule, now, units))
     }
 
+    /// Gives back `units` of `key` at `now` (see [`State::give_back`]), under
+    /// `policy` when given, else its plan; `None` for an exempt key. A key
+    /// holding no state (new, idle, or under another rule) stays without
+    /// state, and is answered as a fresh one. Counts nothing.
+    pub(crate) fn give_back(
+        &mut self,
+        hash: u64,
+        key: &str,
+        policy: Option<&VersionedRule>,
+        now: u64,
+        units: u64,
+    ) -> Option<Verdict> {
+        let (space, rule) = self.rule_of(hash, key, policy)?;
+        let fresh = State::new(rule.rule.policy.algorithm());
+        let Some(state) = self.tracked.state_mut(space, hash, key, now, rule.version) else {
+            return Some(fresh.peek(&rule.rule, now));
+        };
+        let verdict = state.give_back(&rule.rule, now, units);
+        if *state == fresh {
+            // Everything given back: the key holds no state, as on Redis,
+            // which deletes it.
+            self.tracked.remove(space, hash, key, now);
+        }
+        Some(verdict)
+    }
+
     /// The key space and rule limiting `key`: `policy` when given, else the
     /// key's plan; `None` when the key is exempt from its plan.
     fn rule_of(
@@ -167,7 +193,7 @@ impl Shard {
 
     /// Drops the state of keys idle at `now`.
     pub(crate) fn evict_idle(&mut self, now: u64) {
-        self.tracked.evict_idle(now);
+        self.tracked.evict_every_idle(now);
     }
 
     /// Drops `key`'s state; whether it had state at `now`.
@@ -180,11 +206,24 @@ impl Shard {
         self.tracked.len()
     }
 
-    /// Puts `policies` in force and drops the state of every key whose rule is
-    /// no longer in force.
+    /// Puts `policies` in force and drops the state of every plan key that is
+    /// now exempt or whose own rule (its tier's, or the default) is not the
+    /// one its state was built under. Keys with explicit policies keep theirs
+    /// (their policies come with each request).
     pub(crate) fn replace_policies(&mut self, policies: Arc<PolicySet>) {
+        let assignments = &self.assignments;
         self.tracked.retain(|tracked| {
-            tracked.space == KeySpace::Policy || policies.is_current(tracked.version)
+            if tracked.space == KeySpace::Policy {
+                return true;
+            }
+            let (hash, key) = (tracked.hash(), tracked.key());
+            if policies.is_exempt(hash, key) {
+                return false;
+            }
+            let tier = assignments
+                .find(hash, |(assigned, _)| **assigned == *key)
+                .map(|(_, tier)| &**tier);
+            policies.rule_for(tier).version == tracked.version
         });
         self.policies = policies;
     }

@@ -3,14 +3,26 @@
 //!
 //! Entries live inline in one hash table (a lookup touches the table and nothing
 //! else). The order by last use is a log of `(time, key hash)` records appended
-//! whenever a key's last use moves forward: appending is sequential, so a
-//! request never touches another key's memory. A record is *live* while its key's
-//! entry still has that `last_request`; the others are stale and skipped when
-//! they reach the front. The log is kept in time order even when callers'
+//! when a key's last use moves past its record: appending is sequential, so a
+//! request never touches another key's memory. A record's time is the last tick
+//! of the *grain* (a span of ticks, see [`KeyCount::new`]) of the use it
+//! records, so a key used again within that grain appends nothing: a hot key
+//! appends once per grain, not once per request. A record is *live* while its
+//! key's `last_request` is still in the record's grain (a later use in a later
+//! grain appends a new record); the others are stale and skipped when they
+//! reach the front. The log is kept in time order even when callers'
 //! times arrive slightly out of order (a request older than the shard's latest
 //! is recorded at the latest, which only ever delays an eviction), and it is
 //! compacted when it holds more than twice the entries, so it is bounded and
 //! every record is appended and dropped once: amortised O(1).
+//!
+//! Decisions stay exact: whether a key is idle is always read from its own
+//! `last_request`, never from its record. The record only decides when an idle
+//! key's memory goes: at most one grain after it became idle (its record is at
+//! most one grain past its last use), or exactly then in
+//! [`TrackedKeys::evict_every_idle`], which `stats` uses so that the count of
+//! tracked keys is exact. Within one grain, the key cap's order by last use is
+//! the order of the grains' first uses.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -23,6 +35,7 @@ use hashbrown::hash_table::Entry as TableEntry;
 
 use crate::algorithm::State;
 use crate::policy::Algorithm;
+use crate::resolution::Resolution;
 
 /// One key's limiter state.
 pub(crate) struct Tracked {
@@ -34,7 +47,8 @@ pub(crate) struct Tracked {
     /// The key's hash, to rehash without the hasher and to match log records.
     hash: u64,
     pub(crate) state: State,
-    /// The `now` of the key's latest request, allowed or not, in ticks.
+    /// The `now` of the key's latest request, allowed or not, in ticks. Its
+    /// live record in the log is at the last tick of its grain.
     last_request: u64,
     /// The version of the rule the state was built under.
     pub(crate) version: u64,
@@ -60,26 +74,37 @@ pub(crate) enum KeySpace {
     Policy,
 }
 
-/// A use of a key: its hash and the `last_request` it set.
+/// A use of a key: its hash and the last tick of its grain.
 #[derive(Clone, Copy, Debug)]
 struct Use {
     at: u64,
     hash: u64,
 }
 
-/// The cap on tracked keys, shared by every shard of a limiter, and how many
-/// keys hold state in all of them.
+/// The cap on tracked keys, shared by every shard of a limiter, how many keys
+/// hold state in all of them, and the grain of the shards' use logs.
 #[derive(Debug, Default)]
 pub(crate) struct KeyCount {
     cap: AtomicUsize,
     tracked: AtomicUsize,
+    /// One less than the grain, a power of two: a use at `t` is recorded at
+    /// `t | grain_mask`.
+    grain_mask: u64,
 }
 
 impl KeyCount {
-    pub(crate) fn new(cap: usize) -> Arc<Self> {
+    /// A cap of `cap` keys for a limiter counting ticks of `resolution`,
+    /// whose use logs record uses to the grain: the largest power of two of
+    /// ticks not over a second (2^29 ns, about 0.54 s, for nanoseconds; 2^19
+    /// µs for microseconds; one tick, exact, for seconds). Idle eviction is
+    /// counted in whole seconds, so a key's memory outlives its idleness by
+    /// at most about half a second.
+    pub(crate) fn new(cap: usize, resolution: Resolution) -> Arc<Self> {
+        let grain = 1u64 << resolution.ticks_per_second().max(1).ilog2();
         Arc::new(KeyCount {
             cap: AtomicUsize::new(cap),
             tracked: AtomicUsize::new(0),
+            grain_mask: grain - 1,
         })
     }
 
@@ -109,12 +134,16 @@ pub(crate) struct TrackedKeys {
     entries: HashTable<Tracked>,
     /// Uses in time order, oldest first; see the module documentation.
     uses: VecDeque<Use>,
-    /// The latest time recorded: the log's order.
+    /// The latest request time seen: a request older than this is taken as
+    /// made at this time, so the log's records stay in order.
     latest: u64,
     /// The limiter's key cap and count.
     count: Arc<KeyCount>,
     /// Ticks without a request after which a key's state is dropped.
     idle_after: u64,
+    /// The limiter's grain, less one (see [`KeyCount::new`]), kept here so
+    /// the decision path reads nothing shared for it.
+    grain_mask: u64,
 }
 
 impl fmt::Debug for TrackedKeys {
@@ -132,6 +161,7 @@ impl TrackedKeys {
             entries: HashTable::new(),
             uses: VecDeque::new(),
             latest: 0,
+            grain_mask: count.grain_mask,
             count,
             idle_after,
         }
@@ -167,6 +197,25 @@ impl TrackedKeys {
             .filter(|entry| entry.version == version && !self.is_idle(entry, now))
     }
 
+    /// `key`'s state, to change in place, if it holds state at `now` under
+    /// rule `version`; the key is not marked used (a refund is not a request).
+    pub(crate) fn state_mut(
+        &mut self,
+        space: KeySpace,
+        hash: u64,
+        key: &str,
+        now: u64,
+        version: u64,
+    ) -> Option<&mut State> {
+        let idle_after = self.idle_after;
+        self.entries
+            .find_mut(hash, |entry| entry.is(space, hash, key))
+            .filter(|entry| {
+                entry.version == version && now.saturating_sub(entry.last_request) < idle_after
+            })
+            .map(|entry| &mut entry.state)
+    }
+
     /// `key`'s state for a request at `now` under rule `version` of
     /// `algorithm`: fresh when the key is new, idle or under another rule. The
     /// key is marked used at `now`; when the limiter's cap is reached, a new key
@@ -189,7 +238,7 @@ impl TrackedKeys {
             self.drop_least_recent();
         }
         let idle_after = self.idle_after;
-        // Recorded no earlier than the latest record, so the log stays ordered.
+        // No earlier than the latest request, so the log stays ordered.
         let at = now.max(self.latest);
         let entry =
             self.entries
@@ -206,11 +255,18 @@ impl TrackedKeys {
                 if at <= tracked.last_request {
                     return &mut tracked.state;
                 }
+                let recorded = tracked.last_request | self.grain_mask;
                 tracked.last_request = at;
+                self.latest = at;
+                if at <= recorded {
+                    // Within the grain of its record: nothing to append.
+                    return &mut tracked.state;
+                }
                 tracked
             }
             TableEntry::Vacant(entry) => {
                 self.count.added();
+                self.latest = at;
                 entry
                     .insert(Tracked {
                         key: CompactString::from(key),
@@ -223,8 +279,12 @@ impl TrackedKeys {
                     .into_mut()
             }
         };
-        self.latest = at;
-        self.uses.push_back(Use { at, hash });
+        // The grain's last tick: `at` is no earlier than any use recorded
+        // before, so neither is its grain's last tick.
+        self.uses.push_back(Use {
+            at: at | self.grain_mask,
+            hash,
+        });
         &mut tracked.state
     }
 
@@ -260,6 +320,36 @@ impl TrackedKeys {
         self.compact_if_large();
     }
 
+    /// Drops every key idle at `now`, exactly: [`TrackedKeys::evict_idle`],
+    /// then the keys that became idle within the grain before `now` (whose
+    /// records are not yet old enough to go), found among the records of
+    /// that last grain.
+    pub(crate) fn evict_every_idle(&mut self, now: u64) {
+        self.evict_idle(now);
+        let grain = self.grain_mask.saturating_add(1);
+        let recent = self.idle_after.saturating_sub(grain);
+        let before = self.entries.len();
+        let grain_mask = self.grain_mask;
+        for record in &self.uses {
+            if now.saturating_sub(record.at) < recent {
+                break;
+            }
+            if let Ok(entry) = self
+                .entries
+                .find_entry(record.hash, |entry| entry.is_recorded(*record, grain_mask))
+                && now.saturating_sub(entry.get().last_request) >= self.idle_after
+            {
+                entry.remove();
+            }
+        }
+        let removed = before - self.entries.len();
+        if removed > 0 {
+            self.count.removed(removed);
+            self.give_back_memory();
+        }
+        self.compact_if_large();
+    }
+
     /// Drops the entries that `keep` refuses.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Tracked) -> bool) {
         let before = self.entries.len();
@@ -285,10 +375,9 @@ impl TrackedKeys {
 
     /// Drops the entry `record` is the live record of; whether there was one.
     fn remove_live(&mut self, record: Use) -> bool {
-        match self
-            .entries
-            .find_entry(record.hash, |entry| entry.is_recorded(record))
-        {
+        match self.entries.find_entry(record.hash, |entry| {
+            entry.is_recorded(record, self.grain_mask)
+        }) {
             Ok(entry) => {
                 entry.remove();
                 self.count.removed(1);
@@ -305,9 +394,10 @@ impl TrackedKeys {
             return;
         }
         let entries = &self.entries;
+        let grain_mask = self.grain_mask;
         self.uses.retain(|record| {
             entries
-                .find(record.hash, |entry| entry.is_recorded(*record))
+                .find(record.hash, |entry| entry.is_recorded(*record, grain_mask))
                 .is_some()
         });
         if self.uses.capacity() > 4 * self.uses.len() + 64 {
@@ -325,13 +415,23 @@ impl TrackedKeys {
 }
 
 impl Tracked {
+    /// The key.
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The key's hash.
+    pub(crate) fn hash(&self) -> u64 {
+        self.hash
+    }
+
     fn is(&self, space: KeySpace, hash: u64, key: &str) -> bool {
         self.hash == hash && self.space == space && self.key == key
     }
 
     /// Whether `record` is this entry's live record.
-    fn is_recorded(&self, record: Use) -> bool {
-        self.hash == record.hash && self.last_request == record.at
+    fn is_recorded(&self, record: Use, grain_mask: u64) -> bool {
+        self.hash == record.hash && self.last_request | grain_mask == record.at
     }
 }
 
@@ -340,7 +440,7 @@ mod tests {
     use super::*;
 
     fn keys(capacity: usize, idle_after: u64) -> TrackedKeys {
-        TrackedKeys::new(KeyCount::new(capacity), idle_after)
+        TrackedKeys::new(KeyCount::new(capacity, Resolution::Seconds), idle_after)
     }
 
     fn use_key(tracked: &mut TrackedKeys, key: &str, now: u64) {
@@ -401,5 +501,78 @@ mod tests {
         // At 4600 all are idle, and all go: the log was in order.
         tracked.evict_idle(4600);
         assert_eq!(tracked.len(), 0);
+    }
+
+    /// 2^29 ns: the grain of a nanosecond limiter, written out.
+    const GRAIN_NS: u64 = 536_870_912;
+
+    fn nanosecond_keys(idle_after: u64) -> TrackedKeys {
+        TrackedKeys::new(KeyCount::new(100, Resolution::Nanoseconds), idle_after)
+    }
+
+    #[test]
+    fn the_grain_is_the_largest_power_of_two_of_ticks_not_over_a_second() {
+        let grain = |resolution| KeyCount::new(1, resolution).grain_mask + 1;
+        assert_eq!(grain(Resolution::Seconds), 1);
+        assert_eq!(grain(Resolution::Microseconds), 524_288);
+        assert_eq!(grain(Resolution::Nanoseconds), GRAIN_NS);
+    }
+
+    #[test]
+    fn a_hot_key_appends_once_per_grain() {
+        let mut tracked = nanosecond_keys(60_000_000_000);
+        // 10,000 uses 1 µs apart, all within the first grain [0, 2^29).
+        for now in 0..10_000 {
+            use_key(&mut tracked, "hot", now * 1000);
+        }
+        assert_eq!(tracked.uses.len(), 1);
+        // The next grain's first use appends one more.
+        use_key(&mut tracked, "hot", GRAIN_NS);
+        use_key(&mut tracked, "hot", GRAIN_NS + 5);
+        assert_eq!(tracked.uses.len(), 2);
+    }
+
+    #[test]
+    fn idleness_is_exact_and_memory_goes_within_one_grain() {
+        let idle_after = 10_000_000_000;
+        let mut tracked = nanosecond_keys(idle_after);
+        // Last used at 1 s: idle from 11 s on, its record at the grain's end.
+        let last_use = 1_000_000_000;
+        use_key(&mut tracked, "k", last_use);
+        let idle_at = last_use + idle_after;
+        assert!(holds(&tracked, "k", idle_at - 1));
+        assert!(!holds(&tracked, "k", idle_at));
+        // The decision path's sweep keeps its memory until the record is old
+        // enough (1 s is in the grain [2^29, 2 * 2^29) ns).
+        tracked.evict_idle(idle_at);
+        assert_eq!(tracked.len(), 1);
+        let record = 2 * GRAIN_NS - 1;
+        tracked.evict_idle(record + idle_after - 1);
+        assert_eq!(tracked.len(), 1);
+        tracked.evict_idle(record + idle_after);
+        assert_eq!(tracked.len(), 0);
+        // The exact sweep drops it as soon as it is idle, and not before.
+        use_key(&mut tracked, "k", last_use + 2 * idle_after);
+        let idle_at = last_use + 3 * idle_after;
+        tracked.evict_every_idle(idle_at - 1);
+        assert_eq!(tracked.len(), 1);
+        tracked.evict_every_idle(idle_at);
+        assert_eq!(tracked.len(), 0);
+        assert_eq!(tracked.count.tracked.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_key_used_in_a_later_grain_is_not_dropped_by_its_old_record() {
+        let idle_after = 2 * GRAIN_NS;
+        let mut tracked = nanosecond_keys(idle_after);
+        use_key(&mut tracked, "k", 0);
+        use_key(&mut tracked, "k", GRAIN_NS);
+        // The first record (at 2^29 - 1) is stale once the key moved on: at
+        // 3 * 2^29 - 1 it is old enough to go, the key is not idle.
+        tracked.evict_idle(3 * GRAIN_NS - 1);
+        assert!(holds(&tracked, "k", 3 * GRAIN_NS - 1));
+        assert_eq!(tracked.len(), 1);
+        tracked.evict_every_idle(3 * GRAIN_NS - 1);
+        assert_eq!(tracked.len(), 1);
     }
 }

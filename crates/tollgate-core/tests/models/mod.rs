@@ -1,16 +1,37 @@
-//! Naive models of the three algorithms, written independently of the engine:
-//! the fixed window as a count per window (counting refused requests too, as
-//! envoyproxy/ratelimit does, when asked), the sliding log as a plain list of
-//! timestamps (one per allowed unit), the token bucket as a rational number of
-//! tokens. Each model takes one request at a time; a batch is a loop. A
-//! request held to several limits with units each is [`acquire_units`]: the
-//! rule written out from its description, on top of the models.
+//! Naive models of the three algorithms, written from their descriptions and
+//! independently of the engine: the fixed window as a count per window
+//! (counting refused requests too, as envoyproxy/ratelimit does, when asked),
+//! the sliding log as a plain list of the units it allowed, the token bucket
+//! as a count of tokens refilled at each request (and a second one in
+//! rational numbers, to cross-check it). Times are ticks of any unit: a
+//! model's window is in the unit of its `now`.
+//!
+//! [`Model::request`] is a model's definition: one request at a time. A batch
+//! of `n` is defined as `n` requests one after another
+//! ([`Model::batch_by_singles`]); [`Model::batch`] and [`Model::available`]
+//! compute the same in one step, so that values near 2^63 can be modelled,
+//! and `models_agree.rs` holds them to the one-at-a-time definition. A
+//! request held to several limits with units each is [`acquire_outcomes`]:
+//! the rule written out from its description, on top of the models.
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
-use num_rational::Ratio;
+mod fixed_window;
+mod ratio_token_bucket;
+mod refunds;
+mod sliding_log;
+mod token_bucket;
 
-/// What a single request returned: allowed, remaining, retry_after (seconds).
+pub use fixed_window::FixedWindowModel;
+// Each test file uses some of the models only.
+#[allow(unused_imports)]
+pub use ratio_token_bucket::RatioTokenBucketModel;
+#[allow(unused_imports)]
+pub use refunds::{FixedWindowRefunds, SlidingLogRefunds, TokenBucketRefunds};
+pub use sliding_log::SlidingLogModel;
+pub use token_bucket::TokenBucketModel;
+
+/// What a single request returned: allowed, remaining, retry_after (ticks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Single {
     pub allowed: bool,
@@ -27,7 +48,30 @@ pub struct Batch {
     pub retry_after: u64,
 }
 
+/// A batch's answer and, after it, the ticks until the whole budget is back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub allowed: u64,
+    pub rejected: u64,
+    pub remaining: u64,
+    pub retry_after: u64,
+    pub reset_after: u64,
+}
+
+impl Outcome {
+    fn new(batch: Batch, reset_after: u64) -> Self {
+        Outcome {
+            allowed: batch.allowed,
+            rejected: batch.rejected,
+            remaining: batch.remaining,
+            retry_after: batch.retry_after,
+            reset_after,
+        }
+    }
+}
+
 pub trait Model {
+    /// One request at `now`: the model's definition.
     fn request(&mut self, now: u64) -> Single;
 
     /// A copy, to try requests on without changing this model.
@@ -38,9 +82,34 @@ pub trait Model {
         false
     }
 
-    /// How many single requests at `now` would be allowed one after another,
-    /// tried on a copy.
-    fn available(&self, now: u64) -> u64 {
+    /// Ticks from `now` until the whole budget is available again; 0 when it
+    /// is. Changes nothing.
+    fn reset_after(&self, now: u64) -> u64;
+
+    /// The wait a look (0 units) at `now` is told: 0, except for a window
+    /// counting refused requests that is past its limit (the wait until the
+    /// window ends), as envoyproxy/ratelimit answers a look OVER_LIMIT then.
+    fn look_retry_after(&self, _now: u64) -> u64 {
+        0
+    }
+
+    /// How many single requests at `now` would be allowed one after another.
+    fn available(&self, now: u64) -> u64;
+
+    /// `units` single requests at `now`, in one step.
+    fn batch(&mut self, now: u64, units: u64) -> Batch;
+
+    /// The state, to tell two models apart.
+    fn state(&self) -> String;
+
+    /// Gives back `units` at `now` (a refund). Only the models of
+    /// `refunds.rs` have refunds.
+    fn refund(&mut self, _now: u64, _units: u64) {
+        unimplemented!("this model has no refunds: use those of refunds.rs")
+    }
+
+    /// [`Model::available`] by its definition: single requests on a copy.
+    fn available_by_singles(&self, now: u64) -> u64 {
         let mut copy = self.boxed_clone();
         let mut allowed = 0;
         while copy.request(now).allowed {
@@ -49,13 +118,14 @@ pub trait Model {
         allowed
     }
 
-    /// `units` single requests at `now`; `retry_after` is the last one's, 0 when
-    /// all were allowed.
-    fn batch(&mut self, now: u64, units: u64) -> Batch {
+    /// [`Model::batch`] by its definition: `units` single requests at `now`;
+    /// `remaining` and `retry_after` are the last one's, `retry_after` 0
+    /// when all were allowed.
+    fn batch_by_singles(&mut self, now: u64, units: u64) -> Batch {
         let mut batch = Batch {
             allowed: 0,
             rejected: 0,
-            remaining: 0,
+            remaining: self.available_by_singles(now),
             retry_after: 0,
         };
         for _ in 0..units {
@@ -73,197 +143,52 @@ pub trait Model {
         }
         batch
     }
-}
 
-#[derive(Clone)]
-pub struct FixedWindowModel {
-    pub limit: u64,
-    pub window: u64,
-    /// Refused requests are counted too (the counter passes the limit).
-    pub count_refused: bool,
-    window_index: Option<u64>,
-    count: u64,
-}
-
-impl FixedWindowModel {
-    pub fn new(limit: u64, window: u64) -> Self {
-        FixedWindowModel {
-            limit,
-            window,
-            count_refused: false,
-            window_index: None,
-            count: 0,
-        }
-    }
-
-    /// envoyproxy/ratelimit's counter: every request adds one, then the
-    /// request is allowed while the counter is at most the limit.
-    pub fn counting_refused(limit: u64, window: u64) -> Self {
-        FixedWindowModel {
-            count_refused: true,
-            ..FixedWindowModel::new(limit, window)
-        }
+    /// A batch and the wait for the whole budget after it.
+    fn outcome(&mut self, now: u64, units: u64) -> Outcome {
+        let batch = self.batch(now, units);
+        Outcome::new(batch, self.reset_after(now))
     }
 }
 
-impl Model for FixedWindowModel {
-    fn request(&mut self, now: u64) -> Single {
-        let index = now / self.window;
-        if self.window_index != Some(index) {
-            self.window_index = Some(index);
-            self.count = 0;
-        }
-        if self.count_refused {
-            self.count += 1;
-            return if self.count <= self.limit {
-                Single {
-                    allowed: true,
-                    remaining: self.limit - self.count,
-                    retry_after: 0,
-                }
-            } else {
-                Single {
-                    allowed: false,
-                    remaining: 0,
-                    retry_after: (index + 1) * self.window - now,
-                }
-            };
-        }
-        if self.count < self.limit {
-            self.count += 1;
-            Single {
-                allowed: true,
-                remaining: self.limit - self.count,
-                retry_after: 0,
-            }
-        } else {
-            Single {
-                allowed: false,
-                remaining: 0,
-                retry_after: (index + 1) * self.window - now,
-            }
-        }
-    }
-
-    fn boxed_clone(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
-
-    fn counts_refused(&self) -> bool {
-        self.count_refused
+impl std::fmt::Debug for dyn Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.state())
     }
 }
 
-#[derive(Clone)]
-pub struct SlidingLogModel {
-    pub limit: u64,
-    pub window: u64,
-    /// Every allowed request's time.
-    log: Vec<u64>,
+/// `value` as a `u64`, or `u64::MAX` when it does not fit.
+fn saturate(value: u128) -> u64 {
+    u64::try_from(value).unwrap_or(u64::MAX)
 }
 
-impl SlidingLogModel {
-    pub fn new(limit: u64, window: u64) -> Self {
-        SlidingLogModel {
-            limit,
-            window,
-            log: Vec::new(),
-        }
-    }
-}
-
-impl Model for SlidingLogModel {
-    fn request(&mut self, now: u64) -> Single {
-        // A request at `t` counts while `now - W < t`.
-        let counted: Vec<u64> = self
-            .log
-            .iter()
-            .copied()
-            .filter(|t| t + self.window > now)
-            .collect();
-        if (counted.len() as u64) < self.limit {
-            self.log.push(now);
-            Single {
-                allowed: true,
-                remaining: self.limit - counted.len() as u64 - 1,
-                retry_after: 0,
-            }
-        } else {
-            let oldest = *counted.iter().min().unwrap();
-            Single {
-                allowed: false,
-                remaining: 0,
-                retry_after: oldest + self.window - now,
-            }
-        }
-    }
-
-    fn boxed_clone(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
-}
-
-#[derive(Clone)]
-pub struct TokenBucketModel {
-    pub rate: Ratio<i128>,
-    pub burst: Ratio<i128>,
-    tokens: Ratio<i128>,
-    last: Option<u64>,
-}
-
-impl TokenBucketModel {
-    pub fn new(limit: u64, window: u64, burst: u64) -> Self {
-        TokenBucketModel {
-            rate: Ratio::new(limit as i128, window as i128),
-            burst: Ratio::from_integer(burst as i128),
-            tokens: Ratio::from_integer(burst as i128),
-            last: None,
-        }
-    }
-}
-
-impl Model for TokenBucketModel {
-    fn request(&mut self, now: u64) -> Single {
-        if let Some(last) = self.last {
-            let refill = self.rate * Ratio::from_integer((now - last) as i128);
-            self.tokens = (self.tokens + refill).min(self.burst);
-        }
-        self.last = Some(now);
-        let one = Ratio::from_integer(1);
-        if self.tokens >= one {
-            self.tokens -= one;
-            Single {
-                allowed: true,
-                remaining: self.tokens.floor().to_integer() as u64,
-                retry_after: 0,
-            }
-        } else {
-            // The smallest whole s with tokens + s * rate >= 1.
-            let wait = ((one - self.tokens) / self.rate).ceil().to_integer() as u64;
-            Single {
-                allowed: false,
-                remaining: 0,
-                retry_after: wait,
-            }
-        }
-    }
-
-    fn boxed_clone(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
+/// [`acquire_outcomes`] without the waits for the whole budget.
+pub fn acquire_units(models: &mut [Box<dyn Model>], units: &[u64], now: u64) -> Vec<Batch> {
+    acquire_outcomes(models, units, now)
+        .into_iter()
+        .map(|outcome| Batch {
+            allowed: outcome.allowed,
+            rejected: outcome.rejected,
+            remaining: outcome.remaining,
+            retry_after: outcome.retry_after,
+        })
+        .collect()
 }
 
 /// One request held to every model in `models`, `units[i]` from the i-th, by
-/// the rule as it is written: a model that counts refused requests takes its
-/// units as a batch whatever the others say, and refuses nobody; the others
-/// are all or nothing among themselves: each takes its batch only if each of
-/// them would allow all of its units (tried on a copy), and otherwise none
-/// takes anything: one that would have allowed them reports them rejected,
-/// with what it has left and no wait; one that would not reports them
-/// rejected with what it has left and the wait that a batch of its units
-/// would have been told (tried on a copy). 0 units only look: nothing
-/// allowed, nothing rejected, what is left.
-pub fn acquire_units(models: &mut [Box<dyn Model>], units: &[u64], now: u64) -> Vec<Batch> {
+/// the rule as it is written:
+///
+/// - 0 units only look: nothing allowed, nothing rejected, what is left, and
+///   the wait a look is told ([`Model::look_retry_after`]).
+/// - A model that counts refused requests takes its units as a batch
+///   whatever the others say, and refuses nobody.
+/// - The others are all or nothing among themselves: each takes its batch
+///   only if each of them would allow all of its units (tried on a copy).
+///   Otherwise none takes anything: one that would have allowed them reports
+///   them rejected, with what it has left and no wait; one that would not
+///   reports them rejected with what it has left and the wait a batch of its
+///   units would have been told (tried on a copy).
+pub fn acquire_outcomes(models: &mut [Box<dyn Model>], units: &[u64], now: u64) -> Vec<Outcome> {
     let everyone = models
         .iter()
         .zip(units)
@@ -273,28 +198,30 @@ pub fn acquire_units(models: &mut [Box<dyn Model>], units: &[u64], now: u64) -> 
         .iter_mut()
         .zip(units)
         .map(|(model, &units)| {
+            let available = model.available(now);
             if units == 0 {
-                return Batch {
+                return Outcome {
                     allowed: 0,
                     rejected: 0,
-                    remaining: model.available(now),
-                    retry_after: 0,
+                    remaining: available,
+                    retry_after: model.look_retry_after(now),
+                    reset_after: model.reset_after(now),
                 };
             }
             if model.counts_refused() || everyone {
-                return model.batch(now, units);
+                return model.outcome(now, units);
             }
-            let available = model.available(now);
             let retry_after = if available < units {
                 model.boxed_clone().batch(now, units).retry_after
             } else {
                 0
             };
-            Batch {
+            Outcome {
                 allowed: 0,
                 rejected: units,
                 remaining: available,
                 retry_after,
+                reset_after: model.reset_after(now),
             }
         })
         .collect()

@@ -1,6 +1,7 @@
 //! The gateway's configuration file (`gateway.toml`), one file per section:
 //! `listen` and `workers` ([`listeners`]), `[admin]`, `[limits]` (the core's
-//! [`LimiterConfig`]), `[upstream]`, `[host]`, `[client_ip]`, `[tenants]`,
+//! [`LimiterConfig`], in the one layout `tollgate run --config` reads too,
+//! [`layout`]), `[upstream]`, `[host]`, `[client_ip]`, `[tenants]`,
 //! `[[routes]]` and `[store]`; the warnings a valid file can still deserve,
 //! the settings only a restart changes, and the errors. Every setting is
 //! documented in `docs/CONFIG.md`; `examples/gateway.toml` shows them all.
@@ -9,6 +10,8 @@ mod admin;
 mod client_ip;
 mod error;
 mod format;
+mod forward_auth;
+mod layout;
 mod listeners;
 mod routes;
 mod start_only;
@@ -31,7 +34,8 @@ use crate::api_key::MAX_KEY_LENGTH;
 pub use admin::AdminConfig;
 pub use client_ip::{ClientIpConfig, ForwardingHeader};
 pub use error::ServeConfigError;
-pub use routes::{RouteConfig, RouteKey};
+pub use forward_auth::ForwardAuthConfig;
+pub use routes::{Preflight, RouteConfig, RouteKey};
 pub(crate) use start_only::{InForce, kept_until_restart, removed_tiers};
 pub use store::{FailurePolicy, StoreConfig, StoreTime};
 pub use upstream::UpstreamConfig;
@@ -70,6 +74,10 @@ pub struct ServeConfig {
     /// How the client IP is found.
     #[serde(default)]
     pub client_ip: ClientIpConfig,
+    /// The decision endpoint for nginx `auth_request`, Caddy `forward_auth`
+    /// and Traefik ForwardAuth; off by default.
+    #[serde(default)]
+    pub forward_auth: ForwardAuthConfig,
     /// Tenants and their API keys: `acme = ["sk_a", "sk_b"]`.
     #[serde(default)]
     pub tenants: BTreeMap<String, Vec<String>>,
@@ -80,6 +88,11 @@ pub struct ServeConfig {
     /// Where limits live: in this process (the default), or in Redis, shared.
     #[serde(default)]
     pub store: StoreConfig,
+    /// The settings of `[limits]` the file wrote at the top level, the old
+    /// layout of `tollgate run --config`: read as if in `[limits]`, and warned
+    /// about.
+    #[serde(skip)]
+    old_layout: Vec<&'static str>,
 }
 
 impl ServeConfig {
@@ -97,9 +110,11 @@ impl ServeConfig {
             upstream: UpstreamConfig::default(),
             host: HostDefaults::default(),
             client_ip: ClientIpConfig::default(),
+            forward_auth: ForwardAuthConfig::default(),
             tenants: BTreeMap::new(),
             routes: Vec::new(),
             store: StoreConfig::default(),
+            old_layout: Vec::new(),
         }
     }
 
@@ -109,10 +124,23 @@ impl ServeConfig {
     ///
     /// [`ServeConfigError`] naming the first problem.
     pub fn from_toml_str(text: &str) -> Result<Self, ServeConfigError> {
-        let config: ServeConfig =
-            tollgate_core::parse_toml(text).map_err(ServeConfigError::Toml)?;
+        let (mut config, old_layout): (ServeConfig, _) =
+            tollgate_core::parse_toml_with(text, layout::move_old_limits)
+                .map_err(ServeConfigError::Toml)?;
+        config.old_layout = old_layout;
         config.validate()?;
         Ok(config)
+    }
+
+    /// The warnings about settings written in the old layout of
+    /// `tollgate run --config` (`default_policy` at the top level, not in
+    /// `[limits]`), one for each, naming the old and the new setting. They
+    /// are among [`ServeConfig::warnings`] too.
+    pub fn layout_warnings(&self) -> Vec<String> {
+        self.old_layout
+            .iter()
+            .map(|name| layout::old_layout_warning(name))
+            .collect()
     }
 
     /// Reads, parses and validates a configuration file.
@@ -180,6 +208,7 @@ impl ServeConfig {
             )));
         }
         self.client_ip.validate()?;
+        self.forward_auth.validate()?;
         routes::validate(&self.routes)?;
         tenants::validate(&self.tenants)
     }

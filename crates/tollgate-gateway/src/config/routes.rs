@@ -33,6 +33,26 @@ pub struct RouteConfig {
     /// What the route's own budget is keyed by. Default `principal`.
     #[serde(default)]
     pub key: Option<RouteKey>,
+    /// What a CORS preflight (an `OPTIONS` request with
+    /// `Access-Control-Request-Method`, which browsers send without
+    /// credentials) gets. Default [`Preflight::Limit`].
+    #[serde(default)]
+    pub preflight: Preflight,
+}
+
+/// What a route does with CORS preflight requests: in TOML `"limit"` or
+/// `"pass"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preflight {
+    /// Held to the plan like any request: without an API key it gets 401
+    /// (the default).
+    #[default]
+    Limit,
+    /// Forwarded without an API key and without using any budget, for the
+    /// upstream to answer (the Fetch standard's CORS preflight carries no
+    /// credentials).
+    Pass,
 }
 
 /// What a route's own budget is keyed by: in TOML `"principal"`, `"tenant"`,

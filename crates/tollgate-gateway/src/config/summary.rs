@@ -12,7 +12,8 @@ use super::{RouteKey, ServeConfig};
 
 impl ServeConfig {
     /// One line per thing the configuration puts in force: listeners,
-    /// workers, store, plans, tenants, host budgets and routes.
+    /// workers, store, plans, tenants, host budgets, routes and the decision
+    /// endpoint.
     pub fn summary(&self) -> Vec<String> {
         let mut lines = vec![
             format!(
@@ -71,6 +72,9 @@ impl ServeConfig {
             if route.strip_prefix {
                 line.push_str(" (prefix stripped)");
             }
+            if route.preflight == super::Preflight::Pass {
+                line.push_str(" (CORS preflights pass)");
+            }
             if let Ok(Some(budget)) = route.budget() {
                 let key = match route.key.as_ref().unwrap_or(&RouteKey::Principal) {
                     RouteKey::Principal => "API key".to_owned(),
@@ -81,6 +85,13 @@ impl ServeConfig {
                 let _ = write!(line, ", {} per {key}", describe_budget(&budget));
             }
             lines.push(line);
+        }
+        if let Some(path) = &self.forward_auth.path {
+            lines.push(format!(
+                "decisions for nginx auth_request / Caddy forward_auth at {path}, refusals \
+                 answered {}",
+                self.forward_auth.refused_status
+            ));
         }
         lines
     }
@@ -124,7 +135,8 @@ mod tests {
              [tenants]\nacme = [\"sk_a\", \"sk_b\"]\n\
              [host]\nip = { rpm = 30 }\n\
              [[routes]]\nname = \"orders\"\nprefix = \"/orders\"\nupstream = \"http://127.0.0.1:7000\"\n\
-             rpm = 60\nburst = 5\nkey = \"tenant\"\n",
+             rpm = 60\nburst = 5\nkey = \"tenant\"\npreflight = \"pass\"\n\
+             [forward_auth]\npath = \"/_tollgate/decide\"\nrefused_status = 403\n",
         )
         .unwrap();
         assert_eq!(
@@ -137,7 +149,10 @@ mod tests {
                 "tier pro: token_bucket 60 per 60 s, burst 5",
                 "exempt keys: 1; tenants: 1, with 2 keys",
                 "routes without a budget of their own: 30 a minute, burst 30 per client IP",
-                "route orders: /orders -> http://127.0.0.1:7000/, 60 a minute, burst 5 per tenant",
+                "route orders: /orders -> http://127.0.0.1:7000/ (CORS preflights pass), 60 a \
+                 minute, burst 5 per tenant",
+                "decisions for nginx auth_request / Caddy forward_auth at /_tollgate/decide, \
+                 refusals answered 403",
             ]
         );
     }

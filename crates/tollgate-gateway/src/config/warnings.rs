@@ -10,13 +10,15 @@ impl ServeConfig {
     /// `in_memory`: whether the store running is the in-memory one (on a
     /// reload, the store started with, whatever the file now says).
     ///
+    /// A setting written in the old layout of `tollgate run --config` gets
+    /// its warning ([`ServeConfig::layout_warnings`]), whatever the store.
     /// With the in-memory store, a key idle for `limits.idle_eviction_s`
     /// loses its state (the engine's contract), route budgets' keys included,
     /// so a policy counting over a longer span (a fixed window or sliding log
     /// longer than that, a token bucket taking longer to fill) starts a key
     /// that paused over again.
     pub fn warnings(&self, in_memory: bool) -> Vec<String> {
-        let mut warnings = Vec::new();
+        let mut warnings = self.layout_warnings();
         if !in_memory {
             return warnings;
         }

@@ -11,6 +11,7 @@ use tollgate_tower::HeaderTemplate;
 
 /// The prepared headers of one policy, and the quota and window they were
 /// prepared for (the name is the key they are kept under).
+#[derive(Clone)]
 pub(super) struct Prepared {
     quota: u64,
     window_s: u64,
@@ -28,9 +29,26 @@ const NAMES_KEPT: usize = 1024;
 /// only when an operator changes it); past this, that name's are dropped.
 const POLICIES_PER_NAME: usize = 8;
 
+/// A worker thread's prepared policies.
+#[derive(Default)]
+struct Kept {
+    /// By name.
+    by_name: HashMap<String, Vec<Prepared>>,
+    /// The policy used last, tried first: a gateway's responses are mostly
+    /// held to one policy (the default plan), so most lookups end here
+    /// without hashing the name.
+    last: Option<Last>,
+}
+
+/// The policy a thread used last, and its name.
+struct Last {
+    name: String,
+    prepared: Prepared,
+}
+
 thread_local! {
-    /// This thread's prepared policies, by name.
-    static PREPARED: RefCell<HashMap<String, Vec<Prepared>>> = RefCell::new(HashMap::new());
+    /// This thread's prepared policies.
+    static PREPARED: RefCell<Kept> = RefCell::new(Kept::default());
 }
 
 /// Calls `use_prepared` with the prepared headers of the policy named `name`
@@ -42,10 +60,18 @@ pub(super) fn with_template<T>(
     use_prepared: impl FnOnce(&Prepared) -> T,
 ) -> T {
     PREPARED.with_borrow_mut(|kept| {
-        if kept.len() >= NAMES_KEPT && !kept.contains_key(name) {
-            kept.clear();
+        if let Some(last) = &kept.last
+            && last.prepared.quota == quota
+            && last.prepared.window_s == window_s
+            && last.name == name
+        {
+            return use_prepared(&last.prepared);
         }
-        let policies = kept.entry_ref(name).or_default();
+        let by_name = &mut kept.by_name;
+        if by_name.len() >= NAMES_KEPT && !by_name.contains_key(name) {
+            by_name.clear();
+        }
+        let policies = by_name.entry_ref(name).or_default();
         let found = policies
             .iter()
             .position(|prepared| prepared.quota == quota && prepared.window_s == window_s);
@@ -64,7 +90,23 @@ pub(super) fn with_template<T>(
                 policies.len() - 1
             }
         };
-        use_prepared(&policies[index])
+        let prepared = policies[index].clone();
+        let answer = use_prepared(&prepared);
+        match &mut kept.last {
+            // The name's buffer is reused: no allocation once it is long enough.
+            Some(last) => {
+                last.name.clear();
+                last.name.push_str(name);
+                last.prepared = prepared;
+            }
+            None => {
+                kept.last = Some(Last {
+                    name: name.to_owned(),
+                    prepared,
+                });
+            }
+        }
+        answer
     })
 }
 

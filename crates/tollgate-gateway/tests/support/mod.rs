@@ -1,11 +1,17 @@
 //! Helpers for the gateway's end-to-end tests: a real upstream on 127.0.0.1,
-//! a gateway started in process on a manual clock, a real HTTP client.
+//! a gateway started in process on a manual clock, a real HTTP client, and
+//! its metrics read sample by sample.
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod exposition;
+
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use exposition::Exposition;
 
 use axum::Router;
 use axum::body::Body;
@@ -115,7 +121,17 @@ pub struct Gateway {
     pub running: Running,
     pub clock: ManualClock,
     pub client: reqwest::Client,
+    /// The names of its routes.
+    pub routes: Vec<String>,
 }
+
+/// For each route name, how many gateways of this test process have had it
+/// and whether a test has read its metrics. Every gateway in a process
+/// reports to the process's one metrics recorder, so a route's counters are
+/// one gateway's only while no other gateway has its name: a read fails when
+/// another gateway had the name before, and a gateway fails to start with a
+/// name whose metrics were read, whatever order the tests run in.
+static ROUTE_NAMES: Mutex<BTreeMap<String, (usize, bool)>> = Mutex::new(BTreeMap::new());
 
 impl Gateway {
     /// A gateway on `toml` (see [`config`]), its clock at `start_s` seconds.
@@ -130,6 +146,12 @@ impl Gateway {
         start_s: u64,
     ) -> Gateway {
         let clock = ManualClock::new(start_s * 1_000_000_000);
+        let routes: Vec<String> = config
+            .routes
+            .iter()
+            .map(|route| route.name().to_owned())
+            .collect();
+        register_route_names(&routes);
         let mut options = ServeOptions::new(config, path);
         options.clock = Arc::new(clock.clone());
         let running = tollgate_gateway::start(options).await.unwrap();
@@ -137,6 +159,7 @@ impl Gateway {
             running,
             clock,
             client: reqwest::Client::new(),
+            routes,
         }
     }
 
@@ -168,6 +191,48 @@ impl Gateway {
         response.await.unwrap().text().await.unwrap()
     }
 
+    /// `/metrics` read into samples.
+    pub async fn samples(&self) -> Exposition {
+        Exposition::parse(&self.metrics().await)
+    }
+
+    /// The value of the sample `name` whose labels are exactly `labels`
+    /// (`None` when there is none). The labels name a `route` of this
+    /// gateway that no other gateway of this test process has had, so the
+    /// value counts this gateway's requests only; otherwise this panics.
+    pub async fn route_sample(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let route = labels
+            .iter()
+            .find(|(key, _)| *key == "route")
+            .map(|(_, route)| *route)
+            .expect("a route label");
+        self.assert_route_of_its_own(route);
+        self.samples().await.value(name, labels)
+    }
+
+    /// Whether any sample of `name` has the `route` label `route`, a route
+    /// of this gateway's own (see [`Gateway::route_sample`]).
+    pub async fn route_has_samples(&self, name: &str, route: &str) -> bool {
+        self.assert_route_of_its_own(route);
+        self.samples().await.any_with(name, "route", route)
+    }
+
+    fn assert_route_of_its_own(&self, route: &str) {
+        assert!(
+            self.routes.iter().any(|own| own == route),
+            "{route} is not a route of this gateway: {:?}",
+            self.routes
+        );
+        let mut names = ROUTE_NAMES.lock().unwrap();
+        let (gateways, read) = names.get_mut(route).unwrap();
+        *read = true;
+        assert_eq!(
+            *gateways, 1,
+            "{gateways} gateways of this test process have a route named {route}, and they \
+             share its metrics: give this test's route a name of its own"
+        );
+    }
+
     /// An admin call with the right token.
     pub async fn admin(
         &self,
@@ -183,6 +248,20 @@ impl Gateway {
             request = request.body(body.to_string());
         }
         request.send().await.unwrap()
+    }
+}
+
+/// Counts a gateway with `routes` in [`ROUTE_NAMES`].
+fn register_route_names(routes: &[String]) {
+    let mut names = ROUTE_NAMES.lock().unwrap();
+    for name in routes {
+        let (gateways, read) = names.entry(name.clone()).or_default();
+        assert!(
+            !*read,
+            "another test reads the metrics of its route {name}: give this gateway's route a \
+             name of its own"
+        );
+        *gateways += 1;
     }
 }
 

@@ -1,75 +1,104 @@
-//! Finding the Redis the tests run against: `REDIS_URL`. Under `CI=true` a
-//! missing or unreachable Redis fails the tests; elsewhere they are skipped
-//! with a message saying how to run them.
+//! What the Redis tests share: finding the Redis they run against
+//! (`REDIS_URL`, `REDIS_CLUSTER_URL`), a redis-server of a test's own
+//! ([`OwnRedis`]), key prefixes and cleanup, counting script calls, and
+//! waiting for a default policy to arrive.
+//!
+//! A Redis test carries
+//! `#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]`
+//! (`has_redis_cluster` and `REDIS_CLUSTER_URL` for a cluster test): the
+//! crate's build script sets the cfg when the variable is set, and always
+//! under `CI=true`, so without a Redis the test shows as ignored, never as
+//! passed. A test that runs calls [`require_redis_url`] (or
+//! [`require_cluster_url`], [`OwnRedis::start`]), which fails it when its
+//! peer is missing or does not answer. Tests that start a redis-server of
+//! their own are Redis tests too: they run when `REDIS_URL` is set, and need
+//! `redis-server` on the `PATH`.
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
-/// The Redis URL, or `None` (after saying why) when the tests are skipped.
-pub fn redis_url() -> Option<String> {
-    let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
-    let url = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => url,
-        _ if in_ci => panic!("REDIS_URL is not set: CI must provide a Redis (see .ci/run)"),
-        _ => {
-            eprintln!(
-                "skipped: set REDIS_URL (for example REDIS_URL=redis://127.0.0.1:6379) to run \
-                 the Redis tests; .ci/run starts a redis-server and sets it"
-            );
-            return None;
-        }
-    };
+/// The Redis URL of a test that runs (`REDIS_URL`). Panics, failing the
+/// test, when it is not set or Redis does not answer a `PING` within 2 s.
+pub fn require_redis_url() -> String {
+    let url = std::env::var("REDIS_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .unwrap_or_else(|| {
+            panic!(
+                "REDIS_URL is not set: under CI=true the Redis tests need a Redis \
+                 (.ci/run starts one; for example REDIS_URL=redis://127.0.0.1:6379)"
+            )
+        });
     let reachable = redis::Client::open(url.as_str())
-        .and_then(|client| client.get_connection_with_timeout(std::time::Duration::from_secs(2)))
+        .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(2)))
         .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
-    match reachable {
-        Ok(_) => Some(url),
-        Err(error) if in_ci => panic!("Redis at {url} is unreachable: {error}"),
-        Err(error) => {
-            eprintln!("skipped: Redis at {url} is unreachable ({error})");
-            None
-        }
+    if let Err(error) = reachable {
+        panic!("the Redis at REDIS_URL={url} does not answer: {error}");
     }
+    url
 }
 
-/// The Redis Cluster URL (`redis-cluster://host:port,...`) from
-/// `REDIS_CLUSTER_URL`, or `None` (after saying why) when the cluster tests are
-/// skipped; under `CI=true` a missing or unreachable cluster fails them.
-pub fn redis_cluster_url() -> Option<String> {
-    let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
-    let url = match std::env::var("REDIS_CLUSTER_URL") {
-        Ok(url) if !url.is_empty() => url,
-        _ if in_ci => {
-            panic!("REDIS_CLUSTER_URL is not set: CI must provide a Redis Cluster (see .ci/run)")
-        }
-        _ => {
-            eprintln!(
-                "skipped: set REDIS_CLUSTER_URL to run the Redis Cluster tests; \
-                 `.ci/redis-cluster start DIR` starts a local cluster and prints it"
-            );
-            return None;
-        }
-    };
-    let reachable = cluster_nodes(&url).first().map(|node| {
+/// The Redis Cluster URL (`redis-cluster://host:port,...`) of a cluster test
+/// that runs (`REDIS_CLUSTER_URL`). Panics, failing the test, when it is not
+/// set or its first node does not report `cluster_state:ok`.
+pub fn require_cluster_url() -> String {
+    let url = std::env::var("REDIS_CLUSTER_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .unwrap_or_else(|| {
+            panic!(
+                "REDIS_CLUSTER_URL is not set: under CI=true the Redis Cluster tests need \
+                 a cluster (`.ci/redis-cluster start DIR` starts one and prints its URL)"
+            )
+        });
+    let info = cluster_nodes(&url).first().map(|node| {
         redis::Client::open(node.as_str())
-            .and_then(|client| {
-                client.get_connection_with_timeout(std::time::Duration::from_secs(2))
-            })
+            .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(2)))
             .and_then(|mut connection| {
                 redis::cmd("CLUSTER")
                     .arg("INFO")
                     .query::<String>(&mut connection)
             })
     });
-    match reachable {
-        Some(Ok(info)) if info.contains("cluster_state:ok") => Some(url),
-        other if in_ci => panic!("the Redis Cluster at {url} is not usable: {other:?}"),
-        other => {
-            eprintln!("skipped: the Redis Cluster at {url} is not usable ({other:?})");
-            None
-        }
+    match info {
+        Some(Ok(info)) if info.contains("cluster_state:ok") => url,
+        other => panic!("the Redis Cluster at REDIS_CLUSTER_URL={url} is not usable: {other:?}"),
     }
+}
+
+/// The Redis URL, or `None` (after saying why) when `REDIS_URL` is not set
+/// or Redis does not answer, outside CI; under `CI=true` a missing or
+/// unreachable Redis panics. For tests not marked by the build script's cfg
+/// (the root package's); marked tests use [`require_redis_url`].
+pub fn redis_url() -> Option<String> {
+    let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
+    let set = std::env::var("REDIS_URL").is_ok_and(|url| !url.is_empty());
+    if !set && !in_ci {
+        eprintln!(
+            "skipped: set REDIS_URL (for example REDIS_URL=redis://127.0.0.1:6379) to run \
+             the Redis tests; .ci/run starts a redis-server and sets it"
+        );
+        return None;
+    }
+    Some(require_redis_url())
+}
+
+/// The Redis Cluster URL, or `None` (after saying why) when
+/// `REDIS_CLUSTER_URL` is not set, outside CI; [`redis_url`]'s twin for the
+/// cluster.
+pub fn redis_cluster_url() -> Option<String> {
+    let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
+    let set = std::env::var("REDIS_CLUSTER_URL").is_ok_and(|url| !url.is_empty());
+    if !set && !in_ci {
+        eprintln!(
+            "skipped: set REDIS_CLUSTER_URL to run the Redis Cluster tests; \
+             `.ci/redis-cluster start DIR` starts a local cluster and prints it"
+        );
+        return None;
+    }
+    Some(require_cluster_url())
 }
 
 /// The `redis://` URLs of the nodes of a `redis-cluster://` URL.
@@ -102,43 +131,42 @@ pub fn keys_and_ttls(url: &str, prefix: &str) -> Vec<(String, i64)> {
         .collect()
 }
 
-/// A redis-server of the test's own, on a free port, that the test can stop
-/// and start again. `None` (after saying why) when no redis-server can be run
-/// outside CI.
+/// A redis-server of the test's own, without persistence, on a free port,
+/// that the test can stop, start again and restart; stopped when dropped.
+/// The place for tests that stop Redis or count its commands (`INFO
+/// commandstats` counts for the whole server, so the shared one would count
+/// other tests' calls too).
 pub struct OwnRedis {
     pub port: u16,
     child: Option<std::process::Child>,
 }
 
 impl OwnRedis {
-    pub fn start() -> Option<OwnRedis> {
+    /// Starts one and waits until it answers. Panics, failing the test, when
+    /// no port can be had or `redis-server` does not start.
+    pub fn start() -> OwnRedis {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
+            .and_then(|listener| listener.local_addr())
+            .unwrap_or_else(|error| panic!("no free local port for a redis-server: {error}"))
             .port();
         let mut redis = OwnRedis { port, child: None };
-        match redis.run() {
-            Ok(()) => Some(redis),
-            Err(error) if std::env::var("CI").is_ok_and(|value| value == "true") => {
-                panic!("cannot run redis-server: {error}")
-            }
-            Err(error) => {
-                eprintln!(
-                    "skipped: cannot run redis-server ({error}); install Debian's redis-server"
-                );
-                None
-            }
+        if let Err(error) = redis.run() {
+            panic!(
+                "cannot run redis-server on port {port}: {error} (the Redis tests that \
+                 stop or count Redis start their own: install Debian's redis-server)"
+            );
         }
+        redis
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// Starts the server and waits until it answers.
+    /// Starts the server on its port and waits (at most 10 s) until it
+    /// answers.
     pub fn run(&mut self) -> std::io::Result<()> {
-        let child = std::process::Command::new("redis-server")
+        let mut child = std::process::Command::new("redis-server")
             .args([
                 "--port",
                 &self.port.to_string(),
@@ -151,24 +179,46 @@ impl OwnRedis {
             ])
             .stdout(std::process::Stdio::null())
             .spawn()?;
-        self.child = Some(child);
-        for _ in 0..200 {
+        for _ in 0..500 {
+            if let Some(status) = child.try_wait()? {
+                return Err(std::io::Error::other(format!(
+                    "redis-server exited at start ({status})"
+                )));
+            }
             let ping = redis::Client::open(self.url().as_str())
                 .and_then(|client| client.get_connection())
                 .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
             if ping.is_ok() {
+                self.child = Some(child);
                 return Ok(());
             }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(20));
         }
-        Err(std::io::Error::other("redis-server did not answer"))
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(std::io::Error::other(
+            "redis-server did not answer within 10 s",
+        ))
     }
 
+    /// Kills the server (it keeps nothing).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Restarts the server as an operator would one without persistence:
+    /// `SHUTDOWN NOSAVE`, then a new server on the same port, empty.
+    pub fn restart(&mut self) {
+        let mut connection = connect(&self.url());
+        // The server closes the connection instead of answering.
+        let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut connection);
+        if let Some(mut child) = self.child.take() {
+            child.wait().expect("redis-server did not exit");
+        }
+        self.run().expect("redis-server did not start again");
     }
 }
 
@@ -176,6 +226,42 @@ impl Drop for OwnRedis {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// How many script calls (`EVALSHA` and `EVAL`, answered or failed) the
+/// server at `url` has run since it started or since [`reset_stats`], from
+/// `INFO commandstats` (whose `cmdstat_NAME:calls=N,...` lines count for
+/// the whole server).
+pub fn script_calls(url: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut connect(url))
+        .unwrap();
+    let count = |name: &str| -> u64 {
+        let line = format!("cmdstat_{name}:");
+        info.lines()
+            .find_map(|row| row.strip_prefix(line.as_str()))
+            .map(|fields| {
+                let field = |key: &str| -> u64 {
+                    fields
+                        .split(',')
+                        .find_map(|pair| pair.strip_prefix(key))
+                        .map_or(0, |value| value.parse().unwrap())
+                };
+                // Calls Redis refused before running them count apart.
+                field("calls=") + field("rejected_calls=")
+            })
+            .unwrap_or(0)
+    };
+    count("evalsha") + count("eval")
+}
+
+/// Zeroes the server's command statistics (`CONFIG RESETSTAT`).
+pub fn reset_stats(url: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut connect(url))
+        .unwrap();
 }
 
 /// Deletes every key under `prefix` (tests call it when done), on a Redis
@@ -209,31 +295,27 @@ pub fn keys(url: &str, pattern: &str) -> Vec<String> {
         .unwrap()
 }
 
-/// Waits until `store` has `policy` as its default policy, at most four
-/// seconds; what it has at the end. A change made through another store
-/// travels through a Redis channel within milliseconds; the wait stays under
-/// the store's five-second re-read, so a message that does not arrive fails
-/// the test rather than being made up for by the re-read.
+/// Settings under which a store learns of a new default policy only by a
+/// message on its channel (or by subscribing again after a failure): the
+/// re-read after a silence waits an hour, longer than any test.
+pub fn by_message_only(config: &mut tollgate_redis::RedisConfig) {
+    config.policy_reread_after = Duration::from_secs(3600);
+}
+
+/// Waits until `store` has `policy` as its default policy, at most 30 s; what
+/// it has at the end. Give the store [`by_message_only`] settings, so that
+/// what arrives came by message (or by subscribing), never by a re-read
+/// however slow the machine.
 pub async fn wait_for_default_policy(
     store: &impl tollgate_core::Store,
     policy: tollgate_core::Policy,
 ) -> tollgate_core::Policy {
-    wait_for_default_policy_within(store, policy, 4).await
-}
-
-/// Waits until `store` has `policy` as its default policy, at most `seconds`;
-/// what it has at the end.
-pub async fn wait_for_default_policy_within(
-    store: &impl tollgate_core::Store,
-    policy: tollgate_core::Policy,
-    seconds: u64,
-) -> tollgate_core::Policy {
     let mut seen = store.default_policy().await.unwrap();
-    for _ in 0..seconds * 100 {
+    for _ in 0..3000 {
         if seen == policy {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
         seen = store.default_policy().await.unwrap();
     }
     seen

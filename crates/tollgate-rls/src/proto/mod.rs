@@ -61,8 +61,8 @@ pub struct RateLimitDescriptor {
     #[serde(serialize_with = "ser_opt_u64_string")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hits_addend: Option<u64>,
-    /// `is_negative_hits` (4): newer Envoys may send it; the Go service
-    /// ignores it, and so does tollgate.
+    /// `is_negative_hits` (4): the hits are to be given back. The Go service
+    /// ignores it, and so does tollgate unless `TOLLGATE_REFUNDS` is on.
     #[serde(
         default,
         alias = "is_negative_hits",

@@ -291,13 +291,7 @@ fn debug_pages(counters: CounterSource, service: Arc<RateLimitService>) -> Debug
                 .map(|(name, value)| format!("{name}: {value}\n"))
                 .collect()
         }),
-        config: Arc::new(move || {
-            if service.has_config() {
-                "a configuration is loaded\n".to_owned()
-            } else {
-                String::new()
-            }
-        }),
+        config: Arc::new(move || service.config_dump()),
     }
 }
 

@@ -115,13 +115,14 @@ pub fn prometheus_page(counters: &BTreeMap<String, u64>) -> String {
     page
 }
 
-const DESCRIPTOR_COUNTERS: [&str; 6] = [
+const DESCRIPTOR_COUNTERS: [&str; 7] = [
     "near_limit",
     "over_limit",
     "total_hits",
     "within_limit",
     "shadow_mode",
     "over_limit_with_local_cache",
+    "refunded_hits",
 ];
 
 /// A statsd name as a Prometheus name and label set.
@@ -197,8 +198,15 @@ mod tests {
                 4,
             ),
             ("ratelimit.service.store_failure.fail_open".to_owned(), 2),
+            (
+                "ratelimit.service.rate_limit.edge.ip.refunded_hits".to_owned(),
+                6,
+            ),
         ]);
         let page = prometheus_page(&counters);
+        assert!(page.contains(
+            "ratelimit_service_rate_limit_refunded_hits{domain=\"edge\",key1=\"ip\"} 6\n"
+        ));
         assert!(
             page.contains(
                 "ratelimit_service_rate_limit_total_hits{domain=\"edge\",key1=\"ip\"} 3\n"

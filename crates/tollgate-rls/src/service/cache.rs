@@ -37,18 +37,26 @@ struct Slot<'p> {
 
 impl RateLimitService {
     /// `DoLimit`: the cache's status of every descriptor of `plans`, in order.
+    /// The descriptors `refunded` marks (`TOLLGATE_REFUNDS`; none when it is
+    /// shorter) are left out, counted nothing and answered OK here: their
+    /// hits are given back by `refunds.rs`.
     pub(crate) async fn check(
         &self,
         plans: &[Plan],
+        refunded: &[bool],
         now_s: u64,
     ) -> Result<Vec<Checked>, ServiceError> {
         let settings = &self.settings;
         let mut slots: Vec<Option<Slot<'_>>> = Vec::with_capacity(plans.len());
-        for plan in plans {
+        for (index, plan) in plans.iter().enumerate() {
             let Plan::Limited(limited) = plan else {
                 slots.push(None);
                 continue;
             };
+            if refunded.get(index).copied().unwrap_or(false) {
+                slots.push(None);
+                continue;
+            }
             let names = limited.matched.stat_names();
             self.stats.add(&names.total_hits, limited.hits);
             let prepared = match limited.enforcement {
@@ -159,7 +167,7 @@ impl RateLimitService {
                         let limit = u64::from(slot.limited.matched.limit.requests_per_unit);
                         match Reading::of(&look.decision, limit, 0) {
                             Reading::Exact(count) => count.saturating_add(slot.units) > limit,
-                            Reading::Over | Reading::AtOrOver => true,
+                            Reading::Over => true,
                         }
                     }),
                 },
@@ -216,12 +224,13 @@ impl RateLimitService {
                 extension_status(decision, policy.capacity(), limited, ratio),
                 Some(decision),
             ),
-            // A limit of 0 (or a store that answered nothing for it).
+            // A limit of 0 refused without the store (requests all or
+            // nothing), which never counts a hit: a look finds it at 0.
             _ => {
                 let reading = if limited.hits > 0 {
                     Reading::Over
                 } else {
-                    Reading::AtOrOver
+                    Reading::Exact(0)
                 };
                 let status = go_status(reading, 0, ratio, limited.hits, limit.shadow_mode);
                 (status, None)

@@ -6,8 +6,8 @@
 //! The Go service reads the counter back from Redis; tollgate's store answers
 //! a [`Decision`] of a fixed window that counts refused hits
 //! (`Policy::fixed_window_counting_refused`), from which [`Reading::of`]
-//! recovers the counter: exactly, except when it is at or past the limit, where
-//! only what the Go arithmetic needs is known (see [`Reading`]).
+//! recovers the counter: exactly, except past the limit, where only what the
+//! Go arithmetic needs is known (see [`Reading`]).
 
 use tollgate_core::Decision;
 
@@ -20,12 +20,6 @@ pub(crate) enum Reading {
     /// Past the limit, and already at or past it before this request's units
     /// were added: every hit is over the limit, whatever the exact count.
     Over,
-    /// A look (no units added) at a counter at or past its limit: the store's
-    /// decision does not tell "at" from "past". Read as past (OVER_LIMIT): a
-    /// counter that counts refused hits is past its limit after any hit
-    /// refused, and the Go service answers OVER_LIMIT then; at exactly the
-    /// limit it would answer OK with 0 remaining.
-    AtOrOver,
 }
 
 impl Reading {
@@ -38,7 +32,13 @@ impl Reading {
             return Reading::Exact(limit - remaining);
         }
         if units == 0 {
-            return Reading::AtOrOver;
+            // A look: a counting window is past its limit exactly when it
+            // says to wait (`Decision::retry_after`); otherwise it is at it.
+            return if decision.retry_after.is_zero() {
+                Reading::Exact(limit)
+            } else {
+                Reading::Over
+            };
         }
         if decision.rejected == 0 {
             // Everything fitted and nothing is left: c + units == limit.
@@ -94,7 +94,7 @@ pub(crate) fn go_status(
     let near = near_limit_threshold(limit, near_ratio);
     let mut stats = StatDeltas::default();
     let (over, remaining) = match reading {
-        Reading::Over | Reading::AtOrOver => {
+        Reading::Over => {
             stats.over_limit = hits;
             if shadow {
                 stats.shadow_mode = hits;
@@ -171,7 +171,11 @@ mod tests {
         assert_eq!(Reading::of(&decision(3, 0, 0), 10, 3), Reading::Exact(10));
         assert_eq!(Reading::of(&decision(2, 5, 0), 20, 7), Reading::Exact(25));
         assert_eq!(Reading::of(&decision(0, 1, 0), 10, 1), Reading::Over);
-        assert_eq!(Reading::of(&decision(0, 0, 0), 10, 0), Reading::AtOrOver);
+        // A look at exactly the limit, and past it (the store says to wait).
+        assert_eq!(Reading::of(&decision(0, 0, 0), 10, 0), Reading::Exact(10));
+        let mut past = decision(0, 0, 0);
+        past.retry_after = Duration::from_secs(30);
+        assert_eq!(Reading::of(&past, 10, 0), Reading::Over);
         assert_eq!(Reading::of(&decision(0, 0, 4), 10, 0), Reading::Exact(6));
     }
 

@@ -35,6 +35,7 @@ mod local_cache;
 mod metadata;
 mod plan;
 mod policies;
+mod refunds;
 mod settings;
 
 #[cfg(test)]
@@ -175,6 +176,17 @@ impl RateLimitService {
         self.config.load().is_some()
     }
 
+    /// The configuration in force as the debug listener's `/rlconfig` prints
+    /// it ([`RateLimitConfig::dump`]); empty when none is loaded, as the Go
+    /// service's page is.
+    pub fn config_dump(&self) -> String {
+        self.config
+            .load()
+            .as_deref()
+            .map(RateLimitConfig::dump)
+            .unwrap_or_default()
+    }
+
     /// The settings the service runs with.
     pub fn settings(&self) -> &ServiceSettings {
         &self.settings
@@ -186,7 +198,7 @@ impl RateLimitService {
     /// `over_limit_with_local_cache`), `ratelimit.service.rate_limit.<domain>.domain_not_found`,
     /// `ratelimit.service.config_load_success`, `config_load_error`,
     /// `global_shadow_mode`, `call.should_rate_limit.redis_error` and
-    /// `service_error`.
+    /// `service_error`; with `TOLLGATE_REFUNDS`, `<stats key>.refunded_hits`.
     pub fn stats(&self) -> BTreeMap<String, u64> {
         let mut stats = self.stats.snapshot();
         stats.retain(|_, value| *value != 0);
@@ -229,7 +241,7 @@ impl RateLimitService {
             .ok_or(ServiceError::NoConfiguration)?;
         let now_s = self.clock.now_nanos() / 1_000_000_000;
         let plans = plan::plans(&config, request, &self.settings, self.stats.as_ref())?;
-        let checked = match self.check(&plans, now_s).await {
+        let checked = match self.check_and_refund(request, &plans, now_s).await {
             Ok(checked) => checked,
             Err(error) if error.is_store_error() => {
                 let Some(policy) = self.settings.extensions.store_failure else {

@@ -48,9 +48,10 @@ pub(crate) struct Limited {
 pub(crate) enum Enforced {
     /// Through the store, with this policy.
     Store(Policy),
-    /// `requests_per_unit: 0`: every hit is over; the store is not asked (a
-    /// policy cannot have a limit of 0, and the Go counter it would keep
-    /// cannot change the answer).
+    /// `requests_per_unit: 0` when requests are all or nothing: every hit is
+    /// over and nothing is charged, so the store is not asked. (Otherwise such
+    /// a limit is a counting window of 0 through the store, which counts the
+    /// hits as the Go counter does.)
     Deny {
         /// The window (the unit's length), in seconds.
         window_s: u64,
@@ -113,7 +114,7 @@ pub(crate) fn plans(
                         continue;
                     }
                     Enforcement::NoWindow => return Err(ServiceError::UnknownUnit { index }),
-                    Enforcement::Deny { window_s } => Enforced::Deny { window_s },
+                    Enforcement::Deny { window_s } => deny(window_s, settings),
                     Enforcement::Policy(policy) => Enforced::Store(go_policy(policy, settings)),
                 };
                 Plan::Limited(Box::new(Limited {
@@ -138,6 +139,18 @@ fn go_policy(policy: Policy, settings: &ServiceSettings) -> Policy {
         return policy;
     }
     Policy::fixed_window_counting_refused(policy.limit(), policy.window_s()).unwrap_or(policy)
+}
+
+/// `requests_per_unit: 0` per `window_s`: a window counting refused hits with
+/// a limit of 0, as the Go service's counter is (every hit over, and counted,
+/// so a look after a hit is OVER_LIMIT and a later limit starts from the
+/// count); when requests are all or nothing, refused without the store.
+fn deny(window_s: u64, settings: &ServiceSettings) -> Enforced {
+    if settings.extensions.all_or_nothing {
+        return Enforced::Deny { window_s };
+    }
+    Policy::fixed_window_counting_refused(0, window_s)
+        .map_or(Enforced::Deny { window_s }, Enforced::Store)
 }
 
 /// `GetHitsAddends`: the descriptor's own `hits_addend` (0 is a peek), else

@@ -84,6 +84,14 @@ pub struct Extensions {
     /// (draft-ietf-httpapi-ratelimit-headers) of its limited descriptors:
     /// `"name";q=<limit>;w=<window s>` and `"name";r=<remaining>;t=<reset s>`.
     pub ietf_headers: bool,
+    /// `TOLLGATE_REFUNDS`: a limited descriptor sent with `is_negative_hits`
+    /// gives its hits back to its limit (`Store::give_back_units`) instead
+    /// of being charged them, and is answered OK with its limit and what
+    /// remains after the refund; its hits are counted in
+    /// `ratelimit.service.rate_limit.<key>.refunded_hits`, not in
+    /// `total_hits`. Off (the default), such hits are charged as any others,
+    /// as the Go service (which ignores the flag) charges them.
+    pub refunds: bool,
     /// What a request gets when the store fails (down, or slower than its
     /// timeout): `None` (the default) is the Go service's answer, an error
     /// (gRPC `UNKNOWN`, counted in `redis_error`) that Envoy's

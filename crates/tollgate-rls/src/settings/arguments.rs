@@ -231,6 +231,12 @@ pub struct RlsArguments {
     #[arg(long, env = "TOLLGATE_IETF_HEADERS", value_parser = go_bool, num_args = 0..=1,
         default_value = "false", default_missing_value = "true", value_name = "BOOL")]
     pub ietf_headers: bool,
+    /// Give back the hits of a descriptor sent with `is_negative_hits`
+    /// instead of charging them (answered OK, counted in `refunded_hits`).
+    /// A tollgate extension; the Go service charges them.
+    #[arg(long, env = "TOLLGATE_REFUNDS", value_parser = go_bool, num_args = 0..=1,
+        default_value = "false", default_missing_value = "true", value_name = "BOOL")]
+    pub refunds: bool,
     /// What a request gets when the store fails or does not answer within
     /// `TOLLGATE_STORE_TIMEOUT`: unset, the Go service's error (gRPC
     /// `UNKNOWN`; Envoy's `failure_mode_deny` decides); `fail_open` answers

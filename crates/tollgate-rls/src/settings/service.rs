@@ -26,6 +26,7 @@ impl RlsArguments {
                 all_or_nothing: self.all_or_nothing,
                 retry_after_header: self.retry_after_header,
                 ietf_headers: self.ietf_headers,
+                refunds: self.refunds,
                 store_failure: self.store_failure,
             },
         }

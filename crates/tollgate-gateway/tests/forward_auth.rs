@@ -1,0 +1,426 @@
+//! The decision endpoint (`[forward_auth]`) behind real proxies: Debian's
+//! nginx (`auth_request`) and Caddy (`forward_auth`), each started on
+//! loopback in front of the test upstream, with the gateway deciding on a
+//! manual clock. Also the endpoint on its own, over HTTP.
+//!
+//! The nginx and Caddy tests show as ignored without `nginx` or `caddy` on
+//! the PATH or in /usr/sbin (`apt-get install nginx caddy`), and fail without
+//! them under `CI=true` (the build script's cfgs `has_nginx`, `has_caddy`).
+//! Expected values by hand: the default plan is a fixed window of 5 per 60 s;
+//! the clock starts at 6,000,000,000 s, the start of a window, so every
+//! answer below has 60 s to go.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use support::{Gateway, Upstream, header};
+use tokio::process::{Child, Command};
+
+/// The start of a window of 60 s, far from today.
+const START_S: u64 = 6_000_000_000;
+const DECIDE: &str = "/_tollgate/decide";
+
+fn gateway_config(upstream: &Upstream, forward_auth: &str) -> String {
+    support::config(&format!(
+        "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow_s = 60\n\
+         [client_ip]\ntrusted_proxies = [\"127.0.0.1/32\"]\n\
+         [forward_auth]\npath = \"{DECIDE}\"\n{forward_auth}\n\
+         [[routes]]\nname = \"fa_api\"\nprefix = \"/api\"\nupstream = \"http://{}\"\n\
+         preflight = \"pass\"\n\
+         [[routes]]\nname = \"fa_search\"\nprefix = \"/search\"\nupstream = \"http://{}\"\n\
+         key = \"ip\"\nrpm = 2\nburst = 2\n",
+        upstream.address, upstream.address
+    ))
+}
+
+/// `name` on the PATH (or in /usr/sbin) for a test that runs. Panics,
+/// failing the test, when there is none.
+fn binary(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|directory| directory.join(name))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no `{name}` on the PATH or in /usr/sbin: install it (apt-get install {name}; \
+                 .ci/test does)"
+            )
+        })
+}
+
+/// A port free now on 127.0.0.1.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A proxy process, killed on drop.
+struct Proxy {
+    child: Child,
+    port: u16,
+    client: reqwest::Client,
+}
+
+impl Proxy {
+    async fn wait_ready(mut self, log: &Path) -> Proxy {
+        for _ in 0..200 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "the proxy exited ({status}): {}",
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+            }
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+                .await
+                .is_ok()
+            {
+                return self;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "the proxy did not listen: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+    }
+
+    async fn get(&self, path: &str, key: Option<&str>) -> reqwest::Response {
+        let mut request = self
+            .client
+            .get(format!("http://127.0.0.1:{}{path}", self.port));
+        if let Some(key) = key {
+            request = request.header("authorization", format!("Bearer {key}"));
+        }
+        request.send().await.unwrap()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+async fn start_nginx(binary: &Path, directory: &Path, tollgate: &str, upstream: &str) -> Proxy {
+    let port = free_port();
+    let root = directory.display();
+    let config = format!(
+        "daemon off;
+master_process off;
+pid {root}/nginx.pid;
+error_log {root}/error.log info;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {root}/body;
+  proxy_temp_path {root}/proxy;
+  fastcgi_temp_path {root}/fastcgi;
+  uwsgi_temp_path {root}/uwsgi;
+  scgi_temp_path {root}/scgi;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      auth_request {DECIDE};
+      auth_request_set $ratelimit $upstream_http_ratelimit;
+      auth_request_set $ratelimit_policy $upstream_http_ratelimit_policy;
+      auth_request_set $retry_after $upstream_http_retry_after;
+      add_header RateLimit $ratelimit always;
+      add_header RateLimit-Policy $ratelimit_policy always;
+      error_page 403 = @rate_limited;
+      error_page 500 = @tollgate_down;
+      proxy_pass http://{upstream};
+    }}
+    location = {DECIDE} {{
+      internal;
+      proxy_pass http://{tollgate}{DECIDE};
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length \"\";
+      proxy_set_header X-Original-URI $request_uri;
+      proxy_set_header X-Forwarded-Method $request_method;
+      proxy_set_header X-Forwarded-For $remote_addr;
+    }}
+    location @rate_limited {{
+      add_header Retry-After $retry_after always;
+      add_header RateLimit $ratelimit always;
+      add_header RateLimit-Policy $ratelimit_policy always;
+      default_type application/problem+json;
+      return 429 '{{\"title\":\"Too Many Requests\",\"status\":429}}';
+    }}
+    location @tollgate_down {{
+      return 503;
+    }}
+  }}
+}}
+"
+    );
+    let path = directory.join("nginx.conf");
+    std::fs::write(&path, config).unwrap();
+    let log = directory.join("error.log");
+    let child = Command::new(binary)
+        .arg("-p")
+        .arg(directory)
+        .arg("-c")
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    Proxy {
+        child,
+        port,
+        client: reqwest::Client::new(),
+    }
+    .wait_ready(&log)
+    .await
+}
+
+async fn start_caddy(binary: &Path, directory: &Path, tollgate: &str, upstream: &str) -> Proxy {
+    let port = free_port();
+    // `route` keeps the written order: decide, copy the headers the decision
+    // put on the request onto the response, then proxy.
+    let config = format!(
+        "{{
+  admin off
+  auto_https off
+}}
+http://127.0.0.1:{port} {{
+  route {{
+    forward_auth {tollgate} {{
+      uri {DECIDE}
+      copy_headers RateLimit RateLimit-Policy
+    }}
+    header RateLimit {{http.request.header.RateLimit}}
+    header RateLimit-Policy {{http.request.header.RateLimit-Policy}}
+    reverse_proxy {upstream}
+  }}
+}}
+"
+    );
+    let path = directory.join("Caddyfile");
+    std::fs::write(&path, config).unwrap();
+    let log = directory.join("caddy.log");
+    let child = Command::new(binary)
+        .args(["run", "--adapter", "caddyfile", "--config"])
+        .arg(&path)
+        .env("XDG_DATA_HOME", directory)
+        .env("XDG_CONFIG_HOME", directory)
+        .env("HOME", directory)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    Proxy {
+        child,
+        port,
+        client: reqwest::Client::new(),
+    }
+    .wait_ready(&log)
+    .await
+}
+
+/// Seven requests of one key through `proxy`: five reach the upstream with
+/// the plan's headers, two are refused with 429 and `Retry-After: 60`; a
+/// request without a key gets 401.
+async fn five_of_seven_pass(proxy: &Proxy, upstream: &Upstream) {
+    let before = upstream.requests();
+    for remaining in (0..5).rev() {
+        let response = proxy.get("/api/orders", Some("sk_fa")).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            header(&response, "ratelimit").as_deref(),
+            Some(format!("\"default\";r={remaining};t=60").as_str())
+        );
+        assert_eq!(
+            header(&response, "ratelimit-policy").as_deref(),
+            Some("\"default\";q=5;w=60")
+        );
+        assert_eq!(response.text().await.unwrap(), "upstream");
+    }
+    for _ in 0..2 {
+        let response = proxy.get("/api/orders", Some("sk_fa")).await;
+        assert_eq!(response.status(), 429);
+        assert_eq!(header(&response, "retry-after").as_deref(), Some("60"));
+        assert_eq!(
+            header(&response, "ratelimit").as_deref(),
+            Some("\"default\";r=0;t=60")
+        );
+    }
+    assert_eq!(upstream.requests() - before, 5);
+    let response = proxy.get("/api/orders", None).await;
+    assert_eq!(response.status(), 401);
+    assert_eq!(upstream.requests() - before, 5);
+    // A CORS preflight on /api (`preflight = "pass"`) needs no key.
+    let preflight = proxy
+        .client
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("http://127.0.0.1:{}/api/orders", proxy.port),
+        )
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), 200);
+    assert_eq!(preflight.text().await.unwrap(), "upstream");
+    assert_eq!(upstream.requests() - before, 6);
+    // A client's own claim of its URI, in either header, is not read: the
+    // request is decided as /api (its plan alone), not as /search (which
+    // would list the fa_search budget too).
+    let spoofed = proxy
+        .client
+        .get(format!("http://127.0.0.1:{}/api/orders", proxy.port))
+        .header("authorization", "Bearer sk_spoof")
+        .header("x-forwarded-uri", "/search")
+        .header("x-original-uri", "/search")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(spoofed.status(), 200);
+    assert_eq!(
+        header(&spoofed, "ratelimit").as_deref(),
+        Some("\"default\";r=4;t=60")
+    );
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(has_nginx),
+    ignore = "install nginx (apt-get install nginx) to run"
+)]
+async fn nginx_auth_request_is_limited_by_the_gateway() {
+    let nginx = binary("nginx");
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(
+        &gateway_config(
+            &upstream,
+            "refused_status = 403\nuri_header = \"x-original-uri\"",
+        ),
+        START_S,
+    )
+    .await;
+    let directory = tempfile::tempdir().unwrap();
+    let tollgate = gateway.running.address.to_string();
+    let proxy = start_nginx(
+        &nginx,
+        directory.path(),
+        &tollgate,
+        &upstream.address.to_string(),
+    )
+    .await;
+    five_of_seven_pass(&proxy, &upstream).await;
+    // With the gateway gone, nginx answers as its error_page says: 503.
+    gateway.running.shutdown().await;
+    let before = upstream.requests();
+    assert_eq!(
+        proxy.get("/api/orders", Some("sk_other")).await.status(),
+        503
+    );
+    assert_eq!(upstream.requests(), before);
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(has_caddy),
+    ignore = "install Caddy (apt-get install caddy) to run"
+)]
+async fn caddy_forward_auth_is_limited_by_the_gateway() {
+    let caddy = binary("caddy");
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&gateway_config(&upstream, ""), START_S).await;
+    let directory = tempfile::tempdir().unwrap();
+    let tollgate = gateway.running.address.to_string();
+    let proxy = start_caddy(
+        &caddy,
+        directory.path(),
+        &tollgate,
+        &upstream.address.to_string(),
+    )
+    .await;
+    five_of_seven_pass(&proxy, &upstream).await;
+    // Caddy passes the refusal on as the gateway wrote it.
+    let refused = proxy.get("/api/orders", Some("sk_fa")).await;
+    assert_eq!(
+        header(&refused, "content-type").as_deref(),
+        Some("application/problem+json")
+    );
+    // With the gateway gone, Caddy cannot ask and answers 502.
+    gateway.running.shutdown().await;
+    let before = upstream.requests();
+    assert_eq!(
+        proxy.get("/api/orders", Some("sk_other")).await.status(),
+        502
+    );
+    assert_eq!(upstream.requests(), before);
+}
+
+/// The endpoint asked directly, as a proxy would: the original URI picks the
+/// route; a route budget keyed by IP reads the client from the trusted
+/// proxy's `X-Forwarded-For`.
+#[tokio::test]
+async fn the_decision_endpoint_decides_as_proxying_does() {
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&gateway_config(&upstream, ""), START_S).await;
+    let ask = |uri: Option<&'static str>, client: &'static str| {
+        let mut request = gateway
+            .client
+            .get(gateway.url(DECIDE))
+            .header("authorization", "Bearer sk_direct")
+            .header("x-forwarded-for", client);
+        if let Some(uri) = uri {
+            request = request.header("x-forwarded-uri", uri);
+        }
+        request.send()
+    };
+    // /search: 2 per minute per client IP (and the plan's 5 per key).
+    let first = ask(Some("/search?q=a"), "192.0.2.1").await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert_eq!(
+        header(&first, "ratelimit").as_deref(),
+        Some("\"default\";r=4;t=60, \"fa_search\";r=1;t=30")
+    );
+    assert_eq!(first.text().await.unwrap(), "");
+    assert_eq!(
+        ask(Some("/search"), "192.0.2.1").await.unwrap().status(),
+        200
+    );
+    let refused = ask(Some("/search"), "192.0.2.1").await.unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(header(&refused, "retry-after").as_deref(), Some("30"));
+    // Another client IP has its own route budget (the plan's 5 are shared:
+    // the refused request used none, so 2 are taken).
+    let other = ask(Some("/search"), "192.0.2.2").await.unwrap();
+    assert_eq!(other.status(), 200);
+    assert_eq!(
+        header(&other, "ratelimit").as_deref(),
+        Some("\"default\";r=2;t=60, \"fa_search\";r=1;t=30")
+    );
+    // No URI, or one no route matches.
+    let missing = ask(None, "192.0.2.1").await.unwrap();
+    assert_eq!(missing.status(), 400);
+    assert!(
+        missing
+            .text()
+            .await
+            .unwrap()
+            .contains("a decision request needs the original URI in x-forwarded-uri")
+    );
+    assert_eq!(
+        ask(Some("/nothing"), "192.0.2.1").await.unwrap().status(),
+        404
+    );
+    // Nothing was forwarded.
+    assert_eq!(upstream.requests(), 0);
+}

@@ -1,0 +1,317 @@
+//! Refunds on Redis (`Store::give_back_units` of [`RedisStore`]): units given
+//! back to the limits that took them (Envoy's `is_negative_hits`). The limits
+//! become [`ScriptLimit`]s and go to `lua/give_back.lua`, this file's Lua
+//! twin, whose rule is core's `Limiter::give_back_units`: in one call on a
+//! server; on a Redis Cluster, one call per limit (keys in different slots
+//! cannot share a call), so a refund is not atomic across keys there: each
+//! limit is given back on its own, and a call that fails may leave the
+//! others given back. A plan whose tier changed is sent again on its tier.
+//!
+//! Not to be confused with [`refund`](crate::refund), which undoes what the
+//! cluster's split steps took.
+//!
+//! [`RedisStore`]: crate::RedisStore
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use redis::{Script, Value};
+use tollgate_core::{Decision, Limit, LimitDecision, LimitUnits, StoreError};
+
+use crate::call::{self, MAX_SCRIPT_UNITS, ScriptLimit};
+use crate::connection::{self, Connection};
+use crate::context::Context;
+use crate::keys::Space;
+use crate::plans::Plans;
+use crate::protocol::{DECIDED, DEFAULT_TIER, NO_TIER, SLIDING_LOG, TIER_CHANGED};
+
+/// `lua/give_back.lua` with the helpers and algorithms it calls.
+static SCRIPT: LazyLock<Script> = LazyLock::new(crate::script::give_back);
+
+/// Numbers per limit in the script's reply: remaining, retry_after,
+/// reset_after.
+const LOOK_FIELDS: usize = 3;
+
+/// What a look at a limit saw after its refund, in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Look {
+    remaining: u64,
+    retry_after: u64,
+    reset_after: u64,
+}
+
+/// The script's reply to one call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Reply {
+    /// One look per limit, in order.
+    Looked(Vec<Look>),
+    /// The plan of limit `index` (0-based) is on `tier`: nothing was given
+    /// back.
+    Tier { index: usize, tier: String },
+}
+
+/// Gives back each limit's units at the store's time (`context.now`), within
+/// the store's timeout; `minimum_ttl` is the shortest TTL to set (µs). The
+/// decisions of core's `Limiter::give_back_units` on a microsecond clock: 0
+/// allowed and rejected, and what a look sees after the refund; an exempt
+/// plan gets `Decision::exempt(0)`.
+///
+/// # Errors
+///
+/// [`StoreError::Unavailable`] when Redis does not answer in time or fails,
+/// or a policy cannot be computed exactly in Redis. On a cluster, limits in
+/// other calls may have been given back.
+pub(crate) async fn give_back(
+    context: &Context,
+    minimum_ttl: u64,
+    limits: &[LimitUnits<'_>],
+) -> Result<Vec<LimitDecision>, StoreError> {
+    let plans = context.plans.load_full();
+    let mut decisions: Vec<Option<LimitDecision>> = Vec::with_capacity(limits.len());
+    let mut sent = Vec::with_capacity(limits.len());
+    for limit in limits {
+        match limit.limit {
+            Limit::Plan(key) if plans.exempt.contains(key) => {
+                decisions.push(Some(LimitDecision {
+                    decision: Decision::exempt(0),
+                    policy: None,
+                    tier: None,
+                }));
+                continue;
+            }
+            Limit::Plan(key) => {
+                let names = Arc::new(context.names(Space::Plan, key));
+                let tier = context.remembered_tier(&names.tier);
+                let tier = tier.unwrap_or_else(|| Arc::from(DEFAULT_TIER));
+                sent.push(ScriptLimit::plan(names, tier, &plans, limit.units));
+            }
+            Limit::Policy { key, policy } => {
+                let names = Arc::new(context.names(Space::Policy, key));
+                sent.push(ScriptLimit::policy(names, policy, limit.units)?);
+            }
+        }
+        decisions.push(None);
+    }
+    if !sent.is_empty() {
+        let looks = context
+            .within(run(context, minimum_ttl, &mut sent, &plans))
+            .await?;
+        let mut answered = sent.iter().zip(looks);
+        for slot in decisions.iter_mut().filter(|slot| slot.is_none()) {
+            let Some((limit, look)) = answered.next() else {
+                return Err(call::unexpected());
+            };
+            *slot = Some(LimitDecision {
+                decision: Decision {
+                    allowed: 0,
+                    rejected: 0,
+                    remaining: Some(look.remaining),
+                    retry_after: Duration::from_micros(look.retry_after),
+                    reset_after: Duration::from_micros(look.reset_after),
+                },
+                policy: Some(limit.rule.policy),
+                tier: limit.tier.clone().filter(|tier| &**tier != DEFAULT_TIER),
+            });
+        }
+    }
+    Ok(decisions.into_iter().flatten().collect())
+}
+
+/// One call for every limit on a server; one per limit, all at once, on a
+/// cluster. One look per limit, in order.
+async fn run(
+    context: &Context,
+    minimum_ttl: u64,
+    limits: &mut [ScriptLimit],
+    plans: &Plans,
+) -> Result<Vec<Look>, StoreError> {
+    let now = (context.now)();
+    if !context.connection.is_cluster() || limits.len() == 1 {
+        return settle(context, &now, minimum_ttl, limits, plans).await;
+    }
+    let calls = limits.iter_mut().map(|limit| {
+        settle(
+            context,
+            &now,
+            minimum_ttl,
+            std::slice::from_mut(limit),
+            plans,
+        )
+    });
+    let mut looks = Vec::new();
+    for result in join_all(calls).await {
+        looks.extend(result?);
+    }
+    Ok(looks)
+}
+
+/// One call for `limits` (all in one slot), sent again on the tier the
+/// script found when a plan's tier changed.
+async fn settle(
+    context: &Context,
+    now: &str,
+    minimum_ttl: u64,
+    limits: &mut [ScriptLimit],
+    plans: &Plans,
+) -> Result<Vec<Look>, StoreError> {
+    for _ in 0..3 {
+        match call(&context.connection, now, minimum_ttl, limits).await? {
+            Reply::Looked(looks) => return Ok(looks),
+            Reply::Tier { index, tier } => {
+                let Some(limit) = limits.get_mut(index) else {
+                    return Err(call::unexpected());
+                };
+                let tier: Arc<str> = Arc::from(tier.as_str());
+                context.remember_tier(&limit.names.tier, Arc::clone(&tier));
+                limit.move_to(tier, plans);
+            }
+        }
+    }
+    Err(StoreError::Unavailable(
+        "the tier of a key kept changing".into(),
+    ))
+}
+
+/// One call of the script for `limits` at `now` (µs as text, or
+/// [`REDIS_TIME`](crate::protocol::REDIS_TIME)).
+async fn call(
+    connection: &Connection,
+    now: &str,
+    minimum_ttl: u64,
+    limits: &[ScriptLimit],
+) -> Result<Reply, StoreError> {
+    let mut connection = connection.clone();
+    let mut invocation = SCRIPT.prepare_invoke();
+    invocation.arg(now).arg(minimum_ttl);
+    for limit in limits {
+        invocation
+            .key(&limit.names.state)
+            .arg(&limit.rule.fields())
+            .arg(limit.units.min(MAX_SCRIPT_UNITS));
+        if limit.rule.algorithm == SLIDING_LOG {
+            invocation.key(&limit.names.log);
+        }
+        match &limit.tier {
+            Some(expected) => {
+                invocation.key(&limit.names.tier).arg(&**expected);
+            }
+            None => {
+                invocation.arg(NO_TIER);
+            }
+        }
+    }
+    let reply: Value = invocation
+        .invoke_async(&mut connection)
+        .await
+        .map_err(|error| connection::unavailable(&error, connection.is_cluster()))?;
+    read_reply(&reply, limits.len()).ok_or_else(call::unexpected)
+}
+
+/// The script's reply for `limits` limits; `None` when it is not of the
+/// script's shape.
+fn read_reply(value: &Value, limits: usize) -> Option<Reply> {
+    let Value::Array(items) = value else {
+        return None;
+    };
+    let mut items = items.iter();
+    let reply = match integer(items.next()?)? {
+        DECIDED => Reply::Looked(
+            (0..limits)
+                .map(|_| {
+                    let mut fields = [0; LOOK_FIELDS];
+                    for field in &mut fields {
+                        *field = integer(items.next()?)?;
+                    }
+                    let [remaining, retry_after, reset_after] = fields;
+                    Some(Look {
+                        remaining,
+                        retry_after,
+                        reset_after,
+                    })
+                })
+                .collect::<Option<Vec<_>>>()?,
+        ),
+        TIER_CHANGED => Reply::Tier {
+            // The script counts limits from 1.
+            index: usize::try_from(integer(items.next()?)?)
+                .ok()?
+                .checked_sub(1)?,
+            tier: match items.next()? {
+                Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok()?,
+                Value::SimpleString(text) => text.clone(),
+                _ => return None,
+            },
+        },
+        _ => return None,
+    };
+    items.next().is_none().then_some(reply)
+}
+
+fn integer(value: &Value) -> Option<u64> {
+    match value {
+        Value::Int(number) => u64::try_from(*number).ok(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_both_shapes_of_reply_and_nothing_else() {
+        let looked = Value::Array(vec![
+            Value::Int(0),
+            Value::Int(3),
+            Value::Int(0),
+            Value::Int(40_000_000),
+            Value::Int(5),
+            Value::Int(0),
+            Value::Int(0),
+        ]);
+        assert_eq!(
+            read_reply(&looked, 2),
+            Some(Reply::Looked(vec![
+                Look {
+                    remaining: 3,
+                    retry_after: 0,
+                    reset_after: 40_000_000
+                },
+                Look {
+                    remaining: 5,
+                    retry_after: 0,
+                    reset_after: 0
+                },
+            ]))
+        );
+        // One limit short, one too many.
+        assert_eq!(read_reply(&looked, 3), None);
+        assert_eq!(read_reply(&looked, 1), None);
+        let tier = Value::Array(vec![
+            Value::Int(1),
+            Value::Int(2),
+            Value::BulkString(b"pro".to_vec()),
+        ]);
+        assert_eq!(
+            read_reply(&tier, 2),
+            Some(Reply::Tier {
+                index: 1,
+                tier: "pro".into()
+            })
+        );
+        // An index of 0 (the script counts from 1), a negative number, an
+        // unknown status, not an array.
+        let zero = Value::Array(vec![Value::Int(1), Value::Int(0), Value::Int(7)]);
+        assert_eq!(read_reply(&zero, 1), None);
+        let negative = Value::Array(vec![
+            Value::Int(0),
+            Value::Int(-1),
+            Value::Int(0),
+            Value::Int(0),
+        ]);
+        assert_eq!(read_reply(&negative, 1), None);
+        assert_eq!(read_reply(&Value::Array(vec![Value::Int(2)]), 0), None);
+        assert_eq!(read_reply(&Value::Int(0), 0), None);
+    }
+}
