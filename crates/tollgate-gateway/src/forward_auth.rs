@@ -96,7 +96,7 @@ impl ForwardAuth {
                 response
             }
             Err(mut refused) => {
-                if refused.status() == StatusCode::TOO_MANY_REQUESTS {
+                if refused.extensions().get::<limit::Refused>().is_some() {
                     *refused.status_mut() = self.refused_status;
                 }
                 refused

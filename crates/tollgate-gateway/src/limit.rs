@@ -99,6 +99,7 @@ pub(crate) async fn admit(
     // The limits that refused (the others report rejected with no wait).
     let mut retry_after = 0;
     let mut refused_by = tier;
+    let mut status = reloadable.refusal.for_tier(tier);
     for (index, limit) in decisions.iter().enumerate() {
         if limit.decision.retry_after.is_zero() {
             continue;
@@ -111,14 +112,31 @@ pub(crate) async fn admit(
         record_denial(route_name, kind);
         if limit.decision.retry_after_seconds() > retry_after {
             retry_after = limit.decision.retry_after_seconds();
-            refused_by = if index == 0 { tier } else { route_name };
+            (refused_by, status) = if index == 0 {
+                (tier, reloadable.refusal.for_tier(tier))
+            } else {
+                let own = route
+                    .filter(|route| route.budget.is_some())
+                    .and_then(|route| route.refused_status);
+                (
+                    &**route_name,
+                    own.unwrap_or_else(|| reloadable.refusal.default_status()),
+                )
+            };
         }
     }
     tracing::debug!(key = %Redacted(key), route = %route_name, retry_after, "rate limited");
-    let mut response = respond(Problem::too_many_requests(refused_by, retry_after));
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+    let mut response = respond(Problem::refused(status, refused_by, retry_after));
     headers.insert_into(response.headers_mut());
+    response.extensions_mut().insert(Refused);
     Err(response)
 }
+
+/// Marks a response as a refusal by a limit (whatever its status), for the
+/// decision endpoint, which answers refusals with a status of its own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Refused;
 
 /// What the limits of a request decided: its plan's, and its route
 /// budget's when it has one.

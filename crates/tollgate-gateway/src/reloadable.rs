@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tollgate_core::{ApiKey, Store};
 use tollgate_tower::ClientIpResolver;
 
-use super::config::{ServeConfig, ServeConfigError, UpstreamConfig};
+use super::config::{RefusalConfig, ServeConfig, ServeConfigError, UpstreamConfig};
 use super::demo::DEMO_ROUTE;
 use super::forward_auth::ForwardAuth;
 use super::metrics::DecisionCounters;
@@ -33,6 +33,8 @@ pub(crate) struct Reloadable {
     pub(crate) demo_route: Arc<str>,
     /// The decision endpoint, when `[forward_auth] path` is set.
     pub(crate) forward_auth: Option<ForwardAuth>,
+    /// The statuses of refusals.
+    pub(crate) refusal: RefusalConfig,
     pub(crate) decisions: DecisionCounters,
 }
 
@@ -68,6 +70,7 @@ impl Reloadable {
             failure: config.store.failure,
             demo_route,
             forward_auth: ForwardAuth::from_config(&config.forward_auth),
+            refusal: config.refusal.clone(),
             decisions,
         })
     }

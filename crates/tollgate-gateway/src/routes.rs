@@ -40,6 +40,8 @@ pub(crate) struct Route {
     pub(crate) budget: Option<(RouteBudget, RouteKey)>,
     /// Whether CORS preflights pass without a key or budget.
     pub(crate) preflight_passes: bool,
+    /// The status of a refusal by its own budget, when set.
+    pub(crate) refused_status: Option<u16>,
 }
 
 impl Route {
@@ -71,6 +73,7 @@ impl Route {
             strip_prefix: config.strip_prefix,
             budget,
             preflight_passes: config.preflight == Preflight::Pass,
+            refused_status: config.refused_status,
         })
     }
 

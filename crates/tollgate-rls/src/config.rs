@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
 use tollgate_core::Algorithm;
 
 use crate::document::{YamlDescriptor, YamlRateLimit};
@@ -21,14 +22,16 @@ use crate::wildcard::WildcardEntry;
 /// A loaded rate limit configuration: what `GetLimit` looks descriptors up in.
 /// Immutable; a reload builds a new one.
 pub struct RateLimitConfig {
-    pub(crate) domains: HashMap<String, DescriptorNode>,
+    pub(crate) domains: HashMap<String, DescriptorNode, RandomState>,
 }
 
 /// One level of a domain's descriptor tree (a domain's root has no limit).
 #[derive(Default)]
 pub(crate) struct DescriptorNode {
     /// The next level, by `key_value` or `key`.
-    pub(crate) children: HashMap<String, DescriptorNode>,
+    /// (foldhash: a lookup per descriptor entry; the table is the
+    /// operator's, so a request cannot grow it.)
+    pub(crate) children: HashMap<String, DescriptorNode, RandomState>,
     /// The limit at this descriptor.
     pub(crate) limit: Option<Arc<RateLimit>>,
     /// The children whose key has a `*`, in file order (first match wins).
@@ -58,7 +61,7 @@ impl RateLimitConfig {
         options: &LoaderOptions,
     ) -> Result<RateLimitConfig, ConfigError> {
         let mut config = RateLimitConfig {
-            domains: HashMap::new(),
+            domains: HashMap::default(),
         };
         for file in files {
             config
@@ -152,7 +155,7 @@ impl DescriptorNode {
                 self.wildcards.push(WildcardEntry::new(&final_key));
             }
             let mut child = DescriptorNode {
-                children: HashMap::new(),
+                children: HashMap::default(),
                 limit,
                 wildcards: Vec::new(),
                 value_to_metric: descriptor.value_to_metric,

@@ -137,7 +137,10 @@ fn walk<E: DescriptorEntry>(
 
     for (index, entry) in entries.iter().enumerate() {
         let (key, value) = (entry.key(), entry.value());
-        let key_value = format!("{key}_{value}");
+        let mut key_value = String::with_capacity(key.len() + 1 + value.len());
+        key_value.push_str(key);
+        key_value.push('_');
+        key_value.push_str(value);
         detailed_key.push('.');
         detailed_key.push_str(&key_value);
 

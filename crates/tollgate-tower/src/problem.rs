@@ -49,9 +49,16 @@ impl Problem {
     /// with `Retry-After` in whole seconds (RFC 9110 section 10.2.3), never 0,
     /// and the same wait as `retry_after` in the body.
     pub fn too_many_requests(limit: &str, retry_after: u64) -> Response<Full<Bytes>> {
+        Problem::refused(StatusCode::TOO_MANY_REQUESTS, limit, retry_after)
+    }
+
+    /// A refusal by the limit named `limit` answered with `status` instead of
+    /// 429 (nginx's `limit_req` answers 503 by default): the same body, with
+    /// `status` in it, and the same `Retry-After`.
+    pub fn refused(status: StatusCode, limit: &str, retry_after: u64) -> Response<Full<Bytes>> {
         let retry_after = retry_after.max(1);
         let mut problem = Problem::new(
-            StatusCode::TOO_MANY_REQUESTS,
+            status,
             format!("the rate limit of {limit} is exhausted; retry in {retry_after} s"),
         );
         problem.retry_after = Some(retry_after);

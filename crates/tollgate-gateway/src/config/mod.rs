@@ -13,6 +13,7 @@ mod format;
 mod forward_auth;
 mod layout;
 mod listeners;
+mod refusal;
 mod routes;
 mod start_only;
 mod store;
@@ -35,6 +36,7 @@ pub use admin::AdminConfig;
 pub use client_ip::{ClientIpConfig, ForwardingHeader};
 pub use error::ServeConfigError;
 pub use forward_auth::ForwardAuthConfig;
+pub use refusal::RefusalConfig;
 pub use routes::{Preflight, RouteConfig, RouteKey};
 pub(crate) use start_only::{InForce, kept_until_restart, removed_tiers};
 pub use store::{FailurePolicy, StoreConfig, StoreTime};
@@ -78,6 +80,9 @@ pub struct ServeConfig {
     /// and Traefik ForwardAuth; off by default.
     #[serde(default)]
     pub forward_auth: ForwardAuthConfig,
+    /// The status of refused requests (429 by default), per tier too.
+    #[serde(default)]
+    pub refusal: RefusalConfig,
     /// Tenants and their API keys: `acme = ["sk_a", "sk_b"]`.
     #[serde(default)]
     pub tenants: BTreeMap<String, Vec<String>>,
@@ -111,6 +116,7 @@ impl ServeConfig {
             host: HostDefaults::default(),
             client_ip: ClientIpConfig::default(),
             forward_auth: ForwardAuthConfig::default(),
+            refusal: RefusalConfig::default(),
             tenants: BTreeMap::new(),
             routes: Vec::new(),
             store: StoreConfig::default(),
@@ -209,6 +215,12 @@ impl ServeConfig {
         }
         self.client_ip.validate()?;
         self.forward_auth.validate()?;
+        self.refusal.validate()?;
+        for route in &self.routes {
+            if let Some(status) = route.refused_status {
+                refusal::check_status(&format!("routes.{}.refused_status", route.name()), status)?;
+            }
+        }
         routes::validate(&self.routes)?;
         tenants::validate(&self.tenants)
     }

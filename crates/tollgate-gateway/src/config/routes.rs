@@ -38,6 +38,10 @@ pub struct RouteConfig {
     /// credentials) gets. Default [`Preflight::Limit`].
     #[serde(default)]
     pub preflight: Preflight,
+    /// The status of a refusal by this route's budget (400 to 599); default
+    /// `[refusal] status`, else 429.
+    #[serde(default)]
+    pub refused_status: Option<u16>,
 }
 
 /// What a route does with CORS preflight requests: in TOML `"limit"` or
