@@ -132,8 +132,14 @@ http {{
       auth_request_set $ratelimit $upstream_http_ratelimit;
       auth_request_set $ratelimit_policy $upstream_http_ratelimit_policy;
       auth_request_set $retry_after $upstream_http_retry_after;
+      auth_request_set $x_limit $upstream_http_x_ratelimit_limit;
+      auth_request_set $x_remaining $upstream_http_x_ratelimit_remaining;
+      auth_request_set $x_reset $upstream_http_x_ratelimit_reset;
       add_header RateLimit $ratelimit always;
       add_header RateLimit-Policy $ratelimit_policy always;
+      add_header X-RateLimit-Limit $x_limit always;
+      add_header X-RateLimit-Remaining $x_remaining always;
+      add_header X-RateLimit-Reset $x_reset always;
       error_page 403 = @rate_limited;
       error_page 500 = @tollgate_down;
       proxy_pass http://{upstream};
@@ -321,6 +327,16 @@ async fn nginx_auth_request_is_limited_by_the_gateway() {
     )
     .await;
     five_of_seven_pass(&proxy, &upstream).await;
+    // The X-RateLimit-* fields reach the client too (the snippet copies them).
+    let fresh = proxy.get("/api/orders", Some("sk_x")).await;
+    assert_eq!(
+        (
+            header(&fresh, "x-ratelimit-limit"),
+            header(&fresh, "x-ratelimit-remaining"),
+            header(&fresh, "x-ratelimit-reset")
+        ),
+        (Some("5".into()), Some("4".into()), Some("60".into()))
+    );
     // With the gateway gone, nginx answers as its error_page says: 503.
     gateway.running.shutdown().await;
     let before = upstream.requests();

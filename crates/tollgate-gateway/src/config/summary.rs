@@ -75,6 +75,9 @@ impl ServeConfig {
             if route.preflight == super::Preflight::Pass {
                 line.push_str(" (CORS preflights pass)");
             }
+            if let Some(status) = route.refused_status {
+                let _ = write!(line, " (refusals answered {status})");
+            }
             if let Ok(Some(budget)) = route.budget() {
                 let key = match route.key.as_ref().unwrap_or(&RouteKey::Principal) {
                     RouteKey::Principal => "API key".to_owned(),
@@ -83,6 +86,13 @@ impl ServeConfig {
                     RouteKey::Header(name) => format!("{name} header"),
                 };
                 let _ = write!(line, ", {} per {key}", describe_budget(&budget));
+            }
+            lines.push(line);
+        }
+        if self.refusal != super::RefusalConfig::default() {
+            let mut line = format!("refusals answered {}", self.refusal.default_status());
+            for (tier, status) in &self.refusal.tiers {
+                let _ = write!(line, ", {status} for tier {tier}");
             }
             lines.push(line);
         }
@@ -135,7 +145,8 @@ mod tests {
              [tenants]\nacme = [\"sk_a\", \"sk_b\"]\n\
              [host]\nip = { rpm = 30 }\n\
              [[routes]]\nname = \"orders\"\nprefix = \"/orders\"\nupstream = \"http://127.0.0.1:7000\"\n\
-             rpm = 60\nburst = 5\nkey = \"tenant\"\npreflight = \"pass\"\n\
+             rpm = 60\nburst = 5\nkey = \"tenant\"\npreflight = \"pass\"\nrefused_status = 403\n\
+             [refusal]\nstatus = 503\ntiers = { pro = 429 }\n\
              [forward_auth]\npath = \"/_tollgate/decide\"\nrefused_status = 403\n",
         )
         .unwrap();
@@ -149,8 +160,9 @@ mod tests {
                 "tier pro: token_bucket 60 per 60 s, burst 5",
                 "exempt keys: 1; tenants: 1, with 2 keys",
                 "routes without a budget of their own: 30 a minute, burst 30 per client IP",
-                "route orders: /orders -> http://127.0.0.1:7000/ (CORS preflights pass), 60 a \
-                 minute, burst 5 per tenant",
+                "route orders: /orders -> http://127.0.0.1:7000/ (CORS preflights pass) \
+                 (refusals answered 403), 60 a minute, burst 5 per tenant",
+                "refusals answered 503, 429 for tier pro",
                 "decisions for nginx auth_request / Caddy forward_auth at /_tollgate/decide, \
                  refusals answered 403",
             ]
