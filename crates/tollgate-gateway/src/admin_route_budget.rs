@@ -10,7 +10,9 @@
 //! unit back, so the budget is whole again (the same as a fresh key).
 
 use serde::Deserialize;
-use tollgate_core::{ApiKey, Limit, LimitDecision, LimitUnits, RouteKeyKind, Store};
+use tollgate_core::{
+    ApiKey, Limit, LimitDecision, LimitUnits, RouteBudgetChoice, RouteBudgets, RouteKeyKind, Store,
+};
 use tollgate_core::{Redacted, route_store_key};
 
 use super::reloadable::Reloadable;
@@ -88,29 +90,30 @@ impl Target {
                 );
             }
         };
-        let budget = match &route.budget {
-            Some((budget, key)) => {
-                let own = key.kind();
-                if own != kind {
-                    return Err(format!(
-                        "route {route_name} keeps its budget per {}: give {}",
-                        own.noun(),
-                        field_of(own)
-                    ));
-                }
-                budget
+        // The budget a request with this value would be held to, by the one
+        // rule of the request path (core's `RouteBudgets::choose`).
+        let budgets = RouteBudgets {
+            own: route.budget.as_ref().map(|(budget, key)| (budget, key)),
+            host_tenant: reloadable.host_tenant.as_ref(),
+            host_ip: reloadable.host_ip.as_ref(),
+        };
+        let budget = match budgets.choose(|| kind == RouteKeyKind::Tenant) {
+            Some(RouteBudgetChoice::Own { budget, selector }) if selector.kind() == kind => budget,
+            Some(RouteBudgetChoice::Own { selector, .. }) => {
+                let own = selector.kind();
+                return Err(format!(
+                    "route {route_name} keeps its budget per {}: give {}",
+                    own.noun(),
+                    field_of(own)
+                ));
             }
-            None => match kind {
-                RouteKeyKind::Tenant => reloadable.host_tenant.as_ref(),
-                RouteKeyKind::Ip => reloadable.host_ip.as_ref(),
-                _ => None,
-            }
-            .ok_or_else(|| {
-                format!(
+            Some(RouteBudgetChoice::Host { budget, kind: host }) if host == kind => budget,
+            _ => {
+                return Err(format!(
                     "route {route_name} has no budget per {} (neither its own nor [host]'s)",
                     kind.noun()
-                )
-            })?,
+                ));
+            }
         };
         Ok(Some(RouteBudgetKey {
             budget,

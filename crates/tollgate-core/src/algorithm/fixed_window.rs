@@ -90,6 +90,10 @@ mod tests {
     /// (allowed, rejected, remaining, retry_after, reset_after) and the count.
     fn step(state: &mut FixedWindow, rule: &Rule, now: u64, units: u64) -> [u64; 6] {
         let verdict = state.decide(rule, now, units);
+        fields(&verdict, state)
+    }
+
+    fn fields(verdict: &Verdict, state: &FixedWindow) -> [u64; 6] {
         [
             verdict.allowed,
             verdict.rejected,
@@ -151,14 +155,7 @@ mod tests {
         if let crate::algorithm::State::FixedWindow(after) = whole {
             *state = after;
         }
-        [
-            verdict.allowed,
-            verdict.rejected,
-            verdict.remaining,
-            verdict.retry_after,
-            verdict.reset_after,
-            state.count,
-        ]
+        fields(&verdict, state)
     }
 
     #[test]
