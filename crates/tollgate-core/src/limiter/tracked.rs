@@ -405,11 +405,17 @@ impl TrackedKeys {
         }
     }
 
-    /// Shrinks the table after a flood of keys has gone.
+    /// Shrinks the table and the log after a flood of keys has gone: each to
+    /// twice what it holds once it holds less than a quarter of its
+    /// capacity (so a table that grows and shrinks around one size is not
+    /// reallocated back and forth).
     fn give_back_memory(&mut self) {
         let length = self.entries.len();
         if self.entries.capacity() > 64 && length < self.entries.capacity() / 4 {
             self.entries.shrink_to(2 * length, |entry| entry.hash);
+        }
+        if self.uses.capacity() > 64 && self.uses.len() < self.uses.capacity() / 4 {
+            self.uses.shrink_to(2 * self.uses.len());
         }
     }
 }
