@@ -63,12 +63,21 @@ impl ServeConfig {
             lines.push("no routes: the demo backend answers every admitted request".to_owned());
         }
         for route in &self.routes {
+            let urls = route.upstream_urls();
+            let servers: Vec<String> = urls.iter().map(ToString::to_string).collect();
             let mut line = format!(
                 "route {}: {} -> {}",
                 route.name(),
                 route.prefix,
-                route.upstream
+                servers.join(", ")
             );
+            if urls.len() > 1 {
+                let _ = write!(
+                    line,
+                    " (in turn; a server that refuses a connection is skipped for {})",
+                    humantime::format_duration(self.upstream.backoff)
+                );
+            }
             if route.strip_prefix {
                 line.push_str(" (prefix stripped)");
             }
