@@ -295,4 +295,61 @@ mod tests {
             )))
         );
     }
+
+    #[test]
+    fn a_route_lists_one_upstream_or_several() {
+        let route = |servers: &str| {
+            let toml = format!("[[routes]]\nprefix = \"/api\"\n{servers}");
+            ServeConfig::from_toml_str(&toml).map(|config| {
+                let urls = config.routes[0].upstream_urls();
+                urls.iter().map(ToString::to_string).collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(
+            route("upstream = \"http://a:1/v1\"").unwrap(),
+            ["http://a:1/v1"]
+        );
+        assert_eq!(
+            route("upstreams = [\"http://a:1/v1\", \"http://b:2/v1\"]").unwrap(),
+            ["http://a:1/v1", "http://b:2/v1"]
+        );
+        let refused = |servers: &str| route(servers).unwrap_err().to_string();
+        for (servers, reason) in [
+            (
+                "upstream = \"http://a:1\"\nupstreams = [\"http://b:2\"]",
+                "set upstream (one URL) or upstreams (a list), not both",
+            ),
+            (
+                "",
+                "needs upstream (one URL) or upstreams (a list of at least one)",
+            ),
+            (
+                "upstreams = []",
+                "needs upstream (one URL) or upstreams (a list of at least one)",
+            ),
+            (
+                "upstreams = [\"http://a:1/v1\", \"http://b:2/v2\"]",
+                "upstreams[1] has another path than upstreams[0]",
+            ),
+            (
+                "upstreams = [\"http://a:1\", \"http://a:1/\"]",
+                "upstreams[1] names a server listed before it",
+            ),
+            (
+                "upstreams = [\"http://a:1\", \"https://b:2\"]",
+                "upstreams[1]: the upstream must be an http:// URL",
+            ),
+        ] {
+            let error = refused(servers);
+            assert!(error.contains(reason), "{servers}: {error}");
+        }
+        let many: Vec<String> = (1..=65)
+            .map(|port| format!("\"http://a:{port}\""))
+            .collect();
+        let error = refused(&format!("upstreams = [{}]", many.join(", ")));
+        assert!(
+            error.contains("upstreams lists 65 URLs; at most 64"),
+            "{error}"
+        );
+    }
 }
