@@ -5,7 +5,10 @@
 //! to that upstream, whichever client connection it comes from. Idle
 //! connections are closed after [`IDLE_TIMEOUT`] (a sweep every
 //! [`SWEEP_INTERVAL`]), and at most [`MAX_IDLE_PER_UPSTREAM`] are kept per
-//! upstream.
+//! upstream. A WebSocket upgrade gets a connection of its own, never listed
+//! idle ([`UpstreamConnections::send_upgrade`]). A connection that cannot be
+//! opened gives the request back unsent ([`SendError::Connect`]), for the
+//! route's next server.
 //!
 //! hyper-util's pooled client does the same for any executor and protocol, at
 //! about 9,600 more instructions per proxied request (see
