@@ -193,3 +193,42 @@ async fn an_h2c_upgrade_is_served_as_a_plain_request() {
         assert!(!headers.contains_key(name), "{name} reached the upstream");
     }
 }
+
+#[tokio::test]
+async fn an_http2_client_gets_an_answer_not_a_hang() {
+    use http_body_util::Empty;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let upstream = WebSocketUpstream::start().await;
+    let gateway = Gateway::start(&gateway_config(upstream.address, "ws-http2", ""), 0).await;
+    let stream = tokio::net::TcpStream::connect(gateway.running.address)
+        .await
+        .unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let authority = gateway.running.address.to_string();
+    // RFC 8441's extended CONNECT (a WebSocket over HTTP/2) is not offered:
+    // the client cannot send it, and learns so at once.
+    let extended = http::Request::connect(format!("http://{authority}/chat"))
+        .header("authorization", "Bearer sk_a")
+        .extension(hyper::ext::Protocol::from_static("websocket"))
+        .body(Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(10), sender.send_request(extended))
+        .await
+        .expect("an answer, not a hang");
+    assert!(answered.is_err(), "{answered:?}");
+    // A plain CONNECT gets 501.
+    let plain = http::Request::connect(authority.as_str())
+        .header("authorization", "Bearer sk_a")
+        .body(Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(10), sender.send_request(plain))
+        .await
+        .expect("an answer, not a hang")
+        .unwrap();
+    assert_eq!(answered.status(), 501);
+    assert_eq!(upstream.connections(), 0);
+}
