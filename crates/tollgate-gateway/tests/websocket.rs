@@ -6,15 +6,20 @@
 
 mod support;
 
+// Not in `support`'s modules: the root package's tests share those, without
+// tokio-tungstenite.
+#[path = "support/websocket.rs"]
+mod websocket;
+
 #[path = "../../tollgate-redis/tests/support/mod.rs"]
 mod redis_support;
 
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use support::websocket::{CLOSE_PLEASE, WebSocketUpstream, connect, next, round_trip};
 use support::{Gateway, Upstream, config};
 use tokio_tungstenite::tungstenite::{Error, Message};
+use websocket::{CLOSE_PLEASE, WebSocketUpstream, connect, next, round_trip};
 
 /// Plans as `support::plans` (default fixed window 5 per 60 s), every path
 /// to `upstream` on a route named `route`, then `extra`.

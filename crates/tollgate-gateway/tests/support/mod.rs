@@ -5,7 +5,6 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 pub mod exposition;
-pub mod websocket;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

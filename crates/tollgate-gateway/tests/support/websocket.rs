@@ -6,6 +6,8 @@
 //! `echo: ` and the message, and closes the WebSocket itself (a close frame)
 //! when it receives the text `close please`.
 
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
