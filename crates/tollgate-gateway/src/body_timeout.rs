@@ -30,8 +30,10 @@ pub(crate) struct BodyPaused(pub(crate) Duration);
 pub(crate) struct IdleTimeout<B> {
     body: B,
     timeout: Duration,
-    /// The route, for the log line.
+    /// The route, for the log line and the metric.
     route: Arc<str>,
+    /// The server (`host:port`), for the log line and the metric.
+    server: Arc<str>,
     /// Created on the first wait, then reset for each later one.
     deadline: Option<Pin<Box<Sleep>>>,
     /// Whether `deadline` runs for the current wait (when false, a part
@@ -40,13 +42,14 @@ pub(crate) struct IdleTimeout<B> {
 }
 
 impl<B> IdleTimeout<B> {
-    /// `body` of a response on `route`, allowed pauses of at most `timeout`
-    /// between its parts.
-    pub(crate) fn new(body: B, timeout: Duration, route: Arc<str>) -> Self {
+    /// `body` of a response on `route` from `server`, allowed pauses of at
+    /// most `timeout` between its parts.
+    pub(crate) fn new(body: B, timeout: Duration, route: Arc<str>, server: Arc<str>) -> Self {
         IdleTimeout {
             body,
             timeout,
             route,
+            server,
             deadline: None,
             waiting: false,
         }
@@ -71,7 +74,7 @@ where
             if let Some(Err(_)) = &frame {
                 // The upstream's body broke off: its connection closed before
                 // the body's end (a short Content-Length, a missing last chunk).
-                record_upstream_failure(&this.route, UpstreamFailure::BodyBroken);
+                record_upstream_failure(&this.route, &this.server, UpstreamFailure::BodyBroken);
             }
             return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
@@ -94,10 +97,11 @@ where
         ready!(sleep.as_mut().poll(context));
         tracing::warn!(
             route = %this.route,
+            server = %this.server,
             timeout = ?this.timeout,
             "upstream paused in a response body; cutting it off"
         );
-        record_upstream_failure(&this.route, UpstreamFailure::BodyStalled);
+        record_upstream_failure(&this.route, &this.server, UpstreamFailure::BodyStalled);
         Poll::Ready(Some(Err(BodyPaused(this.timeout).into())))
     }
 
@@ -131,7 +135,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn pauses_shorter_than_the_timeout_pass_and_a_longer_one_fails() {
         let (sender, body) = streamed();
-        let mut body = IdleTimeout::new(body, Duration::from_secs(10), Arc::from("test"));
+        let mut body = IdleTimeout::new(
+            body,
+            Duration::from_secs(10),
+            Arc::from("test"),
+            Arc::from("h:1"),
+        );
         let started = Instant::now();
         tokio::spawn(async move {
             // Pauses of 9 s, 9 s: each under 10 s, 18 s in all.
@@ -159,7 +168,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_timeout_too_long_to_count_never_fires() {
         let (sender, body) = streamed();
-        let mut body = IdleTimeout::new(body, Duration::MAX, Arc::from("test"));
+        let mut body = IdleTimeout::new(body, Duration::MAX, Arc::from("test"), Arc::from("h:1"));
         let started = Instant::now();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(365 * 86_400)).await;
@@ -173,7 +182,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_body_that_ends_in_time_ends_normally() {
         let (sender, body) = streamed();
-        let body = IdleTimeout::new(body, Duration::from_secs(10), Arc::from("test"));
+        let body = IdleTimeout::new(
+            body,
+            Duration::from_secs(10),
+            Arc::from("test"),
+            Arc::from("h:1"),
+        );
         sender.send(part("whole")).await.unwrap();
         drop(sender);
         let collected = body.collect().await.unwrap().to_bytes();

@@ -1,5 +1,7 @@
 //! The hop-by-hop header fields (RFC 9110 section 7.6.1): the one list of
-//! them, and their removal from a message a proxy passes on.
+//! them, and their removal from a message a proxy passes on. (A WebSocket
+//! upgrade puts back its own two, `Connection: upgrade` and `Upgrade`: see
+//! `upgrade.rs`.)
 
 use http::HeaderMap;
 use http::header::{CONNECTION, HeaderName};

@@ -34,8 +34,10 @@ mod proxy;
 mod reload;
 mod reloadable;
 mod routes;
+mod servers;
 mod start;
 mod store;
+mod upgrade;
 mod upstream;
 mod workers;
 

@@ -58,8 +58,10 @@ pub(crate) async fn serve(
                 Ok::<_, Infallible>(app::handle(worker, client, request).await)
             }
         });
+        // With upgrades: a WebSocket's connection leaves hyper after its 101
+        // (see `upgrade.rs`).
         let connection = builder
-            .serve_connection(TokioIo::new(without_nagle(stream)), service)
+            .serve_connection_with_upgrades(TokioIo::new(without_nagle(stream)), service)
             .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {

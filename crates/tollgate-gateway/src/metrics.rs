@@ -15,7 +15,8 @@ pub(crate) const DECISIONS: &str = "tollgate_decisions_total";
 pub(crate) const DECISION_SECONDS: &str = "tollgate_decision_seconds";
 /// Keys holding limiter state, at the last scrape.
 pub(crate) const TRACKED_KEYS: &str = "tollgate_tracked_keys";
-/// Forwarded requests whose upstream failed them, by `route` and `failure`.
+/// Forwarded requests whose upstream failed them, by `route`, `server`
+/// (`host:port`) and `failure`.
 pub(crate) const UPSTREAM_FAILURES: &str = "tollgate_upstream_failures_total";
 
 /// 1 when the limit store could decide at the last check (start, and every
@@ -39,7 +40,9 @@ pub(crate) fn record_client_body_error(route: &Arc<str>) {
 /// How an upstream failed a forwarded request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum UpstreamFailure {
-    /// It could not be reached (the client got 502).
+    /// It could not be reached: no connection (the request then goes to the
+    /// route's next server, if any, else the client gets 502), or the
+    /// connection failed before the response headers (502).
     Unreachable,
     /// It sent no response headers in time (504).
     Timeout,
@@ -64,11 +67,17 @@ impl UpstreamFailure {
     }
 }
 
-/// Counts a request `route`'s upstream failed.
-pub(crate) fn record_upstream_failure(route: &Arc<str>, failure: UpstreamFailure) {
+/// Counts a request of `route` that its server `server` (`host:port`)
+/// failed.
+pub(crate) fn record_upstream_failure(
+    route: &Arc<str>,
+    server: &Arc<str>,
+    failure: UpstreamFailure,
+) {
     metrics::counter!(
         UPSTREAM_FAILURES,
         "route" => Arc::clone(route),
+        "server" => Arc::clone(server),
         "failure" => failure.label(),
     )
     .increment(1);

@@ -1,14 +1,19 @@
 //! Forwarding a request to its upstream and the response back, streaming both
 //! bodies, with hop-by-hop headers removed (RFC 9110 section 7.6.1); 502 when
-//! the upstream cannot be reached, 504 when it does not answer in time.
+//! the upstream cannot be reached, 504 when it does not answer in time. A
+//! WebSocket upgrade goes on a connection of its own and, once both sides
+//! have switched, becomes a tunnel (`upgrade.rs`).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::response::Response;
-use http::header::{CONTENT_LENGTH, HOST, HeaderName, TRANSFER_ENCODING};
+use http::header::{CONTENT_LENGTH, HOST, HeaderName, TRANSFER_ENCODING, UPGRADE};
 use http::{HeaderMap, HeaderValue, Request, StatusCode, Uri, Version};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper::upgrade::OnUpgrade;
 use hyper_util::client::legacy::connect::HttpConnector;
 
 use super::body_timeout::IdleTimeout;
@@ -19,7 +24,8 @@ use super::hop_by_hop::remove_hop_by_hop;
 use super::metrics::{UpstreamFailure, record_client_body_error, record_upstream_failure};
 use super::problem::problem;
 use super::routes::Route;
-use super::upstream::UpstreamConnections;
+use super::upgrade::{keep_upgrade_headers, tunnel, websocket_upgrade};
+use super::upstream::{BoxError, ReturnWhenDone, SendError, UpstreamConnections, UpstreamTarget};
 
 /// The HTTP client to the upstreams of one worker: its keep-alive
 /// connections (see [`UpstreamConnections`]).
@@ -40,7 +46,8 @@ impl Proxy {
         Proxy { connections }
     }
 
-    /// Sends `request` of `client` to `route`'s upstream, waiting at most
+    /// Sends `request` of `client` to `route`'s upstream (the server whose
+    /// turn it is, or the next that takes a connection), waiting at most
     /// `limits.timeout` for the response headers (connecting and the client's
     /// upload of the request body included), and at most
     /// `limits.body_idle_timeout` for each later part of the response body.
@@ -62,6 +69,8 @@ impl Proxy {
             }
         };
         let client_version = request.version();
+        let upgrade = websocket_upgrade(&request);
+        let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut request));
         let original_host = request.headers().get(HOST).cloned().or_else(|| {
             // HTTP/2 clients name the host in the URI, not in `Host`.
             let authority = request.uri().authority()?;
@@ -71,7 +80,9 @@ impl Proxy {
         // (hyper's server has already dropped a request's `Content-Length`
         // beside `Transfer-Encoding`; its client has not, for responses.)
         remove_hop_by_hop(headers);
-        headers.insert(HOST, route.upstream.host.clone());
+        if let Some(protocol) = upgrade {
+            keep_upgrade_headers(headers, protocol);
+        }
         append_forwarded_for(headers, &client.forwarded_for);
         if let Some(host) = original_host {
             headers.insert(HeaderName::from_static("x-forwarded-host"), host);
@@ -82,49 +93,226 @@ impl Proxy {
         );
         *request.uri_mut() = Uri::from(path_and_query);
         *request.version_mut() = Version::HTTP_11;
+        if let Some(client_upgrade) = client_upgrade {
+            return self
+                .forward_upgrade(route, request, client_upgrade, limits)
+                .await;
+        }
         let client_body = ClientBody::watch(request.body_mut());
-        let exchange = self.connections.send(&route.upstream, request);
-        match tokio::time::timeout(timeout, exchange).await {
-            Ok(Ok(mut response)) => {
-                remove_hop_by_hop(response.headers_mut());
-                drop_length_beside_transfer_encoding(response.headers_mut());
-                // The client's protocol, not the upstream's: an HTTP/1.0
-                // upstream must not end the client's keep-alive.
-                *response.version_mut() = client_version;
-                response.map(|body| {
-                    let route = Arc::clone(&route.name);
-                    Body::new(IdleTimeout::new(body, limits.body_idle_timeout, route))
-                })
+        let mut tried = None;
+        let exchange = self.send(route, request, Kind::Plain, limits.backoff, &mut tried);
+        let answered = tokio::time::timeout(timeout, exchange).await;
+        match answered {
+            Ok(Ok((Answer::Plain(response), server))) => {
+                passed_on(response, client_version, route, server, limits)
             }
-            Ok(Err(_)) if client_body.failed() => {
+            // (A plain request gets a plain answer.)
+            Ok(Ok((Answer::Upgrade(..), _))) => unreachable(route, "an upgrade answer".into()),
+            Ok(Err(Failed::Exchange(..))) if client_body.failed() => {
                 record_client_body_error(&route.name);
                 problem(
                     StatusCode::BAD_REQUEST,
                     "the request body is malformed or was cut off",
                 )
             }
-            Ok(Err(error)) => {
-                tracing::warn!(route = %route.name, %error, "upstream unreachable");
-                record_upstream_failure(&route.name, UpstreamFailure::Unreachable);
-                problem(
-                    StatusCode::BAD_GATEWAY,
-                    format!("the upstream of {} could not be reached", route.name),
-                )
-            }
-            Err(_) => {
-                tracing::warn!(route = %route.name, ?timeout, "upstream timed out");
-                record_upstream_failure(&route.name, UpstreamFailure::Timeout);
-                problem(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    format!(
-                        "the upstream of {} did not answer within {}",
-                        route.name,
-                        humantime::format_duration(timeout)
-                    ),
-                )
-            }
+            Ok(Err(failed)) => failed_exchange(route, failed, tried),
+            Err(_) => timed_out(route, timeout, tried),
         }
     }
+
+    /// Sends `request`, a WebSocket upgrade of a client whose connection
+    /// switches with `client_upgrade`, to `route`'s upstream over a
+    /// connection of its own. A 101 goes back to the client, and the two
+    /// connections are joined once both have switched, until either side
+    /// closes or nothing goes either way for `limits.body_idle_timeout`;
+    /// any other answer goes back as a plain response.
+    async fn forward_upgrade(
+        &self,
+        route: &Route,
+        request: Request<Body>,
+        client_upgrade: OnUpgrade,
+        limits: &UpstreamConfig,
+    ) -> Response {
+        let mut tried = None;
+        let exchange = self.send(route, request, Kind::Upgrade, limits.backoff, &mut tried);
+        let answered = tokio::time::timeout(limits.timeout, exchange).await;
+        let (mut response, sender, server) = match answered {
+            Ok(Ok((Answer::Upgrade(response, sender), server))) => (response, sender, server),
+            Ok(Ok((Answer::Plain(response), server))) => {
+                return passed_on(response, Version::HTTP_11, route, server, limits);
+            }
+            Ok(Err(failed)) => return failed_exchange(route, failed, tried),
+            Err(_) => return timed_out(route, limits.timeout, tried),
+        };
+        if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+            // Declined: the connection closes after this response.
+            drop(sender);
+            return passed_on(response, Version::HTTP_11, route, server, limits);
+        }
+        let upstream_upgrade = hyper::upgrade::on(&mut response);
+        let protocol = response.headers().get(UPGRADE).cloned();
+        remove_hop_by_hop(response.headers_mut());
+        if let Some(protocol) = protocol {
+            keep_upgrade_headers(response.headers_mut(), protocol);
+        }
+        let route_name = Arc::clone(&route.name);
+        let idle_timeout = limits.body_idle_timeout;
+        tokio::spawn(async move {
+            tunnel(client_upgrade, upstream_upgrade, idle_timeout, route_name).await;
+            drop(sender);
+        });
+        let (parts, _) = response.into_parts();
+        Response::from_parts(parts, Body::empty())
+    }
+
+    /// Sends `request` to the servers of `route` in the order of
+    /// [`Servers::attempts`](super::servers::Servers::attempts), its `Host`
+    /// set for each, until one takes a connection: a server that does not
+    /// is counted (`unreachable`) and put in back-off for `backoff`, and the
+    /// request, never written, goes to the next. `tried` names the server
+    /// tried last (for a timeout's metric). `Ok` holds the answer and the
+    /// server that gave it.
+    async fn send<'r>(
+        &self,
+        route: &'r Route,
+        mut request: Request<Body>,
+        kind: Kind,
+        backoff: Duration,
+        tried: &mut Option<&'r Arc<UpstreamTarget>>,
+    ) -> Result<(Answer, &'r Arc<UpstreamTarget>), Failed> {
+        let mut refused = None;
+        for target in route.servers.attempts() {
+            *tried = Some(target);
+            request.headers_mut().insert(HOST, target.host.clone());
+            let sent = match kind {
+                Kind::Plain => self
+                    .connections
+                    .send(target, request)
+                    .await
+                    .map(Answer::Plain),
+                Kind::Upgrade => self
+                    .connections
+                    .send_upgrade(target, request)
+                    .await
+                    .map(|(response, sender)| Answer::Upgrade(response, sender)),
+            };
+            match sent {
+                Ok(answer) => {
+                    target.health.mark_up();
+                    return Ok((answer, target));
+                }
+                Err(SendError::Connect(unsent, error)) => {
+                    tracing::warn!(route = %route.name, server = %target.server, %error, "cannot connect to the upstream server");
+                    record_upstream_failure(
+                        &route.name,
+                        &target.server,
+                        UpstreamFailure::Unreachable,
+                    );
+                    target.health.mark_down(Instant::now(), backoff);
+                    request = *unsent;
+                    refused = Some(error);
+                }
+                Err(SendError::Exchange(error)) => return Err(Failed::Exchange(error)),
+            }
+        }
+        Err(Failed::NoConnection(
+            refused.unwrap_or_else(|| "the route has no server".into()),
+        ))
+    }
+}
+
+/// What a request is sent as.
+#[derive(Clone, Copy)]
+enum Kind {
+    Plain,
+    Upgrade,
+}
+
+/// A server's answer to a request sent as a [`Kind`].
+enum Answer {
+    Plain(http::Response<ReturnWhenDone>),
+    /// The response, and its connection's sender, held until the upgrade
+    /// is done.
+    Upgrade(http::Response<Incoming>, SendRequest<Body>),
+}
+
+/// Why a request got no answer.
+enum Failed {
+    /// No server took a connection (each counted already).
+    NoConnection(BoxError),
+    /// The exchange failed on a connection.
+    Exchange(BoxError),
+}
+
+/// The upstream's `response` as the client gets it: hop-by-hop headers
+/// removed, in the client's protocol, its body cut off after a pause longer
+/// than `limits.body_idle_timeout`.
+fn passed_on<B>(
+    mut response: http::Response<B>,
+    client_version: Version,
+    route: &Route,
+    server: &UpstreamTarget,
+    limits: &UpstreamConfig,
+) -> Response
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    remove_hop_by_hop(response.headers_mut());
+    drop_length_beside_transfer_encoding(response.headers_mut());
+    // The client's protocol, not the upstream's: an HTTP/1.0
+    // upstream must not end the client's keep-alive.
+    *response.version_mut() = client_version;
+    response.map(|body| {
+        let route = Arc::clone(&route.name);
+        let server = Arc::clone(&server.server);
+        Body::new(IdleTimeout::new(
+            body,
+            limits.body_idle_timeout,
+            route,
+            server,
+        ))
+    })
+}
+
+/// The 502 of a request that `failed`, counted against the server tried
+/// last unless counted already.
+fn failed_exchange(route: &Route, failed: Failed, tried: Option<&Arc<UpstreamTarget>>) -> Response {
+    match failed {
+        Failed::NoConnection(error) => unreachable(route, error),
+        Failed::Exchange(error) => {
+            if let Some(server) = tried {
+                record_upstream_failure(&route.name, &server.server, UpstreamFailure::Unreachable);
+            }
+            unreachable(route, error)
+        }
+    }
+}
+
+/// The 502 of a request whose upstream could not be reached.
+fn unreachable(route: &Route, error: BoxError) -> Response {
+    tracing::warn!(route = %route.name, %error, "upstream unreachable");
+    problem(
+        StatusCode::BAD_GATEWAY,
+        format!("the upstream of {} could not be reached", route.name),
+    )
+}
+
+/// The 504 of a request whose upstream (the server `tried` last) sent no
+/// response headers within `timeout`.
+fn timed_out(route: &Route, timeout: Duration, tried: Option<&Arc<UpstreamTarget>>) -> Response {
+    tracing::warn!(route = %route.name, ?timeout, "upstream timed out");
+    if let Some(server) = tried {
+        record_upstream_failure(&route.name, &server.server, UpstreamFailure::Timeout);
+    }
+    problem(
+        StatusCode::GATEWAY_TIMEOUT,
+        format!(
+            "the upstream of {} did not answer within {}",
+            route.name,
+            humantime::format_duration(timeout)
+        ),
+    )
 }
 
 /// Drops `Content-Length` from a message that also carries

@@ -1,4 +1,4 @@
-//! The route table: path prefixes, their upstreams and budgets.
+//! The route table: path prefixes, their upstream servers and budgets.
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use tollgate_core::{PreparedPolicy, Store};
 use tollgate_tower::Budget;
 
 use super::config::{Preflight, RouteConfig, RouteKey, ServeConfigError};
+use super::servers::Servers;
 use super::upstream::UpstreamTarget;
 
 /// A budget ready for the store: its `rpm` and `burst`, and the prepared policy.
@@ -31,9 +32,9 @@ impl RouteBudget {
 pub(crate) struct Route {
     pub(crate) name: Arc<str>,
     prefix: String,
-    /// Where its requests go.
-    pub(crate) upstream: Arc<UpstreamTarget>,
-    /// The upstream's base path without a trailing `/` (empty for the root).
+    /// Where its requests go: one server or several, in turn.
+    pub(crate) servers: Servers,
+    /// The upstreams' base path without a trailing `/` (empty for the root).
     upstream_path: String,
     strip_prefix: bool,
     /// The route's own budget and what it is keyed by.
@@ -53,22 +54,35 @@ impl Route {
             )),
             None => None,
         };
-        let upstream_path = config.upstream.path().trim_end_matches('/').to_owned();
-        let mut origin = config.upstream.clone().into_parts();
-        origin.path_and_query = Some(PathAndQuery::from_static("/"));
-        let upstream_origin = Uri::from_parts(origin).map_err(|error| ServeConfigError::Route {
+        let urls = config.upstream_urls();
+        let upstream_path = urls
+            .first()
+            .map_or("", |url| url.path())
+            .trim_end_matches('/')
+            .to_owned();
+        let route_error = |reason: String| ServeConfigError::Route {
             route: config.prefix.clone(),
-            reason: error.to_string(),
-        })?;
-        let upstream =
-            UpstreamTarget::new(upstream_origin).map_err(|reason| ServeConfigError::Route {
-                route: config.prefix.clone(),
-                reason: reason.into(),
-            })?;
+            reason,
+        };
+        let targets = urls
+            .iter()
+            .map(|url| {
+                let mut origin = url.clone().into_parts();
+                origin.path_and_query = Some(PathAndQuery::from_static("/"));
+                let origin =
+                    Uri::from_parts(origin).map_err(|error| route_error(error.to_string()))?;
+                let target =
+                    UpstreamTarget::new(origin).map_err(|reason| route_error(reason.into()))?;
+                Ok(Arc::new(target))
+            })
+            .collect::<Result<Vec<_>, ServeConfigError>>()?;
+        if targets.is_empty() {
+            return Err(route_error("needs upstream or upstreams".into()));
+        }
         Ok(Route {
             name: Arc::from(config.name()),
             prefix: config.prefix.trim_end_matches('/').to_owned(),
-            upstream: Arc::new(upstream),
+            servers: Servers::new(targets),
             upstream_path,
             strip_prefix: config.strip_prefix,
             budget,
@@ -175,7 +189,8 @@ mod tests {
             let path_and_query = route
                 .upstream_path_and_query(&path.parse().unwrap())
                 .unwrap();
-            format!("{}{path_and_query}", route.upstream.host.to_str().unwrap())
+            let host = &route.servers.first().unwrap().host;
+            format!("{}{path_and_query}", host.to_str().unwrap())
         };
         assert_eq!(target("/api/orders?x=1"), "b:2/v1/orders?x=1");
         assert_eq!(target("/api"), "b:2/v1/");

@@ -5,7 +5,10 @@
 //! to that upstream, whichever client connection it comes from. Idle
 //! connections are closed after [`IDLE_TIMEOUT`] (a sweep every
 //! [`SWEEP_INTERVAL`]), and at most [`MAX_IDLE_PER_UPSTREAM`] are kept per
-//! upstream.
+//! upstream. A WebSocket upgrade gets a connection of its own, never listed
+//! idle ([`UpstreamConnections::send_upgrade`]). A connection that cannot be
+//! opened gives the request back unsent ([`SendError::Connect`]), for the
+//! route's next server.
 //!
 //! hyper-util's pooled client does the same for any executor and protocol, at
 //! about 9,600 more instructions per proxied request (see
@@ -26,8 +29,22 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::client::legacy::connect::HttpConnector;
 use tower_service::Service;
 
+use super::servers::Health;
+
 /// Any error of reaching an upstream.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a request got no response from a server.
+#[derive(Debug)]
+pub(crate) enum SendError {
+    /// No connection could be opened (refused, no answer within the connect
+    /// timeout, a name that does not resolve): the request, never written,
+    /// comes back to be sent elsewhere.
+    /// (Boxed: a failure is rare, and the result of every send carries it.)
+    Connect(Box<Request<Body>>, BoxError),
+    /// The exchange failed once the request was (or may have been) written.
+    Exchange(BoxError),
+}
 
 /// How long an idle upstream connection is kept.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -47,6 +64,10 @@ pub(crate) struct UpstreamTarget {
     /// `host:port` (`host` alone for the scheme's default port), the requests'
     /// `Host` (RFC 9110 section 7.2): never any credentials of the URL.
     pub(crate) host: HeaderValue,
+    /// `host:port`, the port always given: the `server` label of metrics.
+    pub(crate) server: Arc<str>,
+    /// Whether it is skipped for a while (see `servers.rs`).
+    pub(crate) health: Health,
 }
 
 impl UpstreamTarget {
@@ -54,12 +75,16 @@ impl UpstreamTarget {
     /// host.
     pub(crate) fn new(origin: Uri) -> Result<Self, &'static str> {
         let name = origin.host().ok_or("the upstream URL names no host")?;
-        let text = match origin.port_u16() {
-            Some(port) if port != 80 => format!("{name}:{port}"),
-            _ => name.to_owned(),
-        };
-        let host = HeaderValue::try_from(text).map_err(|_| "the upstream host is not text")?;
-        Ok(UpstreamTarget { origin, host })
+        let port = origin.port_u16().unwrap_or(80);
+        let server: Arc<str> = Arc::from(format!("{name}:{port}"));
+        let host = if port == 80 { name } else { &server };
+        let host = HeaderValue::try_from(host).map_err(|_| "the upstream host is not text")?;
+        Ok(UpstreamTarget {
+            origin,
+            host,
+            server,
+            health: Health::default(),
+        })
     }
 
     /// Whether `other` goes to the same place.
@@ -189,13 +214,19 @@ impl UpstreamConnections {
         self: &Arc<Self>,
         target: &Arc<UpstreamTarget>,
         mut request: Request<Body>,
-    ) -> Result<Response<ReturnWhenDone>, BoxError> {
+    ) -> Result<Response<ReturnWhenDone>, SendError> {
         loop {
             let reused = self.take_idle(target, Instant::now());
             let fresh = reused.is_none();
             let mut sender = match reused {
                 Some(sender) => sender,
-                None => self.connect(&target.origin).await?,
+                None => match self.open(&target.origin, Upgrades::Refused).await {
+                    Ok(sender) => sender,
+                    Err(Opening::Connect(error)) => {
+                        return Err(SendError::Connect(Box::new(request), error));
+                    }
+                    Err(Opening::Handshake(error)) => return Err(SendError::Exchange(error)),
+                },
             };
             match sender.try_send_request(request).await {
                 Ok(response) => {
@@ -205,27 +236,75 @@ impl UpstreamConnections {
                 }
                 Err(mut error) => match error.take_message() {
                     Some(unsent) if !fresh => request = unsent,
-                    _ => return Err(error.into_error().into()),
+                    _ => return Err(SendError::Exchange(error.into_error().into())),
                 },
             }
         }
     }
 
+    /// Sends `request`, an upgrade (see `upgrade.rs`), to `target` over a
+    /// connection of its own, which is never listed idle: after a 101 it
+    /// carries the upgraded protocol, and after any other answer it closes
+    /// once the response has been read. The sender comes back with the
+    /// response, to be held until the upgrade is done.
+    pub(crate) async fn send_upgrade(
+        &self,
+        target: &UpstreamTarget,
+        request: Request<Body>,
+    ) -> Result<(Response<Incoming>, SendRequest<Body>), SendError> {
+        let mut sender = match self.open(&target.origin, Upgrades::Allowed).await {
+            Ok(sender) => sender,
+            Err(Opening::Connect(error)) => {
+                return Err(SendError::Connect(Box::new(request), error));
+            }
+            Err(Opening::Handshake(error)) => return Err(SendError::Exchange(error)),
+        };
+        match sender.send_request(request).await {
+            Ok(response) => Ok((response, sender)),
+            Err(error) => Err(SendError::Exchange(error.into())),
+        }
+    }
+
     /// Opens an HTTP/1.1 connection to `origin`, driven by a task of its own
-    /// on the current reloadable until it closes.
-    async fn connect(&self, origin: &Uri) -> Result<SendRequest<Body>, BoxError> {
+    /// on the current reloadable until it closes (or is upgraded).
+    async fn open(&self, origin: &Uri, upgrades: Upgrades) -> Result<SendRequest<Body>, Opening> {
         let mut connector = self.connector.clone();
-        std::future::poll_fn(|context| connector.poll_ready(context)).await?;
-        let io = connector.call(origin.clone()).await?;
-        let (mut sender, connection) = http1::handshake(io).await?;
+        std::future::poll_fn(|context| connector.poll_ready(context))
+            .await
+            .map_err(|error| Opening::Connect(error.into()))?;
+        let io = connector
+            .call(origin.clone())
+            .await
+            .map_err(|error| Opening::Connect(error.into()))?;
+        let handshake = |error: hyper::Error| Opening::Handshake(error.into());
+        let (mut sender, connection) = http1::handshake(io).await.map_err(handshake)?;
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            let ended = match upgrades {
+                Upgrades::Refused => connection.await,
+                Upgrades::Allowed => connection.with_upgrades().await,
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%error, "upstream connection ended");
             }
         });
-        sender.ready().await?;
+        sender.ready().await.map_err(handshake)?;
         Ok(sender)
     }
+}
+
+/// Why a connection could not be opened.
+enum Opening {
+    /// No connection: the request was not written.
+    Connect(BoxError),
+    /// Connected, but HTTP/1.1 could not start on it.
+    Handshake(BoxError),
+}
+
+/// Whether a connection may switch protocols after a 101.
+#[derive(Clone, Copy)]
+enum Upgrades {
+    Refused,
+    Allowed,
 }
 
 /// A response body that gives its connection back to the worker's idle list

@@ -62,9 +62,13 @@ async fn an_unreachable_upstream_gives_502_and_a_silent_one_504() {
     );
     // Unknown paths with routes configured: 404.
     assert_eq!(gateway.status("/nowhere", "sk_a").await, 404);
-    // Each failure counted once, by route (named by prefix here).
-    for (route, failure) in [("/closed", "unreachable"), ("/silent", "timeout")] {
-        let labels = [("route", route), ("failure", failure)];
+    // Each failure counted once, by route (named by prefix here) and server.
+    let (closed, silent) = (closed.to_string(), silent_address.to_string());
+    for (route, server, failure) in [
+        ("/closed", &closed, "unreachable"),
+        ("/silent", &silent, "timeout"),
+    ] {
+        let labels = [("route", route), ("server", server), ("failure", failure)];
         assert_eq!(
             gateway
                 .route_sample("tollgate_upstream_failures_total", &labels)
@@ -260,7 +264,12 @@ async fn an_upstream_that_stalls_in_a_body_has_the_response_cut_off() {
         .expect("the gateway cut the stalled body off");
     let error = rest.expect_err("the body ended cleanly");
     assert!(ended_early(&error), "{error:?}");
-    let labels = [("route", "stalling"), ("failure", "body_stalled")];
+    let server = upstream.address.to_string();
+    let labels = [
+        ("route", "stalling"),
+        ("server", &server),
+        ("failure", "body_stalled"),
+    ];
     assert_eq!(
         gateway
             .route_sample("tollgate_upstream_failures_total", &labels)
@@ -468,7 +477,12 @@ async fn an_upstream_body_cut_short_is_counted_as_an_upstream_failure() {
     assert_eq!(response.status(), 200);
     let error = response.bytes().await.expect_err("the body ended cleanly");
     assert!(ended_early(&error), "{error:?}");
-    let labels = [("route", "short-body"), ("failure", "body_broken")];
+    let server = address.to_string();
+    let labels = [
+        ("route", "short-body"),
+        ("server", &server),
+        ("failure", "body_broken"),
+    ];
     assert_eq!(
         gateway
             .route_sample("tollgate_upstream_failures_total", &labels)

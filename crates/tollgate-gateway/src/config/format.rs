@@ -17,3 +17,19 @@ pub(super) fn uri<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Uri, D::
     let text = String::deserialize(deserializer)?;
     text.parse().map_err(serde::de::Error::custom)
 }
+
+/// A URI if given, such as a route's one upstream.
+pub(super) fn optional_uri<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Uri>, D::Error> {
+    uri(deserializer).map(Some)
+}
+
+/// A list of URIs, such as a route's upstreams.
+pub(super) fn uris<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Uri>, D::Error> {
+    let texts = Vec::<String>::deserialize(deserializer)?;
+    texts
+        .iter()
+        .map(|text| text.parse().map_err(serde::de::Error::custom))
+        .collect()
+}

@@ -37,7 +37,7 @@ pub use client_ip::{ClientIpConfig, ForwardingHeader};
 pub use error::ServeConfigError;
 pub use forward_auth::ForwardAuthConfig;
 pub use refusal::RefusalConfig;
-pub use routes::{Preflight, RouteConfig, RouteKey};
+pub use routes::{MAX_UPSTREAMS, Preflight, RouteConfig, RouteKey};
 pub(crate) use start_only::{InForce, kept_until_restart, removed_tiers};
 pub use store::{FailurePolicy, StoreConfig, StoreTime};
 pub use upstream::UpstreamConfig;

@@ -1,12 +1,13 @@
-//! `[[routes]]`: path prefixes, their upstreams and their own budgets, and
-//! what a route's budget is keyed by (`key`).
+//! `[[routes]]`: path prefixes, their upstreams (one, or several used in
+//! turn) and their own budgets, and what a route's budget is keyed by
+//! (`key`).
 
 use http::Uri;
 use serde::Deserialize;
 use tollgate_tower::Budget;
 
 use super::ServeConfigError;
-use super::format::uri;
+use super::format::{optional_uri, uris};
 
 /// One route: a path prefix, its upstream and, optionally, its own budget.
 #[derive(Clone, Debug, Deserialize)]
@@ -18,9 +19,14 @@ pub struct RouteConfig {
     /// The path prefix, matched on segment boundaries: `/api` matches `/api`
     /// and `/api/orders`, not `/apis`. The longest matching prefix wins.
     pub prefix: String,
-    /// The upstream base URL, `http://host:port[/path]`.
-    #[serde(deserialize_with = "uri")]
-    pub upstream: Uri,
+    /// The upstream base URL, `http://host:port[/path]`, for a route with
+    /// one server; a route sets this or `upstreams`.
+    #[serde(default, deserialize_with = "optional_uri")]
+    pub upstream: Option<Uri>,
+    /// The base URLs of a route with several servers, used in turn (round
+    /// robin): 1 to [`MAX_UPSTREAMS`], all with the same path.
+    #[serde(default, deserialize_with = "uris")]
+    pub upstreams: Vec<Uri>,
     /// Remove the prefix from the path before forwarding. Default false.
     #[serde(default)]
     pub strip_prefix: bool,
@@ -43,6 +49,9 @@ pub struct RouteConfig {
     #[serde(default)]
     pub refused_status: Option<u16>,
 }
+
+/// The most servers a route may list in `upstreams`.
+pub const MAX_UPSTREAMS: usize = 64;
 
 /// What a route does with CORS preflight requests: in TOML `"limit"` or
 /// `"pass"`.
@@ -124,6 +133,15 @@ impl RouteConfig {
         self.name.as_deref().unwrap_or(&self.prefix)
     }
 
+    /// The route's upstream URLs: `upstream` alone, or `upstreams` (empty
+    /// in a configuration not yet validated that sets neither).
+    pub fn upstream_urls(&self) -> &[Uri] {
+        match &self.upstream {
+            Some(one) => std::slice::from_ref(one),
+            None => &self.upstreams,
+        }
+    }
+
     /// The route's own budget, if it declares one.
     ///
     /// # Errors
@@ -159,28 +177,74 @@ impl RouteConfig {
         {
             return Err(error("the name must not be empty"));
         }
-        if self.upstream.scheme_str() != Some("http") {
-            return Err(error("the upstream must be an http:// URL"));
-        }
-        match self.upstream.authority() {
-            None => return Err(error("the upstream needs a host")),
-            // Never shown: the URL's credentials would reach the log.
-            Some(authority) if authority.as_str().contains('@') => {
+        match (&self.upstream, self.upstreams.len()) {
+            (Some(_), 1..) => {
                 return Err(error(
-                    "the upstream URL must not carry credentials (user:password@): tollgate \
-                     does not send them, and they would sit in the configuration in clear",
+                    "set upstream (one URL) or upstreams (a list), not both",
                 ));
             }
-            Some(_) => {}
+            (None, 0) => {
+                return Err(error(
+                    "needs upstream (one URL) or upstreams (a list of at least one)",
+                ));
+            }
+            (None, count) if count > MAX_UPSTREAMS => {
+                return Err(error(&format!(
+                    "upstreams lists {count} URLs; at most {MAX_UPSTREAMS}"
+                )));
+            }
+            _ => {}
         }
-        if self.upstream.query().is_some() {
-            return Err(error("the upstream must not have a query"));
+        let urls = self.upstream_urls();
+        for (index, url) in urls.iter().enumerate() {
+            validate_upstream(url).map_err(|reason| match self.upstream {
+                Some(_) => error(reason),
+                None => error(&format!("upstreams[{index}]: {reason}")),
+            })?;
+        }
+        for (index, url) in urls.iter().enumerate().skip(1) {
+            if url.path() != urls[0].path() {
+                return Err(error(&format!(
+                    "upstreams[{index}] has another path than upstreams[0]: the servers of \
+                     a route serve the same paths"
+                )));
+            }
+            if urls[..index]
+                .iter()
+                .any(|earlier| earlier.authority() == url.authority())
+            {
+                return Err(error(&format!(
+                    "upstreams[{index}] names a server listed before it"
+                )));
+            }
         }
         if self.key.is_some() && self.rpm.is_none() {
             return Err(error("key applies to the route's own budget: set rpm too"));
         }
         self.budget().map(|_| ())
     }
+}
+
+/// Why `upstream` cannot be a route's upstream URL, if it cannot.
+fn validate_upstream(upstream: &Uri) -> Result<(), &'static str> {
+    if upstream.scheme_str() != Some("http") {
+        return Err("the upstream must be an http:// URL");
+    }
+    match upstream.authority() {
+        None => return Err("the upstream needs a host"),
+        // Never shown: the URL's credentials would reach the log.
+        Some(authority) if authority.as_str().contains('@') => {
+            return Err(
+                "the upstream URL must not carry credentials (user:password@): tollgate \
+                 does not send them, and they would sit in the configuration in clear",
+            );
+        }
+        Some(_) => {}
+    }
+    if upstream.query().is_some() {
+        return Err("the upstream must not have a query");
+    }
+    Ok(())
 }
 
 /// Checks every route, and that no two share a prefix or a name (a route's
@@ -229,6 +293,63 @@ mod tests {
             Some(RouteKey::Header(http::HeaderName::from_static(
                 "x-client-id"
             )))
+        );
+    }
+
+    #[test]
+    fn a_route_lists_one_upstream_or_several() {
+        let route = |servers: &str| {
+            let toml = format!("[[routes]]\nprefix = \"/api\"\n{servers}");
+            ServeConfig::from_toml_str(&toml).map(|config| {
+                let urls = config.routes[0].upstream_urls();
+                urls.iter().map(ToString::to_string).collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(
+            route("upstream = \"http://a:1/v1\"").unwrap(),
+            ["http://a:1/v1"]
+        );
+        assert_eq!(
+            route("upstreams = [\"http://a:1/v1\", \"http://b:2/v1\"]").unwrap(),
+            ["http://a:1/v1", "http://b:2/v1"]
+        );
+        let refused = |servers: &str| route(servers).unwrap_err().to_string();
+        for (servers, reason) in [
+            (
+                "upstream = \"http://a:1\"\nupstreams = [\"http://b:2\"]",
+                "set upstream (one URL) or upstreams (a list), not both",
+            ),
+            (
+                "",
+                "needs upstream (one URL) or upstreams (a list of at least one)",
+            ),
+            (
+                "upstreams = []",
+                "needs upstream (one URL) or upstreams (a list of at least one)",
+            ),
+            (
+                "upstreams = [\"http://a:1/v1\", \"http://b:2/v2\"]",
+                "upstreams[1] has another path than upstreams[0]",
+            ),
+            (
+                "upstreams = [\"http://a:1\", \"http://a:1/\"]",
+                "upstreams[1] names a server listed before it",
+            ),
+            (
+                "upstreams = [\"http://a:1\", \"https://b:2\"]",
+                "upstreams[1]: the upstream must be an http:// URL",
+            ),
+        ] {
+            let error = refused(servers);
+            assert!(error.contains(reason), "{servers}: {error}");
+        }
+        let many: Vec<String> = (1..=65)
+            .map(|port| format!("\"http://a:{port}\""))
+            .collect();
+        let error = refused(&format!("upstreams = [{}]", many.join(", ")));
+        assert!(
+            error.contains("upstreams lists 65 URLs; at most 64"),
+            "{error}"
         );
     }
 }

@@ -63,12 +63,21 @@ impl ServeConfig {
             lines.push("no routes: the demo backend answers every admitted request".to_owned());
         }
         for route in &self.routes {
+            let urls = route.upstream_urls();
+            let servers: Vec<String> = urls.iter().map(ToString::to_string).collect();
             let mut line = format!(
                 "route {}: {} -> {}",
                 route.name(),
                 route.prefix,
-                route.upstream
+                servers.join(", ")
             );
+            if urls.len() > 1 {
+                let _ = write!(
+                    line,
+                    " (in turn; a server that refuses a connection is skipped for {})",
+                    humantime::format_duration(self.upstream.backoff)
+                );
+            }
             if route.strip_prefix {
                 line.push_str(" (prefix stripped)");
             }
@@ -146,6 +155,9 @@ mod tests {
              [host]\nip = { rpm = 30 }\n\
              [[routes]]\nname = \"orders\"\nprefix = \"/orders\"\nupstream = \"http://127.0.0.1:7000\"\n\
              rpm = 60\nburst = 5\nkey = \"tenant\"\npreflight = \"pass\"\nrefused_status = 403\n\
+             [[routes]]\nname = \"chat\"\nprefix = \"/chat\"\n\
+             upstreams = [\"http://10.0.0.1:7000\", \"http://10.0.0.2:7000\"]\n\
+             [upstream]\nbackoff = \"5s\"\n\
              [refusal]\nstatus = 503\ntiers = { pro = 429 }\n\
              [forward_auth]\npath = \"/_tollgate/decide\"\nrefused_status = 403\n",
         )
@@ -162,6 +174,8 @@ mod tests {
                 "routes without a budget of their own: 30 a minute, burst 30 per client IP",
                 "route orders: /orders -> http://127.0.0.1:7000/ (CORS preflights pass) \
                  (refusals answered 403), 60 a minute, burst 5 per tenant",
+                "route chat: /chat -> http://10.0.0.1:7000/, http://10.0.0.2:7000/ (in turn; \
+                 a server that refuses a connection is skipped for 5s)",
                 "refusals answered 503, 429 for tier pro",
                 "decisions for nginx auth_request / Caddy forward_auth at /_tollgate/decide, \
                  refusals answered 403",

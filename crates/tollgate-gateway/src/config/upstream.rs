@@ -1,4 +1,5 @@
-//! `[upstream]`: timeouts of the connections to upstreams.
+//! `[upstream]`: timeouts of the connections to upstreams, and how long a
+//! server that cannot be connected to is skipped.
 
 use std::time::Duration;
 
@@ -22,6 +23,12 @@ pub struct UpstreamConfig {
     /// body's end). Default `"60s"`, as nginx's `proxy_read_timeout`.
     #[serde(default = "default_body_idle_timeout", deserialize_with = "duration")]
     pub body_idle_timeout: Duration,
+    /// How long a server of a route with several (`upstreams`) is skipped
+    /// after it refused a connection or did not accept one within
+    /// `connect_timeout`; `0s` never skips. Default `"10s"`, as nginx's
+    /// `fail_timeout`.
+    #[serde(default = "default_backoff", deserialize_with = "duration")]
+    pub backoff: Duration,
 }
 
 impl Default for UpstreamConfig {
@@ -30,6 +37,7 @@ impl Default for UpstreamConfig {
             timeout: default_timeout(),
             connect_timeout: default_connect_timeout(),
             body_idle_timeout: default_body_idle_timeout(),
+            backoff: default_backoff(),
         }
     }
 }
@@ -44,4 +52,8 @@ fn default_connect_timeout() -> Duration {
 
 fn default_body_idle_timeout() -> Duration {
     Duration::from_secs(60)
+}
+
+fn default_backoff() -> Duration {
+    Duration::from_secs(10)
 }

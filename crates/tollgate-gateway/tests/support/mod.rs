@@ -36,6 +36,11 @@ pub struct Upstream {
 
 impl Upstream {
     pub async fn start() -> Upstream {
+        Upstream::start_at("127.0.0.1:0".parse().unwrap()).await
+    }
+
+    /// The upstream on `address` (a port of 0: one the system picks).
+    pub async fn start_at(address: SocketAddr) -> Upstream {
         let requests = Arc::new(AtomicUsize::new(0));
         let release = Arc::new(Notify::new());
         let counted = Arc::clone(&requests);
@@ -83,7 +88,7 @@ impl Upstream {
                 counted.fetch_add(1, Ordering::SeqCst);
                 next.run(request)
             }));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind(address).await.unwrap();
         let address = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
         let accepted = Arc::clone(&connections);
