@@ -36,7 +36,9 @@ mod reloadable;
 mod routes;
 mod start;
 mod store;
+mod tls;
 mod upstream;
+mod upstream_tls;
 mod workers;
 
 pub use config::{ServeConfig, ServeConfigError};

@@ -9,6 +9,7 @@ use tollgate_tower::Budget;
 
 use super::config::{Preflight, RouteConfig, RouteKey, ServeConfigError};
 use super::upstream::UpstreamTarget;
+use super::upstream_tls::UpstreamTls;
 
 /// A budget ready for the store: its `rpm` and `burst`, and the prepared policy.
 #[derive(Clone, Debug)]
@@ -45,7 +46,13 @@ pub(crate) struct Route {
 }
 
 impl Route {
-    fn new(config: &RouteConfig, store: &dyn Store) -> Result<Self, ServeConfigError> {
+    /// The route `config` describes; `tls` is the client configuration of
+    /// `https://` upstreams (present when the route's upstream is one).
+    fn new(
+        config: &RouteConfig,
+        store: &dyn Store,
+        tls: Option<&Arc<rustls::ClientConfig>>,
+    ) -> Result<Self, ServeConfigError> {
         let budget = match config.budget()? {
             Some(budget) => Some((
                 RouteBudget::new(budget, store)?,
@@ -60,11 +67,15 @@ impl Route {
             route: config.prefix.clone(),
             reason: error.to_string(),
         })?;
-        let upstream =
-            UpstreamTarget::new(upstream_origin).map_err(|reason| ServeConfigError::Route {
-                route: config.prefix.clone(),
-                reason: reason.into(),
-            })?;
+        let route_error = |reason: &str| ServeConfigError::Route {
+            route: config.prefix.clone(),
+            reason: reason.into(),
+        };
+        let mut upstream = UpstreamTarget::new(upstream_origin).map_err(route_error)?;
+        if let (Some("https"), Some(tls)) = (config.upstream.scheme_str(), tls) {
+            let host = config.upstream.host().unwrap_or_default();
+            upstream = upstream.with_tls(UpstreamTls::new(tls, host).map_err(route_error)?);
+        }
         Ok(Route {
             name: Arc::from(config.name()),
             prefix: config.prefix.trim_end_matches('/').to_owned(),
@@ -119,13 +130,16 @@ pub(crate) struct RouteTable {
 }
 
 impl RouteTable {
+    /// The routes of `configs`, their budgets prepared for `store`, their
+    /// `https://` upstreams reached with `tls`.
     pub(crate) fn new(
         configs: &[RouteConfig],
         store: &dyn Store,
+        tls: Option<&Arc<rustls::ClientConfig>>,
     ) -> Result<Self, ServeConfigError> {
         let mut routes = configs
             .iter()
-            .map(|config| Route::new(config, store))
+            .map(|config| Route::new(config, store, tls))
             .collect::<Result<Vec<_>, _>>()?;
         routes.sort_by_key(|route| std::cmp::Reverse(route.prefix.len()));
         Ok(RouteTable { routes })
@@ -160,7 +174,7 @@ mod tests {
         let config = super::super::config::ServeConfig::from_toml_str(routes).unwrap();
         let store =
             MemoryStore::new(&LimiterConfig::default(), Arc::new(ManualClock::new(0))).unwrap();
-        RouteTable::new(&config.routes, &store).unwrap()
+        RouteTable::new(&config.routes, &store, None).unwrap()
     }
 
     #[test]

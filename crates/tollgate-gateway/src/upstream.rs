@@ -1,5 +1,6 @@
 //! One worker's connections to the upstreams: HTTP/1.1 connections (hyper's
-//! `client::conn`) kept open between requests. A request takes the connection
+//! `client::conn`), over TLS to `https://` upstreams (see [`UpstreamTls`]),
+//! kept open between requests. A request takes the connection
 //! to its upstream that was given back last, or opens one; the connection is
 //! given back once the response body has ended, for the worker's next request
 //! to that upstream, whichever client connection it comes from. Idle
@@ -24,7 +25,10 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioIo;
 use tower_service::Service;
+
+use super::upstream_tls::UpstreamTls;
 
 /// Any error of reaching an upstream.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -42,24 +46,44 @@ pub(crate) const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 /// Where a route's requests go.
 #[derive(Debug)]
 pub(crate) struct UpstreamTarget {
-    /// `http://host:port/`: where connections are opened.
+    /// `http://host:port/` or `https://host:port/`: where connections are
+    /// opened.
     pub(crate) origin: Uri,
     /// `host:port` (`host` alone for the scheme's default port), the requests'
     /// `Host` (RFC 9110 section 7.2): never any credentials of the URL.
     pub(crate) host: HeaderValue,
+    /// How connections are made secure, for an `https://` origin.
+    pub(crate) tls: Option<UpstreamTls>,
 }
 
 impl UpstreamTarget {
-    /// The target of `origin` (`http://host:port/`); `Err` when it names no
-    /// host.
+    /// The target of `origin` (`http://host:port/`, or `https://` with
+    /// `tls`); `Err` when it names no host.
     pub(crate) fn new(origin: Uri) -> Result<Self, &'static str> {
         let name = origin.host().ok_or("the upstream URL names no host")?;
+        let default_port = if origin.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        };
         let text = match origin.port_u16() {
-            Some(port) if port != 80 => format!("{name}:{port}"),
+            Some(port) if port != default_port => format!("{name}:{port}"),
             _ => name.to_owned(),
         };
         let host = HeaderValue::try_from(text).map_err(|_| "the upstream host is not text")?;
-        Ok(UpstreamTarget { origin, host })
+        Ok(UpstreamTarget {
+            origin,
+            host,
+            tls: None,
+        })
+    }
+
+    /// This target reached over `tls`.
+    pub(crate) fn with_tls(self, tls: UpstreamTls) -> Self {
+        UpstreamTarget {
+            tls: Some(tls),
+            ..self
+        }
     }
 
     /// Whether `other` goes to the same place.
@@ -195,7 +219,7 @@ impl UpstreamConnections {
             let fresh = reused.is_none();
             let mut sender = match reused {
                 Some(sender) => sender,
-                None => self.connect(&target.origin).await?,
+                None => self.connect(target).await?,
             };
             match sender.try_send_request(request).await {
                 Ok(response) => {
@@ -211,21 +235,34 @@ impl UpstreamConnections {
         }
     }
 
-    /// Opens an HTTP/1.1 connection to `origin`, driven by a task of its own
-    /// on the current reloadable until it closes.
-    async fn connect(&self, origin: &Uri) -> Result<SendRequest<Body>, BoxError> {
+    /// Opens an HTTP/1.1 connection to `target` (over TLS for an `https://`
+    /// one), driven by a task of its own on the current reloadable until it
+    /// closes.
+    async fn connect(&self, target: &UpstreamTarget) -> Result<SendRequest<Body>, BoxError> {
         let mut connector = self.connector.clone();
         std::future::poll_fn(|context| connector.poll_ready(context)).await?;
-        let io = connector.call(origin.clone()).await?;
-        let (mut sender, connection) = http1::handshake(io).await?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "upstream connection ended");
-            }
-        });
-        sender.ready().await?;
-        Ok(sender)
+        let io = connector.call(target.origin.clone()).await?;
+        match &target.tls {
+            None => handshake(io).await,
+            Some(tls) => handshake(TokioIo::new(tls.connect(io.into_inner()).await?)).await,
+        }
     }
+}
+
+/// The HTTP/1.1 handshake over `io`, the connection then driven by a task of
+/// its own.
+async fn handshake<T>(io: T) -> Result<SendRequest<Body>, BoxError>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = http1::handshake(io).await?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "upstream connection ended");
+        }
+    });
+    sender.ready().await?;
+    Ok(sender)
 }
 
 /// A response body that gives its connection back to the worker's idle list
@@ -334,5 +371,8 @@ mod tests {
         assert_eq!(host("http://backend/"), "backend");
         assert_eq!(host("http://backend:80/"), "backend");
         assert_eq!(host("http://[::1]:9000/"), "[::1]:9000");
+        assert_eq!(host("https://backend:443/"), "backend");
+        assert_eq!(host("https://backend:80/"), "backend:80");
+        assert_eq!(host("https://backend:8443/"), "backend:8443");
     }
 }

@@ -18,7 +18,8 @@ pub struct RouteConfig {
     /// The path prefix, matched on segment boundaries: `/api` matches `/api`
     /// and `/api/orders`, not `/apis`. The longest matching prefix wins.
     pub prefix: String,
-    /// The upstream base URL, `http://host:port[/path]`.
+    /// The upstream base URL, `http://host:port[/path]` or
+    /// `https://host:port[/path]` (checked as `[upstream_tls]` says).
     #[serde(deserialize_with = "uri")]
     pub upstream: Uri,
     /// Remove the prefix from the path before forwarding. Default false.
@@ -159,8 +160,8 @@ impl RouteConfig {
         {
             return Err(error("the name must not be empty"));
         }
-        if self.upstream.scheme_str() != Some("http") {
-            return Err(error("the upstream must be an http:// URL"));
+        if !matches!(self.upstream.scheme_str(), Some("http" | "https")) {
+            return Err(error("the upstream must be an http:// or https:// URL"));
         }
         match self.upstream.authority() {
             None => return Err(error("the upstream needs a host")),
