@@ -391,6 +391,30 @@ async fn without_the_ca_file_a_private_ca_is_not_trusted() {
     gateway.running.shutdown().await;
 }
 
+#[tokio::test]
+async fn insecure_skip_verify_takes_any_certificate() {
+    let ca = TestCa::new("unchecked CA");
+    let (address, names) = tls_upstream(&ca.issue(&["other.example"])).await;
+    let gateway = Gateway::start(
+        &config(&format!(
+            "[upstream_tls]\ninsecure_skip_verify = true\n\
+             [[routes]]\nname = \"tls_unchecked\"\nprefix = \"/\"\n\
+             upstream = \"https://localhost:{}\"\n",
+            address.port()
+        )),
+        0,
+    )
+    .await;
+    let answer = gateway.get("/", "sk_a").await;
+    assert_eq!(answer.status(), 200);
+    assert_eq!(
+        answer.text().await.unwrap(),
+        format!("tls upstream, host localhost:{}", address.port())
+    );
+    assert_eq!(*names.lock().unwrap(), ["localhost"]);
+    gateway.running.shutdown().await;
+}
+
 #[test]
 fn bad_tls_files_are_named_at_start() {
     let files = directory("start");
