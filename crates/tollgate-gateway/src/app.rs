@@ -19,6 +19,7 @@ use super::headers::RateLimitHeaders;
 use super::problem::problem;
 use super::proxy::Proxy;
 use super::reloadable::Reloadable;
+use super::tls::ListenerTls;
 use super::{demo, limit, path};
 
 /// Everything the listeners share.
@@ -42,6 +43,8 @@ pub(crate) struct App {
     pub(crate) in_memory_store: bool,
     /// Failed admin calls, limited per client address.
     pub(crate) admin_guard: AdminGuard,
+    /// The gateway listener's TLS, when `[tls]` was set at start.
+    pub(crate) listener_tls: Option<ListenerTls>,
 }
 
 impl App {

@@ -10,6 +10,8 @@ pub(crate) struct ClientConnection {
     pub(crate) peer: SocketAddr,
     /// The peer's IP address as `X-Forwarded-For` names it, written once.
     pub(crate) forwarded_for: HeaderValue,
+    /// `X-Forwarded-Proto`: `http`, or `https` over TLS.
+    pub(crate) forwarded_proto: HeaderValue,
 }
 
 impl ClientConnection {
@@ -20,6 +22,15 @@ impl ClientConnection {
             // An IP address is always a valid header value.
             forwarded_for: HeaderValue::try_from(peer.ip().to_string())
                 .unwrap_or(HeaderValue::from_static("unknown")),
+            forwarded_proto: HeaderValue::from_static("http"),
+        }
+    }
+
+    /// The connection from `peer` over TLS.
+    pub(crate) fn over_tls(peer: SocketAddr) -> Self {
+        ClientConnection {
+            forwarded_proto: HeaderValue::from_static("https"),
+            ..ClientConnection::new(peer)
         }
     }
 }

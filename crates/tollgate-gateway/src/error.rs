@@ -24,7 +24,7 @@ pub enum StartError {
     /// the Redis client's own text is shown: the URL may hold a password.
     #[error(
         "{}store.url (or --store) is not a Redis URL: expected redis://[user:password@]host:port[/db] or \
-         redis-cluster://[user:password@]host:port[,host:port...]",
+         redis-cluster://[user:password@]host:port[,host:port...] (rediss:// or rediss-cluster:// for TLS)",
         file.as_deref().map(|file| format!("{file}: ")).unwrap_or_default()
     )]
     StoreUrl {

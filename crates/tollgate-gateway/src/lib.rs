@@ -37,8 +37,10 @@ mod routes;
 mod servers;
 mod start;
 mod store;
+mod tls;
 mod upgrade;
 mod upstream;
+mod upstream_tls;
 mod workers;
 
 pub use config::{ServeConfig, ServeConfigError};

@@ -1,7 +1,7 @@
 //! The gateway listener of one worker: it accepts client connections and
-//! serves each with hyper (HTTP/1.1, or HTTP/2 with prior knowledge), every
-//! request going straight to [`app::handle`] with its [`ClientConnection`].
-//! On shutdown it stops accepting, asks every connection to close once its
+//! serves each with hyper (HTTP/1.1, or HTTP/2 with prior knowledge; over
+//! TLS with `[tls]`, HTTP/2 or HTTP/1.1 as ALPN chose), every request going
+//! straight to [`app::handle`] with its [`ClientConnection`]. On shutdown it stops accepting, asks every connection to close once its
 //! requests are answered, and returns when all have.
 
 use std::convert::Infallible;
@@ -32,6 +32,11 @@ pub(crate) async fn serve(
     // cannot hold a shutdown up for ever.
     builder.http1().timer(TokioTimer::new());
     let graceful = GracefulShutdown::new();
+    let tls = worker
+        .app
+        .listener_tls
+        .as_ref()
+        .map(|tls| (tls.acceptor.clone(), Arc::new(builder.clone())));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -50,7 +55,10 @@ pub(crate) async fn serve(
             }
         };
         let worker = worker.clone();
-        let client = Arc::new(ClientConnection::new(peer));
+        let client = Arc::new(match tls {
+            Some(_) => ClientConnection::over_tls(peer),
+            None => ClientConnection::new(peer),
+        });
         let service = service_fn(move |request: http::Request<Incoming>| {
             let (worker, client) = (worker.clone(), Arc::clone(&client));
             async move {
@@ -58,6 +66,29 @@ pub(crate) async fn serve(
                 Ok::<_, Infallible>(app::handle(worker, client, request).await)
             }
         });
+        if let Some((acceptor, builder)) = &tls {
+            let accepting = acceptor.accept(without_nagle(stream));
+            let (builder, watcher) = (Arc::clone(builder), graceful.watcher());
+            tokio::spawn(async move {
+                let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, accepting).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(error)) => {
+                        tracing::debug!(%error, %peer, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                };
+                let connection =
+                    builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                if let Err(error) = watcher.watch(connection.into_owned()).await {
+                    tracing::debug!(%error, "client connection ended");
+                }
+            });
+            continue;
+        }
         // With upgrades: a WebSocket's connection leaves hyper after its 101
         // (see `upgrade.rs`).
         let connection = builder
@@ -83,6 +114,10 @@ fn without_nagle(stream: TcpStream) -> TcpStream {
     }
     stream
 }
+
+/// How long a client has for its TLS handshake before its connection is
+/// closed.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long the listener pauses after an `accept` error that is not the
 /// connection's own (out of file descriptors, say), rather than spin.

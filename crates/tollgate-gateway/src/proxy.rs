@@ -41,6 +41,8 @@ impl Proxy {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
+        // `https://` upstreams too: TLS goes over the TCP connection made.
+        connector.enforce_http(false);
         let connections = Arc::new(UpstreamConnections::new(connector));
         UpstreamConnections::start_sweeping(&connections);
         Proxy { connections }
@@ -89,7 +91,7 @@ impl Proxy {
         }
         headers.insert(
             HeaderName::from_static("x-forwarded-proto"),
-            HeaderValue::from_static("http"),
+            client.forwarded_proto.clone(),
         );
         *request.uri_mut() = Uri::from(path_and_query);
         *request.version_mut() = Version::HTTP_11;

@@ -1,6 +1,6 @@
 //! A configuration reload (SIGHUP, or [`Running::reload`](crate::Running)):
-//! the file read again, everything built and validated before anything is
-//! swapped, then the warnings a reload owes (changed settings that wait for a
+//! the file read again (and the listener's certificate files, with `[tls]`),
+//! everything built and validated before anything is swapped, then the warnings a reload owes (changed settings that wait for a
 //! restart, tiers no longer configured).
 
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::app::App;
 use super::config::{InForce, ServeConfig, ServeConfigError, kept_until_restart, removed_tiers};
 use super::reloadable::Reloadable;
+use super::tls::ListenerTls;
 
 impl App {
     /// Reads the configuration file again and puts it in force; an invalid
@@ -20,11 +21,20 @@ impl App {
         };
         let mut config = ServeConfig::from_file(path)?;
         config.override_store_url(self.store_url.as_deref());
-        self.apply(&config)
-            .map_err(|error| ServeConfigError::File {
-                path: path.display().to_string(),
-                reason: Box::new(error),
-            })?;
+        let in_file = |error| ServeConfigError::File {
+            path: path.display().to_string(),
+            reason: Box::new(error),
+        };
+        // The listener's certificate files, read again (a bad one rejects
+        // the reload: the certificate in force stays).
+        let certificate = match (&self.listener_tls, &config.tls) {
+            (Some(tls), Some(files)) => Some((tls, ListenerTls::load(files).map_err(in_file)?)),
+            _ => None,
+        };
+        self.apply(&config).map_err(in_file)?;
+        if let Some((tls, certificate)) = certificate {
+            tls.put_in_force(certificate);
+        }
         let reloaded = InForce::new(config);
         for warning in reloaded.config.warnings(self.in_memory_store) {
             tracing::warn!("{warning}");

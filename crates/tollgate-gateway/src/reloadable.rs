@@ -12,6 +12,7 @@ use super::demo::DEMO_ROUTE;
 use super::forward_auth::ForwardAuth;
 use super::metrics::DecisionCounters;
 use super::routes::{RouteBudget, RouteTable};
+use super::upstream_tls;
 use tollgate_core::DEFAULT_TIER;
 use tollgate_core::FailurePolicy;
 
@@ -48,7 +49,8 @@ impl Reloadable {
                 tenants.insert(key.as_str().to_owned(), Arc::clone(&tenant));
             }
         }
-        let routes = RouteTable::new(&config.routes, store)?;
+        let upstream_tls = upstream_tls::client_config(&config.routes, &config.upstream_tls)?;
+        let routes = RouteTable::new(&config.routes, store, upstream_tls.as_ref())?;
         let demo_route: Arc<str> = Arc::from(DEMO_ROUTE);
         let tiers: Vec<Arc<str>> = config
             .limits

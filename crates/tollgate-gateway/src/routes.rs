@@ -10,6 +10,7 @@ use tollgate_tower::Budget;
 use super::config::{Preflight, RouteConfig, RouteKey, ServeConfigError};
 use super::servers::Servers;
 use super::upstream::UpstreamTarget;
+use super::upstream_tls::UpstreamTls;
 
 /// A budget ready for the store: its `rpm` and `burst`, and the prepared policy.
 #[derive(Clone, Debug)]
@@ -46,7 +47,13 @@ pub(crate) struct Route {
 }
 
 impl Route {
-    fn new(config: &RouteConfig, store: &dyn Store) -> Result<Self, ServeConfigError> {
+    /// The route `config` describes; `tls` is the client configuration of
+    /// `https://` upstreams (present when the route's upstream is one).
+    fn new(
+        config: &RouteConfig,
+        store: &dyn Store,
+        tls: Option<&Arc<rustls::ClientConfig>>,
+    ) -> Result<Self, ServeConfigError> {
         let budget = match config.budget()? {
             Some(budget) => Some((
                 RouteBudget::new(budget, store)?,
@@ -71,8 +78,14 @@ impl Route {
                 origin.path_and_query = Some(PathAndQuery::from_static("/"));
                 let origin =
                     Uri::from_parts(origin).map_err(|error| route_error(error.to_string()))?;
-                let target =
+                let mut target =
                     UpstreamTarget::new(origin).map_err(|reason| route_error(reason.into()))?;
+                if let (Some("https"), Some(tls)) = (url.scheme_str(), tls) {
+                    let host = url.host().unwrap_or_default();
+                    let secured =
+                        UpstreamTls::new(tls, host).map_err(|reason| route_error(reason.into()))?;
+                    target = target.with_tls(secured);
+                }
                 Ok(Arc::new(target))
             })
             .collect::<Result<Vec<_>, ServeConfigError>>()?;
@@ -133,13 +146,16 @@ pub(crate) struct RouteTable {
 }
 
 impl RouteTable {
+    /// The routes of `configs`, their budgets prepared for `store`, their
+    /// `https://` upstreams reached with `tls`.
     pub(crate) fn new(
         configs: &[RouteConfig],
         store: &dyn Store,
+        tls: Option<&Arc<rustls::ClientConfig>>,
     ) -> Result<Self, ServeConfigError> {
         let mut routes = configs
             .iter()
-            .map(|config| Route::new(config, store))
+            .map(|config| Route::new(config, store, tls))
             .collect::<Result<Vec<_>, _>>()?;
         routes.sort_by_key(|route| std::cmp::Reverse(route.prefix.len()));
         Ok(RouteTable { routes })
@@ -174,7 +190,7 @@ mod tests {
         let config = super::super::config::ServeConfig::from_toml_str(routes).unwrap();
         let store =
             MemoryStore::new(&LimiterConfig::default(), Arc::new(ManualClock::new(0))).unwrap();
-        RouteTable::new(&config.routes, &store).unwrap()
+        RouteTable::new(&config.routes, &store, None).unwrap()
     }
 
     #[test]

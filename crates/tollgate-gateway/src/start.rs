@@ -19,6 +19,7 @@ use super::app::App;
 use super::config::{InForce, ServeConfig, ServeConfigError};
 use super::error::StartError;
 use super::reloadable::Reloadable;
+use super::tls::ListenerTls;
 use super::{admin, metrics, store, workers};
 
 /// How to start a gateway.
@@ -122,6 +123,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         )?,
     };
     let reloadable = Reloadable::build(&config, store.as_ref())?;
+    let listener_tls = config.tls.as_ref().map(ListenerTls::new).transpose()?;
     let started = InForce::new(config);
     log_start_warnings(&started, in_memory_store);
     let app = Arc::new(App {
@@ -134,6 +136,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         store_url: options.store_url,
         in_memory_store,
         admin_guard: AdminGuard::new(options.clock),
+        listener_tls,
     });
     let config = &app.started.config;
     let (address, listeners) = workers::bind(config.listen, app.started.workers)?;
@@ -153,7 +156,12 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     if let Err(error) = checked {
         tracing::error!(%error, "the limit store cannot decide at start; requests follow store.failure");
     }
-    tracing::info!(%address, %admin_address, workers = workers.len(), "tollgate serving");
+    let scheme = if app.listener_tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    tracing::info!(%address, %admin_address, scheme, workers = workers.len(), "tollgate serving");
     Ok(Running {
         address,
         admin_address,

@@ -23,6 +23,7 @@ pub(crate) fn open(
     };
     let mut redis = RedisConfig::new(url.as_str());
     redis.prefix.clone_from(&config.store.prefix);
+    redis.ca_file.clone_from(&config.store.ca_file);
     redis.timeout = config.store.timeout;
     if config.store.time == StoreTime::Local {
         redis.time = TimeSource::Clock(clock);

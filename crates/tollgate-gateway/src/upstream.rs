@@ -1,5 +1,6 @@
 //! One worker's connections to the upstreams: HTTP/1.1 connections (hyper's
-//! `client::conn`) kept open between requests. A request takes the connection
+//! `client::conn`), over TLS to `https://` upstreams (see [`UpstreamTls`]),
+//! kept open between requests. A request takes the connection
 //! to its upstream that was given back last, or opens one; the connection is
 //! given back once the response body has ended, for the worker's next request
 //! to that upstream, whichever client connection it comes from. Idle
@@ -27,9 +28,11 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioIo;
 use tower_service::Service;
 
 use super::servers::Health;
+use super::upstream_tls::UpstreamTls;
 
 /// Any error of reaching an upstream.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -59,7 +62,8 @@ pub(crate) const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 /// Where a route's requests go.
 #[derive(Debug)]
 pub(crate) struct UpstreamTarget {
-    /// `http://host:port/`: where connections are opened.
+    /// `http://host:port/` or `https://host:port/`: where connections are
+    /// opened.
     pub(crate) origin: Uri,
     /// `host:port` (`host` alone for the scheme's default port), the requests'
     /// `Host` (RFC 9110 section 7.2): never any credentials of the URL.
@@ -68,23 +72,39 @@ pub(crate) struct UpstreamTarget {
     pub(crate) server: Arc<str>,
     /// Whether it is skipped for a while (see `servers.rs`).
     pub(crate) health: Health,
+    /// How connections are made secure, for an `https://` origin.
+    pub(crate) tls: Option<UpstreamTls>,
 }
 
 impl UpstreamTarget {
-    /// The target of `origin` (`http://host:port/`); `Err` when it names no
-    /// host.
+    /// The target of `origin` (`http://host:port/`, or `https://` with
+    /// `tls`); `Err` when it names no host.
     pub(crate) fn new(origin: Uri) -> Result<Self, &'static str> {
         let name = origin.host().ok_or("the upstream URL names no host")?;
-        let port = origin.port_u16().unwrap_or(80);
+        let default_port = if origin.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        };
+        let port = origin.port_u16().unwrap_or(default_port);
         let server: Arc<str> = Arc::from(format!("{name}:{port}"));
-        let host = if port == 80 { name } else { &server };
+        let host = if port == default_port { name } else { &server };
         let host = HeaderValue::try_from(host).map_err(|_| "the upstream host is not text")?;
         Ok(UpstreamTarget {
             origin,
             host,
             server,
             health: Health::default(),
+            tls: None,
         })
+    }
+
+    /// This target reached over `tls`.
+    pub(crate) fn with_tls(self, tls: UpstreamTls) -> Self {
+        UpstreamTarget {
+            tls: Some(tls),
+            ..self
+        }
     }
 
     /// Whether `other` goes to the same place.
@@ -220,7 +240,7 @@ impl UpstreamConnections {
             let fresh = reused.is_none();
             let mut sender = match reused {
                 Some(sender) => sender,
-                None => match self.open(&target.origin, Upgrades::Refused).await {
+                None => match self.open(target, Upgrades::Refused).await {
                     Ok(sender) => sender,
                     Err(Opening::Connect(error)) => {
                         return Err(SendError::Connect(Box::new(request), error));
@@ -252,7 +272,7 @@ impl UpstreamConnections {
         target: &UpstreamTarget,
         request: Request<Body>,
     ) -> Result<(Response<Incoming>, SendRequest<Body>), SendError> {
-        let mut sender = match self.open(&target.origin, Upgrades::Allowed).await {
+        let mut sender = match self.open(target, Upgrades::Allowed).await {
             Ok(sender) => sender,
             Err(Opening::Connect(error)) => {
                 return Err(SendError::Connect(Box::new(request), error));
@@ -265,31 +285,54 @@ impl UpstreamConnections {
         }
     }
 
-    /// Opens an HTTP/1.1 connection to `origin`, driven by a task of its own
-    /// on the current reloadable until it closes (or is upgraded).
-    async fn open(&self, origin: &Uri, upgrades: Upgrades) -> Result<SendRequest<Body>, Opening> {
+    /// Opens an HTTP/1.1 connection to `target` (over TLS for an `https://`
+    /// one), driven by a task of its own on the current reloadable until it
+    /// closes (or is upgraded).
+    async fn open(
+        &self,
+        target: &UpstreamTarget,
+        upgrades: Upgrades,
+    ) -> Result<SendRequest<Body>, Opening> {
         let mut connector = self.connector.clone();
         std::future::poll_fn(|context| connector.poll_ready(context))
             .await
             .map_err(|error| Opening::Connect(error.into()))?;
         let io = connector
-            .call(origin.clone())
+            .call(target.origin.clone())
             .await
             .map_err(|error| Opening::Connect(error.into()))?;
-        let handshake = |error: hyper::Error| Opening::Handshake(error.into());
-        let (mut sender, connection) = http1::handshake(io).await.map_err(handshake)?;
-        tokio::spawn(async move {
-            let ended = match upgrades {
-                Upgrades::Refused => connection.await,
-                Upgrades::Allowed => connection.with_upgrades().await,
-            };
-            if let Err(error) = ended {
-                tracing::debug!(%error, "upstream connection ended");
+        match &target.tls {
+            None => handshake(io, upgrades).await,
+            Some(tls) => {
+                let secured = tls
+                    .connect(io.into_inner())
+                    .await
+                    .map_err(|error| Opening::Handshake(error.into()))?;
+                handshake(TokioIo::new(secured), upgrades).await
             }
-        });
-        sender.ready().await.map_err(handshake)?;
-        Ok(sender)
+        }
     }
+}
+
+/// The HTTP/1.1 handshake over `io`, the connection then driven by a task of
+/// its own.
+async fn handshake<T>(io: T, upgrades: Upgrades) -> Result<SendRequest<Body>, Opening>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let handshake = |error: hyper::Error| Opening::Handshake(error.into());
+    let (mut sender, connection) = http1::handshake(io).await.map_err(handshake)?;
+    tokio::spawn(async move {
+        let ended = match upgrades {
+            Upgrades::Refused => connection.await,
+            Upgrades::Allowed => connection.with_upgrades().await,
+        };
+        if let Err(error) = ended {
+            tracing::debug!(%error, "upstream connection ended");
+        }
+    });
+    sender.ready().await.map_err(handshake)?;
+    Ok(sender)
 }
 
 /// Why a connection could not be opened.
@@ -413,5 +456,8 @@ mod tests {
         assert_eq!(host("http://backend/"), "backend");
         assert_eq!(host("http://backend:80/"), "backend");
         assert_eq!(host("http://[::1]:9000/"), "[::1]:9000");
+        assert_eq!(host("https://backend:443/"), "backend");
+        assert_eq!(host("https://backend:80/"), "backend:80");
+        assert_eq!(host("https://backend:8443/"), "backend:8443");
     }
 }

@@ -385,7 +385,8 @@ async fn a_store_url_that_is_not_redis_is_named_with_its_file_and_never_shown() 
         format!(
             "{}: store.url (or --store) is not a Redis URL: expected \
              redis://[user:password@]host:port[/db] or \
-             redis-cluster://[user:password@]host:port[,host:port...]",
+             redis-cluster://[user:password@]host:port[,host:port...] (rediss:// or \
+             rediss-cluster:// for TLS)",
             path.display()
         )
     );

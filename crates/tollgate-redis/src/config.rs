@@ -1,6 +1,7 @@
 //! How to reach Redis, what the store's time is, and how often it reads the
 //! shared default policy.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,8 +32,14 @@ impl std::fmt::Debug for TimeSource {
 pub struct RedisConfig {
     /// `redis://[user:password@]host:port[/db]` for a Redis server, or
     /// `redis-cluster://[user:password@]host:port[,host:port...]` for a Redis
-    /// Cluster (some of its nodes; the rest are discovered).
+    /// Cluster (some of its nodes; the rest are discovered); `rediss://` and
+    /// `rediss-cluster://` over TLS, the server's certificate checked against
+    /// the system's root certificates or [`RedisConfig::ca_file`]'s.
     pub url: String,
+    /// A PEM file of the CA certificates a `rediss://` server's certificate
+    /// must chain to, in place of the system's. Default `None`. Refused with
+    /// a `redis://` URL.
+    pub ca_file: Option<PathBuf>,
     /// Prefix of every key the store writes. Default `tollgate`.
     pub prefix: String,
     /// How long one call may take before it fails (the failure policy then
@@ -68,6 +75,7 @@ pub struct RedisConfig {
 impl std::fmt::Debug for RedisConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisConfig")
+            .field("ca_file", &self.ca_file)
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("time", &self.time)
@@ -85,6 +93,7 @@ impl RedisConfig {
     pub fn new(url: impl Into<String>) -> Self {
         RedisConfig {
             url: url.into(),
+            ca_file: None,
             prefix: "tollgate".to_owned(),
             timeout: Duration::from_millis(50),
             time: TimeSource::Redis,

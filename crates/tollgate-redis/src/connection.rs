@@ -17,21 +17,32 @@ use tollgate_core::StoreError;
 /// The scheme of a cluster URL: `redis-cluster://host:port[,host:port...]`.
 pub(crate) const CLUSTER_SCHEME: &str = "redis-cluster://";
 
+/// The scheme of a cluster reached over TLS:
+/// `rediss-cluster://host:port[,host:port...]`.
+pub(crate) const TLS_CLUSTER_SCHEME: &str = "rediss-cluster://";
+
 /// Where the store connects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
-    /// One Redis server: a `redis://` URL.
+    /// One Redis server: a `redis://` (or `rediss://`, TLS) URL.
     Standalone(String),
-    /// A Redis Cluster: `redis://` URLs of its seed nodes.
+    /// A Redis Cluster: `redis://` (or `rediss://`) URLs of its seed nodes.
     Cluster(Vec<String>),
 }
 
 impl Target {
-    /// Reads `redis://...` or `redis-cluster://[user:password@]host:port[,host:port...]`
-    /// (the credentials of the first node apply to every node).
+    /// Reads `redis://...`, `rediss://...` or
+    /// `redis-cluster://[user:password@]host:port[,host:port...]`
+    /// (`rediss-cluster://` over TLS; the credentials of the first node apply
+    /// to every node).
     pub(crate) fn parse(url: &str) -> Result<Target, String> {
-        let Some(nodes) = url.strip_prefix(CLUSTER_SCHEME) else {
-            return Ok(Target::Standalone(url.to_owned()));
+        let (nodes, node_scheme, scheme) = match (
+            url.strip_prefix(CLUSTER_SCHEME),
+            url.strip_prefix(TLS_CLUSTER_SCHEME),
+        ) {
+            (Some(nodes), _) => (nodes, "redis://", CLUSTER_SCHEME),
+            (_, Some(nodes)) => (nodes, "rediss://", TLS_CLUSTER_SCHEME),
+            (None, None) => return Ok(Target::Standalone(url.to_owned())),
         };
         // Credentials (which may hold '@') end at the last '@' of the first
         // node.
@@ -42,7 +53,7 @@ impl Target {
         };
         if nodes.contains(['@', '/', '?']) {
             return Err(format!(
-                "{CLUSTER_SCHEME}: nodes are host:port (credentials only before the first, \
+                "{scheme}: nodes are host:port (credentials only before the first, \
                  no database number, no options)"
             ));
         }
@@ -50,10 +61,10 @@ impl Target {
             .split(',')
             .map(str::trim)
             .filter(|node| !node.is_empty())
-            .map(|node| format!("redis://{credentials}{node}"))
+            .map(|node| format!("{node_scheme}{credentials}{node}"))
             .collect();
         if nodes.is_empty() {
-            return Err(format!("{CLUSTER_SCHEME} needs at least one host:port"));
+            return Err(format!("{scheme} needs at least one host:port"));
         }
         Ok(Target::Cluster(nodes))
     }
@@ -80,13 +91,39 @@ impl Connection {
     /// response, and clients for pub/sub: the server's, or one per seed node
     /// of a cluster in the order given (a cluster carries every `PUBLISH` to
     /// every node, so any one of them will do).
+    #[cfg(test)]
     pub(crate) fn open(
         target: &Target,
         timeout: Duration,
     ) -> Result<(Connection, Vec<redis::Client>), redis::RedisError> {
+        Connection::open_with(target, timeout, None)
+    }
+
+    /// [`Connection::open`], the server's certificate (a `rediss://` target)
+    /// checked against the PEM certificates `root_certificates` when given,
+    /// the system's otherwise.
+    pub(crate) fn open_with(
+        target: &Target,
+        timeout: Duration,
+        root_certificates: Option<&[u8]>,
+    ) -> Result<(Connection, Vec<redis::Client>), redis::RedisError> {
+        if target.is_tls() {
+            // rustls on ring, unless the process chose its own provider.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let client = |url: &str| match root_certificates {
+            None => redis::Client::open(url),
+            Some(pem) => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.to_vec()),
+                },
+            ),
+        };
         match target {
             Target::Standalone(url) => {
-                let client = redis::Client::open(url.as_str())?;
+                let client = client(url)?;
                 let config = ConnectionManagerConfig::new()
                     .set_response_timeout(Some(timeout))
                     .set_connection_timeout(Some(timeout))
@@ -98,13 +135,19 @@ impl Connection {
             Target::Cluster(nodes) => {
                 let pubsub = nodes
                     .iter()
-                    .map(|node| redis::Client::open(node.as_str()))
+                    .map(|node| client(node))
                     .collect::<Result<Vec<_>, _>>()?;
-                let client = ClusterClient::builder(nodes.iter().map(String::as_str))
+                let mut builder = ClusterClient::builder(nodes.iter().map(String::as_str))
                     .connection_timeout(timeout)
                     .response_timeout(timeout)
-                    .retries(1)
-                    .build()?;
+                    .retries(1);
+                if let Some(pem) = root_certificates {
+                    builder = builder.certs(redis::TlsCertificates {
+                        client_tls: None,
+                        root_cert: Some(pem.to_vec()),
+                    });
+                }
+                let client = builder.build()?;
                 let lazy = LazyCluster {
                     client,
                     connection: OnceCell::new(),
@@ -124,6 +167,16 @@ impl Connection {
         match self {
             Connection::Standalone(_) => Ok(None),
             Connection::Cluster(lazy) => lazy.connect().await.map(Some),
+        }
+    }
+}
+
+impl Target {
+    /// Whether the target is reached over TLS (`rediss://`).
+    pub(crate) fn is_tls(&self) -> bool {
+        match self {
+            Target::Standalone(url) => url.starts_with("rediss://"),
+            Target::Cluster(nodes) => nodes.iter().any(|node| node.starts_with("rediss://")),
         }
     }
 }
@@ -231,6 +284,22 @@ mod tests {
             ]))
         );
         assert!(Target::parse("redis-cluster://h1:7000/3").is_err());
+        let tls = Target::parse("rediss-cluster://:pw@h1:7000,h2:7001").unwrap();
+        assert_eq!(
+            tls,
+            Target::Cluster(vec![
+                "rediss://:pw@h1:7000".into(),
+                "rediss://:pw@h2:7001".into()
+            ])
+        );
+        assert!(tls.is_tls());
+        assert!(Target::parse("rediss://h:6380").unwrap().is_tls());
+        assert!(!Target::parse("redis://h:6380").unwrap().is_tls());
+        assert!(
+            Target::parse("rediss-cluster://h1:7000/3")
+                .unwrap_err()
+                .starts_with("rediss-cluster://:")
+        );
         assert!(Target::parse("redis-cluster://,").is_err());
     }
 

@@ -87,9 +87,13 @@ pub enum RedisStoreError {
     /// The URL is not a Redis URL.
     #[error(
         "invalid Redis URL (expected redis://[user:password@]host:port[/db] or \
-         redis-cluster://[user:password@]host:port[,host:port...]): {0}"
+         redis-cluster://[user:password@]host:port[,host:port...], rediss:// or \
+         rediss-cluster:// for TLS): {0}"
     )]
     Url(String),
+    /// The CA file cannot be used: unreadable, or beside a URL without TLS.
+    #[error("{0}")]
+    CaFile(String),
     /// A policy cannot be computed exactly in Redis.
     #[error("{0}")]
     Policy(PolicyError),
@@ -97,6 +101,24 @@ pub enum RedisStoreError {
     /// (Redis Cluster places a key by the text between its first braces).
     #[error("invalid Redis key prefix {0:?}: it may not contain '{{' or '}}'")]
     Prefix(String),
+}
+
+/// The PEM text of the CA file `path`, checked to hold at least one
+/// certificate.
+fn read_ca_file(path: &std::path::Path) -> Result<Vec<u8>, RedisStoreError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let error = |reason: String| {
+        RedisStoreError::CaFile(format!("the CA file {}: {reason}", path.display()))
+    };
+    let pem = std::fs::read(path).map_err(|source| error(format!("cannot read it: {source}")))?;
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| error(source.to_string()))?;
+    if certificates.is_empty() {
+        return Err(error("no PEM certificate in the file".to_owned()));
+    }
+    Ok(pem)
 }
 
 impl RedisStore {
@@ -113,8 +135,20 @@ impl RedisStore {
             return Err(RedisStoreError::Prefix(config.prefix));
         }
         let target = Target::parse(&config.url).map_err(RedisStoreError::Url)?;
-        let (connection, clients) = Connection::open(&target, config.timeout)
-            .map_err(|error| RedisStoreError::Url(error.to_string()))?;
+        let root_certificates = match &config.ca_file {
+            None => None,
+            Some(path) if !target.is_tls() => {
+                return Err(RedisStoreError::CaFile(format!(
+                    "the CA file {} is for TLS: give the server as rediss:// (or \
+                     rediss-cluster://)",
+                    path.display()
+                )));
+            }
+            Some(path) => Some(read_ca_file(path)?),
+        };
+        let (connection, clients) =
+            Connection::open_with(&target, config.timeout, root_certificates.as_deref())
+                .map_err(|error| RedisStoreError::Url(error.to_string()))?;
         let plans =
             Plans::new(limits, limits.default_policy, 0).map_err(RedisStoreError::Policy)?;
         let plans = Arc::new(ArcSwap::from_pointee(plans));

@@ -2,8 +2,9 @@
 //! `listen` and `workers` ([`listeners`]), `[admin]`, `[limits]` (the core's
 //! [`LimiterConfig`], in the one layout `tollgate run --config` reads too,
 //! [`layout`]), `[upstream]`, `[host]`, `[client_ip]`, `[tenants]`,
-//! `[[routes]]` and `[store]`; the warnings a valid file can still deserve,
-//! the settings only a restart changes, and the errors. Every setting is
+//! `[[routes]]`, `[store]`, `[tls]` and `[upstream_tls]`; the warnings a
+//! valid file can still deserve, the settings only a restart changes, and
+//! the errors. Every setting is
 //! documented in `docs/CONFIG.md`; `examples/gateway.toml` shows them all.
 
 mod admin;
@@ -19,7 +20,9 @@ mod start_only;
 mod store;
 mod summary;
 mod tenants;
+mod tls;
 mod upstream;
+mod upstream_tls;
 mod warnings;
 
 use std::collections::BTreeMap;
@@ -40,7 +43,9 @@ pub use refusal::RefusalConfig;
 pub use routes::{MAX_UPSTREAMS, Preflight, RouteConfig, RouteKey};
 pub(crate) use start_only::{InForce, kept_until_restart, removed_tiers};
 pub use store::{FailurePolicy, StoreConfig, StoreTime};
+pub use tls::TlsConfig;
 pub use upstream::UpstreamConfig;
+pub use upstream_tls::UpstreamTlsConfig;
 
 /// The whole configuration of `tollgate serve`.
 #[derive(Clone, Debug, Deserialize)]
@@ -93,6 +98,13 @@ pub struct ServeConfig {
     /// Where limits live: in this process (the default), or in Redis, shared.
     #[serde(default)]
     pub store: StoreConfig,
+    /// The gateway listener's certificate: HTTPS when set, plain HTTP (the
+    /// default) when not.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    /// How the certificates of `https://` upstreams are checked.
+    #[serde(default)]
+    pub upstream_tls: UpstreamTlsConfig,
     /// The settings of `[limits]` the file wrote at the top level, the old
     /// layout of `tollgate run --config`: read as if in `[limits]`, and warned
     /// about.
@@ -120,6 +132,8 @@ impl ServeConfig {
             tenants: BTreeMap::new(),
             routes: Vec::new(),
             store: StoreConfig::default(),
+            tls: None,
+            upstream_tls: UpstreamTlsConfig::default(),
             old_layout: Vec::new(),
         }
     }
@@ -214,6 +228,7 @@ impl ServeConfig {
             )));
         }
         self.client_ip.validate()?;
+        self.upstream_tls.validate()?;
         self.forward_auth.validate()?;
         self.refusal.validate()?;
         for route in &self.routes {
@@ -273,9 +288,14 @@ mod tests {
                 "must start with /",
             ),
             (
-                "[[routes]]\nprefix = \"/api\"\nupstream = \"https://example.com\"",
-                "http://",
+                "[[routes]]\nprefix = \"/api\"\nupstream = \"ftp://example.com\"",
+                "the upstream must be an http:// or https:// URL",
             ),
+            (
+                "[upstream_tls]\nca_file = \"/ca.pem\"\ninsecure_skip_verify = true",
+                "upstream_tls: set ca_file or insecure_skip_verify, not both",
+            ),
+            ("[tls]\ncert = \"/cert.pem\"", "missing field `key`"),
             (
                 "[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\nburst = 3",
                 "burst needs rpm",

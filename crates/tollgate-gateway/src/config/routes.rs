@@ -19,8 +19,9 @@ pub struct RouteConfig {
     /// The path prefix, matched on segment boundaries: `/api` matches `/api`
     /// and `/api/orders`, not `/apis`. The longest matching prefix wins.
     pub prefix: String,
-    /// The upstream base URL, `http://host:port[/path]`, for a route with
-    /// one server; a route sets this or `upstreams`.
+    /// The upstream base URL, `http://host:port[/path]` or
+    /// `https://host:port[/path]` (checked as `[upstream_tls]` says), for a
+    /// route with one server; a route sets this or `upstreams`.
     #[serde(default, deserialize_with = "optional_uri")]
     pub upstream: Option<Uri>,
     /// The base URLs of a route with several servers, used in turn (round
@@ -142,6 +143,13 @@ impl RouteConfig {
         }
     }
 
+    /// Whether any of the route's servers is an `https://` one.
+    pub fn has_https_upstream(&self) -> bool {
+        self.upstream_urls()
+            .iter()
+            .any(|url| url.scheme_str() == Some("https"))
+    }
+
     /// The route's own budget, if it declares one.
     ///
     /// # Errors
@@ -227,8 +235,8 @@ impl RouteConfig {
 
 /// Why `upstream` cannot be a route's upstream URL, if it cannot.
 fn validate_upstream(upstream: &Uri) -> Result<(), &'static str> {
-    if upstream.scheme_str() != Some("http") {
-        return Err("the upstream must be an http:// URL");
+    if !matches!(upstream.scheme_str(), Some("http" | "https")) {
+        return Err("the upstream must be an http:// or https:// URL");
     }
     match upstream.authority() {
         None => return Err("the upstream needs a host"),
@@ -336,8 +344,8 @@ mod tests {
                 "upstreams[1] names a server listed before it",
             ),
             (
-                "upstreams = [\"http://a:1\", \"https://b:2\"]",
-                "upstreams[1]: the upstream must be an http:// URL",
+                "upstreams = [\"http://a:1\", \"ftp://b:2\"]",
+                "upstreams[1]: the upstream must be an http:// or https:// URL",
             ),
         ] {
             let error = refused(servers);

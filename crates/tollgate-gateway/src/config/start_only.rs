@@ -41,7 +41,7 @@ struct StartOnly {
 }
 
 /// Every setting a reload cannot change.
-const START_ONLY: [StartOnly; 11] = [
+const START_ONLY: [StartOnly; 13] = [
     StartOnly {
         name: "listen",
         redis_only: false,
@@ -62,6 +62,13 @@ const START_ONLY: [StartOnly; 11] = [
         redis_only: false,
         differs: |a, b| a.admin_token != b.admin_token,
     },
+    // The listener is HTTPS or plain from the start; the certificate files
+    // of an HTTPS one are read again on every reload.
+    StartOnly {
+        name: "tls (HTTPS or plain HTTP on listen)",
+        redis_only: false,
+        differs: |a, b| a.config.tls.is_some() != b.config.tls.is_some(),
+    },
     StartOnly {
         name: "upstream.connect_timeout",
         redis_only: false,
@@ -71,6 +78,11 @@ const START_ONLY: [StartOnly; 11] = [
         name: "store.url",
         redis_only: false,
         differs: |a, b| a.config.store.url != b.config.store.url,
+    },
+    StartOnly {
+        name: "store.ca_file",
+        redis_only: true,
+        differs: |a, b| a.config.store.ca_file != b.config.store.ca_file,
     },
     StartOnly {
         name: "store.prefix",

@@ -1,6 +1,7 @@
 //! `[store]`: where limits live (in this process, or in Redis), how long a
 //! Redis call may take, and what a request gets when the store cannot decide.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -15,10 +16,15 @@ use super::format::duration;
 pub struct StoreConfig {
     /// `redis://host:port[/db]` (a Redis server) or
     /// `redis-cluster://host:port[,host:port...]` (seed nodes of a Redis
-    /// Cluster) to share limits with every gateway using the same Redis and
+    /// Cluster), `rediss://` and `rediss-cluster://` over TLS, to share limits with every gateway using the same Redis and
     /// prefix; absent: in memory, in this process.
     #[serde(default)]
     pub url: Option<String>,
+    /// A PEM file of the CA certificates a `rediss://` (or
+    /// `rediss-cluster://`) server's certificate must chain to, in place of
+    /// the system's root certificates. Default: none.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
     /// Prefix of every Redis key. Default `tollgate`.
     #[serde(default = "default_prefix")]
     pub prefix: String,
@@ -56,6 +62,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             url: None,
+            ca_file: None,
             prefix: default_prefix(),
             timeout: default_store_timeout(),
             failure: FailurePolicy::default(),

@@ -112,6 +112,7 @@ impl ServeConfig {
                 self.forward_auth.refused_status
             ));
         }
+        lines.extend(self.tls_summary());
         lines
     }
 }

@@ -19,6 +19,7 @@ impl ServeConfig {
     /// that paused over again.
     pub fn warnings(&self, in_memory: bool) -> Vec<String> {
         let mut warnings = self.layout_warnings();
+        warnings.extend(self.upstream_tls.warning());
         if !in_memory {
             return warnings;
         }

@@ -261,9 +261,14 @@ fn open_store(
     };
     match settings {
         StoreSettings::Memory => Ok(Arc::new(MemoryStore::new(&limits, clock)?)),
-        StoreSettings::Redis { url, timeout } => {
+        StoreSettings::Redis {
+            url,
+            ca_file,
+            timeout,
+        } => {
             let mut redis = RedisConfig::new(url.as_str());
             redis.timeout = *timeout;
+            redis.ca_file.clone_from(ca_file);
             if !cache_key_prefix.is_empty() {
                 cache_key_prefix.clone_into(&mut redis.prefix);
             }

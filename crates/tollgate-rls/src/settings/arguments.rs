@@ -104,7 +104,8 @@ pub struct RlsArguments {
     /// Where limits are kept: unset keeps them in memory (one process); a
     /// Go-style `host:port` (with `REDIS_SOCKET_TYPE=tcp`), a socket path
     /// (`unix`), `host:port,host:port` for `REDIS_TYPE=cluster`, or a
-    /// `redis://` / `redis-cluster://` URL.
+    /// `redis://` / `redis-cluster://` URL (`rediss://`, `rediss-cluster://`
+    /// over TLS).
     #[arg(long, env = "REDIS_URL", hide_env_values = true, value_name = "URL")]
     pub redis_url: Option<Secret>,
     /// `SINGLE` or `CLUSTER` (any case); `SENTINEL` is refused.
@@ -133,10 +134,20 @@ pub struct RlsArguments {
         value_name = "AUTH"
     )]
     pub redis_auth: Secret,
-    /// TLS to Redis; refused when true (this build has no TLS client).
+    /// TLS to Redis (rustls): a `host:port` or `redis://` `REDIS_URL` is
+    /// reached as `rediss://` (`rediss-cluster://` for a cluster).
     #[arg(long, env = "REDIS_TLS", value_parser = go_bool, num_args = 0..=1,
         default_value = "false", default_missing_value = "true", value_name = "BOOL")]
     pub redis_tls: bool,
+    /// With TLS, a PEM file of the CA certificates Redis's certificate must
+    /// chain to, in place of the system's root certificates.
+    #[arg(
+        long,
+        env = "REDIS_TLS_CACERT",
+        default_value = "",
+        value_name = "FILE"
+    )]
+    pub redis_tls_cacert: String,
     /// How long one Redis call may take.
     #[arg(long, env = "REDIS_TIMEOUT", value_parser = go_duration, default_value = "10s",
         value_name = "DURATION")]

@@ -16,9 +16,13 @@ pub enum StoreSettings {
     Memory,
     /// Redis: one server or a cluster.
     Redis {
-        /// `redis://`, `redis+unix://` or `redis-cluster://`, credentials
-        /// included (never logged: see [`StoreSettings::server`]).
+        /// `redis://`, `redis+unix://` or `redis-cluster://` (`rediss://`,
+        /// `rediss-cluster://` over TLS), credentials included (never
+        /// logged: see [`StoreSettings::server`]).
         url: String,
+        /// With TLS, the CA file Redis's certificate must chain to
+        /// (`REDIS_TLS_CACERT`); `None`: the system's root certificates.
+        ca_file: Option<std::path::PathBuf>,
         /// How long connecting or one call may take: `REDIS_TIMEOUT`, capped
         /// by `TOLLGATE_STORE_TIMEOUT`.
         timeout: Duration,
@@ -60,8 +64,7 @@ impl RlsArguments {
     ///
     /// # Errors
     ///
-    /// [`SettingsError::Unsupported`] for `REDIS_TLS=true` or
-    /// `REDIS_TYPE=sentinel`, [`SettingsError::RedisType`] for an unknown
+    /// [`SettingsError::Unsupported`] for `REDIS_TYPE=sentinel`, [`SettingsError::RedisType`] for an unknown
     /// type, [`SettingsError::RedisSocketType`], [`SettingsError::RedisUrl`].
     pub fn store_settings(&self) -> Result<StoreSettings, SettingsError> {
         let Some(given) = self
@@ -73,14 +76,6 @@ impl RlsArguments {
             return Ok(StoreSettings::Memory);
         };
         let given = given.trim();
-        if self.redis_tls {
-            return Err(SettingsError::Unsupported {
-                name: "REDIS_TLS",
-                value: "true".to_owned(),
-                reason: "this build has no TLS client for Redis; reach Redis over a trusted \
-                         network or a local TLS tunnel",
-            });
-        }
         let cluster = match self.redis_type.to_ascii_lowercase().as_str() {
             "single" => false,
             "cluster" => true,
@@ -101,8 +96,12 @@ impl RlsArguments {
                         .to_owned(),
                 ));
             }
-            match given.strip_prefix("redis://") {
-                Some(rest) if cluster => format!("redis-cluster://{rest}"),
+            match (
+                given.strip_prefix("redis://"),
+                given.strip_prefix("rediss://"),
+            ) {
+                (Some(rest), _) if cluster => format!("redis-cluster://{rest}"),
+                (_, Some(rest)) if cluster => format!("rediss-cluster://{rest}"),
                 _ => given.to_owned(),
             }
         } else {
@@ -139,11 +138,38 @@ impl RlsArguments {
                 }
             }
         };
+        let url = if self.redis_tls { with_tls(url)? } else { url };
+        let tls = url.starts_with("rediss://") || url.starts_with("rediss-cluster://");
+        let ca_file = Some(self.redis_tls_cacert.trim())
+            .filter(|path| tls && !path.is_empty())
+            .map(std::path::PathBuf::from);
         Ok(StoreSettings::Redis {
             url,
+            ca_file,
             timeout: self.redis_timeout.min(self.store_timeout),
         })
     }
+}
+
+/// `url` reached over TLS (`REDIS_TLS=true`): `redis://` becomes `rediss://`,
+/// `redis-cluster://` `rediss-cluster://`; a socket has no TLS.
+fn with_tls(url: String) -> Result<String, SettingsError> {
+    for (plain, secure) in [
+        ("redis://", "rediss://"),
+        ("redis-cluster://", "rediss-cluster://"),
+    ] {
+        if let Some(rest) = url.strip_prefix(plain) {
+            return Ok(format!("{secure}{rest}"));
+        }
+    }
+    if url.starts_with("rediss://") || url.starts_with("rediss-cluster://") {
+        return Ok(url);
+    }
+    Err(SettingsError::RedisUrl(
+        "REDIS_TLS=true needs Redis over tcp (REDIS_SOCKET_TYPE=tcp, or a redis:// URL): a \
+         Unix socket has no TLS"
+            .to_owned(),
+    ))
 }
 
 /// `REDIS_AUTH` as URL credentials: `user:password@`, `:password@`, or nothing.
@@ -297,13 +323,48 @@ mod tests {
             store("h:1,h:2", "SINGLE", "tcp", ""),
             Err(SettingsError::RedisUrl(_))
         ));
+    }
+
+    #[test]
+    fn redis_tls_reaches_redis_over_rediss() {
+        let tls = |url: &str, kind: &str, socket: &str, cacert: &str| {
+            let mut arguments = RlsArguments::defaults();
+            arguments.redis_url = Some(Secret::new(url));
+            arguments.redis_type = kind.to_owned();
+            arguments.redis_socket_type = socket.to_owned();
+            arguments.redis_tls = true;
+            arguments.redis_tls_cacert = cacert.to_owned();
+            arguments.store_settings()
+        };
+        let single = tls("h:6380", "SINGLE", "tcp", "/ca.pem").unwrap();
+        assert_eq!(
+            single,
+            StoreSettings::Redis {
+                url: "rediss://h:6380".to_owned(),
+                ca_file: Some("/ca.pem".into()),
+                timeout: Duration::from_millis(50),
+            }
+        );
+        assert_eq!(single.server(), "rediss://h:6380");
+        let cluster = tls("a:1,b:2", "CLUSTER", "tcp", "").unwrap();
+        assert_eq!(url_of(cluster), "rediss-cluster://a:1,b:2");
+        let given = tls("redis://h:1/2", "SINGLE", "unix", "").unwrap();
+        assert_eq!(url_of(given), "rediss://h:1/2");
+        let given_cluster = tls("rediss://h:1", "CLUSTER", "unix", "").unwrap();
+        assert_eq!(url_of(given_cluster), "rediss-cluster://h:1");
+        assert!(matches!(
+            tls("/run/redis.sock", "SINGLE", "unix", ""),
+            Err(SettingsError::RedisUrl(_))
+        ));
+        // A rediss:// URL is TLS without REDIS_TLS; the CA file is for TLS
+        // only, as in the Go service.
         let mut arguments = RlsArguments::defaults();
         arguments.redis_url = Some(Secret::new("h:1"));
-        arguments.redis_tls = true;
-        let error = arguments.store_settings().unwrap_err().to_string();
-        assert!(
-            error.starts_with("REDIS_TLS=true is not supported"),
-            "{error}"
-        );
+        arguments.redis_socket_type = "tcp".to_owned();
+        arguments.redis_tls_cacert = "/ca.pem".to_owned();
+        assert!(matches!(
+            arguments.store_settings().unwrap(),
+            StoreSettings::Redis { ca_file: None, .. }
+        ));
     }
 }

@@ -69,7 +69,20 @@ pub const UNSUPPORTED: &[Unsupported] = &[
     Unsupported {
         name: "REDIS_TLS_CLIENT_CERT",
         accepts: empty,
-        reason: "this build has no TLS client for Redis",
+        reason: "client certificates for Redis are not supported (REDIS_TLS with \
+                 REDIS_TLS_CACERT checks the server only)",
+    },
+    Unsupported {
+        name: "REDIS_TLS_CLIENT_KEY",
+        accepts: empty,
+        reason: "client certificates for Redis are not supported (REDIS_TLS with \
+                 REDIS_TLS_CACERT checks the server only)",
+    },
+    Unsupported {
+        name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
+        accepts: false_or_empty,
+        reason: "Redis's certificate is always checked against its host name; give its CA \
+                 with REDIS_TLS_CACERT",
     },
     Unsupported {
         name: "REDIS_SENTINEL_AUTH",

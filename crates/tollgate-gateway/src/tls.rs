@@ -1,0 +1,122 @@
+//! HTTPS on the gateway listener: the certificate and key of `[tls]` read
+//! from their PEM files, served to every new connection through one rustls
+//! configuration (ALPN `h2` then `http/1.1`), and swapped by a reload without
+//! touching the connections already open. A reload whose files cannot be
+//! used changes nothing: the certificate in force stays.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use tokio_rustls::TlsAcceptor;
+
+use super::config::{ServeConfigError, TlsConfig};
+
+/// The crypto of every TLS connection tollgate makes or accepts: rustls on
+/// *ring*.
+pub(crate) fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The gateway listener's TLS: the acceptor every worker shares, and the
+/// certificate it serves, which a reload replaces.
+pub(crate) struct ListenerTls {
+    /// Accepts connections with [`ListenerTls::current`]'s certificate.
+    pub(crate) acceptor: TlsAcceptor,
+    current: Arc<CurrentCertificate>,
+}
+
+impl std::fmt::Debug for ListenerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerTls").finish_non_exhaustive()
+    }
+}
+
+/// A certificate read and checked, not yet in force.
+pub(crate) struct LoadedCertificate(Arc<CertifiedKey>);
+
+/// The certificate in force, given to every handshake.
+#[derive(Debug)]
+struct CurrentCertificate(ArcSwap<CertifiedKey>);
+
+impl ResolvesServerCert for CurrentCertificate {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.load_full())
+    }
+}
+
+impl ListenerTls {
+    /// The listener's TLS with the certificate and key `config` names.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeConfigError::Invalid`] naming `tls.cert` or `tls.key` and the
+    /// file when one cannot be read or used.
+    pub(crate) fn new(config: &TlsConfig) -> Result<Self, ServeConfigError> {
+        let LoadedCertificate(certified) = Self::load(config)?;
+        let current = Arc::new(CurrentCertificate(ArcSwap::new(certified)));
+        let mut server = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|error| ServeConfigError::Invalid(format!("tls: {error}")))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::clone(&current) as Arc<dyn ResolvesServerCert>);
+        server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(ListenerTls {
+            acceptor: TlsAcceptor::from(Arc::new(server)),
+            current,
+        })
+    }
+
+    /// Reads and checks the certificate chain and key `config` names (the
+    /// key must be the first certificate's), without putting them in force.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeConfigError::Invalid`] naming the setting and its file.
+    pub(crate) fn load(config: &TlsConfig) -> Result<LoadedCertificate, ServeConfigError> {
+        let chain = read_chain(&config.cert)?;
+        let key = PrivateKeyDer::from_pem_file(&config.key)
+            .map_err(|error| file_error("tls.key", &config.key, &error))?;
+        let certified = CertifiedKey::from_der(chain, key, &provider()).map_err(|error| {
+            ServeConfigError::Invalid(format!(
+                "tls.key {} cannot sign for tls.cert {}: {error}",
+                config.key.display(),
+                config.cert.display()
+            ))
+        })?;
+        Ok(LoadedCertificate(Arc::new(certified)))
+    }
+
+    /// Puts `loaded` in force for the connections accepted from now on.
+    pub(crate) fn put_in_force(&self, loaded: LoadedCertificate) {
+        self.current.0.store(loaded.0);
+    }
+}
+
+/// The certificates of the PEM file `path` (`tls.cert`), at least one.
+fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, ServeConfigError> {
+    let chain = CertificateDer::pem_file_iter(path)
+        .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
+        .map_err(|error| file_error("tls.cert", path, &error))?;
+    if chain.is_empty() {
+        return Err(ServeConfigError::Invalid(format!(
+            "tls.cert {}: no PEM certificate in the file",
+            path.display()
+        )));
+    }
+    Ok(chain)
+}
+
+/// `setting`'s file `path` could not be read as PEM.
+fn file_error(
+    setting: &str,
+    path: &Path,
+    error: &rustls::pki_types::pem::Error,
+) -> ServeConfigError {
+    ServeConfigError::Invalid(format!("{setting} {}: {error}", path.display()))
+}

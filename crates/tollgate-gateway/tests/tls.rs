@@ -1,0 +1,570 @@
+//! TLS end to end, in process, with certificates made by each test (rcgen,
+//! never a key file in the repository): the gateway listener over HTTPS
+//! (HTTP/2 and HTTP/1.1 chosen by ALPN), its certificate swapped by a reload
+//! and kept when the new files are bad; an `https://` upstream reached
+//! through the CA of `[upstream_tls] ca_file`, its name sent (SNI) and
+//! checked; and limits in a redis-server of the test's own that speaks TLS
+//! only (`rediss://`), run when `REDIS_URL` is set, as the other Redis tests.
+
+mod support;
+
+#[path = "../../tollgate-redis/tests/support/mod.rs"]
+mod redis_support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::routing::any;
+use bytes::Bytes;
+use http::{Request, StatusCode, Version};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use rustls::pki_types::CertificateDer;
+use rustls::server::Acceptor;
+use rustls::{ClientConfig, RootCertStore};
+use support::{Gateway, Upstream, config, header};
+use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
+
+/// A test CA, and the certificates it signs.
+struct TestCa {
+    issuer: Issuer<'static, KeyPair>,
+    /// The CA certificate, PEM.
+    pem: String,
+    der: CertificateDer<'static>,
+}
+
+/// A certificate and its key, PEM, and the certificate's DER.
+struct Issued {
+    cert_pem: String,
+    key_pem: String,
+    der: CertificateDer<'static>,
+}
+
+impl TestCa {
+    fn new(name: &str) -> TestCa {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let cert = params.self_signed(&key).unwrap();
+        TestCa {
+            pem: cert.pem(),
+            der: cert.der().clone(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// A server certificate for `names` (DNS names or IP addresses).
+    fn issue(&self, names: &[&str]) -> Issued {
+        let key = KeyPair::generate().unwrap();
+        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+        let cert = CertificateParams::new(names)
+            .unwrap()
+            .signed_by(&key, &self.issuer)
+            .unwrap();
+        Issued {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            der: cert.der().clone(),
+        }
+    }
+
+    /// A client configuration trusting this CA only, offering `alpn`.
+    fn client(&self, alpn: &[&[u8]]) -> ClientConfig {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.der.clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut client = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        client.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
+        // Every connection makes a full handshake: a resumed session would
+        // report the certificate of the session it resumes.
+        client.resumption = rustls::client::Resumption::disabled();
+        client
+    }
+}
+
+impl Issued {
+    /// Writes `cert.pem` and `key.pem` into `directory`.
+    fn write(&self, directory: &Path) {
+        std::fs::write(directory.join("cert.pem"), &self.cert_pem).unwrap();
+        std::fs::write(directory.join("key.pem"), &self.key_pem).unwrap();
+    }
+
+    /// A rustls server configuration with this certificate.
+    fn server(&self) -> rustls::ServerConfig {
+        use rustls::pki_types::PrivateKeyDer;
+        use rustls::pki_types::pem::PemObject;
+        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![self.der.clone()], key)
+            .unwrap()
+    }
+}
+
+/// What a request over TLS got: the protocol, the status, the body, and the
+/// certificate the server showed.
+struct Answer {
+    version: Version,
+    status: StatusCode,
+    body: String,
+    certificate: CertificateDer<'static>,
+}
+
+/// A GET of `path` with `key` on a new TLS connection to `address` named
+/// `name`, with `client`: HTTP/2 when ALPN chose `h2`, HTTP/1.1 otherwise.
+async fn https_get(
+    address: SocketAddr,
+    name: &'static str,
+    client: &ClientConfig,
+    path: &str,
+    key: &str,
+) -> Answer {
+    let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
+    let connector = TlsConnector::from(Arc::new(client.clone()));
+    let server_name = rustls::pki_types::ServerName::try_from(name).unwrap();
+    let tls = connector.connect(server_name, tcp).await.unwrap();
+    let (_, session) = tls.get_ref();
+    let certificate = session.peer_certificates().unwrap()[0].clone();
+    let h2 = session.alpn_protocol() == Some(b"h2");
+    let io = TokioIo::new(tls);
+    let request = |uri: String| {
+        Request::get(uri)
+            .header("authorization", format!("Bearer {key}"))
+            .body(Empty::<Bytes>::new())
+            .unwrap()
+    };
+    let response = if h2 {
+        let (mut sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        let uri = format!("https://{name}:{}{path}", address.port());
+        sender.send_request(request(uri)).await.unwrap()
+    } else {
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.unwrap();
+        tokio::spawn(connection);
+        let mut request = request(path.to_owned());
+        request.headers_mut().insert(
+            "host",
+            format!("{name}:{}", address.port()).parse().unwrap(),
+        );
+        sender.send_request(request).await.unwrap()
+    };
+    let (version, status) = (response.version(), response.status());
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        version,
+        status,
+        body: String::from_utf8(body.to_vec()).unwrap(),
+        certificate,
+    }
+}
+
+/// A directory of the test's own for certificate and configuration files.
+fn directory(test: &str) -> PathBuf {
+    let directory = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tls-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+/// `[tls]` with the `cert.pem` and `key.pem` of `directory`.
+fn tls_section(directory: &Path) -> String {
+    format!(
+        "[tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+        directory.join("cert.pem").display(),
+        directory.join("key.pem").display()
+    )
+}
+
+#[tokio::test]
+async fn the_listener_serves_https_with_http2_or_http1_as_alpn_chooses() {
+    let ca = TestCa::new("listener CA");
+    let files = directory("alpn");
+    ca.issue(&["localhost"]).write(&files);
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(
+        &config(&format!(
+            "{}[[routes]]\nname = \"tls_alpn\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+            tls_section(&files),
+            upstream.address
+        )),
+        0,
+    )
+    .await;
+    let address = gateway.running.address;
+    let h2 = https_get(
+        address,
+        "localhost",
+        &ca.client(&[b"h2", b"http/1.1"]),
+        "/",
+        "sk_a",
+    )
+    .await;
+    assert_eq!(h2.version, Version::HTTP_2);
+    assert_eq!((h2.status, h2.body.as_str()), (StatusCode::OK, "upstream"));
+    let h1 = https_get(
+        address,
+        "localhost",
+        &ca.client(&[b"http/1.1"]),
+        "/",
+        "sk_a",
+    )
+    .await;
+    assert_eq!(h1.version, Version::HTTP_11);
+    assert_eq!((h1.status, h1.body.as_str()), (StatusCode::OK, "upstream"));
+    // No ALPN at all: HTTP/1.1.
+    let plain = https_get(address, "localhost", &ca.client(&[]), "/headers", "sk_a").await;
+    assert_eq!(plain.version, Version::HTTP_11);
+    let seen: serde_json::Value = serde_json::from_str(&plain.body).unwrap();
+    assert_eq!(seen["headers"]["x-forwarded-proto"], "https");
+    // Plain HTTP on an HTTPS listener gets no answer.
+    let refused = gateway.client.get(gateway.url("/")).send().await;
+    assert!(refused.is_err(), "{refused:?}");
+    gateway.running.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_reload_puts_new_certificates_in_force_and_keeps_the_old_over_bad_files() {
+    let ca = TestCa::new("reload CA");
+    let files = directory("reload");
+    let first = ca.issue(&["localhost"]);
+    first.write(&files);
+    let upstream = Upstream::start().await;
+    let toml = config(&format!(
+        "{}[[routes]]\nname = \"tls_reload\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+        tls_section(&files),
+        upstream.address
+    ));
+    let path = files.join("gateway.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let config = tollgate_gateway::ServeConfig::from_file(&path).unwrap();
+    let gateway = Gateway::start_with(config, Some(path), 0).await;
+    let address = gateway.running.address;
+    let client = ca.client(&[b"h2"]);
+    let shown = || https_get(address, "localhost", &client, "/", "sk_a");
+    assert_eq!(shown().await.certificate, first.der);
+
+    let second = ca.issue(&["localhost"]);
+    second.write(&files);
+    gateway.running.reload().unwrap();
+    let answer = shown().await;
+    assert_eq!(answer.certificate, second.der);
+    assert_eq!(answer.status, StatusCode::OK);
+
+    // A certificate file that is not PEM: refused, the second stays.
+    std::fs::write(files.join("cert.pem"), "not a certificate").unwrap();
+    let error = gateway.running.reload().unwrap_err().to_string();
+    assert!(error.contains("tls.cert"), "{error}");
+    assert_eq!(shown().await.certificate, second.der);
+    // A certificate whose key is another's: refused too.
+    let third = ca.issue(&["localhost"]);
+    std::fs::write(files.join("cert.pem"), &third.cert_pem).unwrap();
+    let error = gateway.running.reload().unwrap_err().to_string();
+    assert!(error.contains("cannot sign for tls.cert"), "{error}");
+    assert_eq!(shown().await.certificate, second.der);
+    // A key file gone: refused.
+    third.write(&files);
+    std::fs::remove_file(files.join("key.pem")).unwrap();
+    let error = gateway.running.reload().unwrap_err().to_string();
+    assert!(error.contains("tls.key"), "{error}");
+    assert_eq!(shown().await.certificate, second.der);
+    gateway.running.shutdown().await;
+}
+
+/// An HTTPS upstream with `issued`'s certificate on 127.0.0.1, answering
+/// every request with its `Host`, and the server names (SNI) its clients
+/// sent.
+async fn tls_upstream(issued: &Issued) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let server = Arc::new(issued.server());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let names = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&names);
+    let app = Router::new().fallback(any(|request: axum::extract::Request| async move {
+        let host = request.headers().get("host").cloned();
+        format!("tls upstream, host {}", host.unwrap().to_str().unwrap())
+    }));
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let (server, app, seen) = (Arc::clone(&server), app.clone(), Arc::clone(&seen));
+            tokio::spawn(async move {
+                let acceptor = LazyConfigAcceptor::new(Acceptor::default(), tcp);
+                let Ok(start) = acceptor.await else {
+                    return;
+                };
+                // Recorded before the certificate is sent, so a client that
+                // refuses it is counted too.
+                let name = start.client_hello().server_name().unwrap_or("").to_owned();
+                seen.lock().unwrap().push(name);
+                let Ok(tls) = start.into_stream(server).await else {
+                    return;
+                };
+                let service = hyper_util::service::TowerToHyperService::new(app);
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    (address, names)
+}
+
+#[tokio::test]
+async fn an_https_upstream_is_reached_through_the_ca_file_and_its_name_is_checked() {
+    let ca = TestCa::new("upstream CA");
+    let files = directory("upstream");
+    std::fs::write(files.join("ca.pem"), &ca.pem).unwrap();
+    let (good, names) = tls_upstream(&ca.issue(&["localhost"])).await;
+    let (misnamed, misnamed_names) = tls_upstream(&ca.issue(&["other.example"])).await;
+    let gateway = Gateway::start(
+        &config(&format!(
+            "[upstream_tls]\nca_file = \"{}\"\n\
+             [[routes]]\nname = \"tls_good\"\nprefix = \"/good\"\nupstream = \"https://localhost:{}\"\n\
+             strip_prefix = true\n\
+             [[routes]]\nname = \"tls_misnamed\"\nprefix = \"/misnamed\"\n\
+             upstream = \"https://localhost:{}\"\n",
+            files.join("ca.pem").display(),
+            good.port(),
+            misnamed.port()
+        )),
+        0,
+    )
+    .await;
+    let answer = gateway.get("/good/x", "sk_a").await;
+    assert_eq!(answer.status(), 200);
+    assert_eq!(
+        answer.text().await.unwrap(),
+        format!("tls upstream, host localhost:{}", good.port())
+    );
+    // The connection is kept: a second request makes no new handshake.
+    assert_eq!(gateway.status("/good/y", "sk_a").await, 200);
+    assert_eq!(*names.lock().unwrap(), ["localhost"]);
+
+    // The other upstream's certificate names another host: 502, counted.
+    let refused = gateway.get("/misnamed", "sk_b").await;
+    assert_eq!(refused.status(), 502);
+    assert_eq!(
+        header(&refused, "content-type").as_deref(),
+        Some("application/problem+json")
+    );
+    assert_eq!(*misnamed_names.lock().unwrap(), ["localhost"]);
+    assert_eq!(
+        gateway
+            .route_sample(
+                "tollgate_upstream_failures_total",
+                &[
+                    ("route", "tls_misnamed"),
+                    ("failure", "unreachable"),
+                    ("server", &format!("localhost:{}", misnamed.port())),
+                ]
+            )
+            .await,
+        Some(1.0)
+    );
+    gateway.running.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_the_ca_file_a_private_ca_is_not_trusted() {
+    let ca = TestCa::new("untrusted CA");
+    let (address, names) = tls_upstream(&ca.issue(&["localhost"])).await;
+    let gateway = Gateway::start(
+        &config(&format!(
+            "[[routes]]\nname = \"tls_untrusted\"\nprefix = \"/\"\nupstream = \"https://localhost:{}\"\n",
+            address.port()
+        )),
+        0,
+    )
+    .await;
+    assert_eq!(gateway.status("/", "sk_a").await, 502);
+    assert_eq!(*names.lock().unwrap(), ["localhost"]);
+    gateway.running.shutdown().await;
+}
+
+#[tokio::test]
+async fn insecure_skip_verify_takes_any_certificate() {
+    let ca = TestCa::new("unchecked CA");
+    let (address, names) = tls_upstream(&ca.issue(&["other.example"])).await;
+    let gateway = Gateway::start(
+        &config(&format!(
+            "[upstream_tls]\ninsecure_skip_verify = true\n\
+             [[routes]]\nname = \"tls_unchecked\"\nprefix = \"/\"\n\
+             upstream = \"https://localhost:{}\"\n",
+            address.port()
+        )),
+        0,
+    )
+    .await;
+    let answer = gateway.get("/", "sk_a").await;
+    assert_eq!(answer.status(), 200);
+    assert_eq!(
+        answer.text().await.unwrap(),
+        format!("tls upstream, host localhost:{}", address.port())
+    );
+    assert_eq!(*names.lock().unwrap(), ["localhost"]);
+    gateway.running.shutdown().await;
+}
+
+#[test]
+fn bad_tls_files_are_named_at_start() {
+    let files = directory("start");
+    std::fs::write(files.join("cert.pem"), "no PEM here").unwrap();
+    std::fs::write(files.join("key.pem"), "no PEM here").unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let start = |toml: String| {
+        let config = tollgate_gateway::ServeConfig::from_toml_str(&config(&toml)).unwrap();
+        let options = tollgate_gateway::ServeOptions::new(config, None);
+        runtime
+            .block_on(tollgate_gateway::start(options))
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    let error = start(tls_section(&files));
+    assert_eq!(
+        error,
+        format!(
+            "tls.cert {}: no PEM certificate in the file",
+            files.join("cert.pem").display()
+        )
+    );
+    let error = start(format!(
+        "[upstream_tls]\nca_file = \"{}\"\n\
+         [[routes]]\nprefix = \"/\"\nupstream = \"https://localhost:1\"\n",
+        files.join("missing.pem").display()
+    ));
+    assert!(
+        error.starts_with(&format!(
+            "upstream_tls.ca_file {}:",
+            files.join("missing.pem").display()
+        )),
+        "{error}"
+    );
+}
+
+/// A redis-server of the test's own that speaks TLS only, on a free
+/// loopback port, with `issued`'s certificate; stopped when dropped.
+struct TlsRedis {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl TlsRedis {
+    fn start(issued: &Issued, ca: &TestCa, files: &Path) -> TlsRedis {
+        issued.write(files);
+        std::fs::write(files.join("ca.pem"), &ca.pem).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let path = |name: &str| files.join(name).display().to_string();
+        let mut child = std::process::Command::new("redis-server")
+            .args(["--port", "0", "--tls-port", &port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--tls-cert-file", &path("cert.pem")])
+            .args(["--tls-key-file", &path("key.pem")])
+            .args(["--tls-ca-cert-file", &path("ca.pem")])
+            .args(["--tls-auth-clients", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("cannot run redis-server (install Debian's redis-server)");
+        // Ready once it accepts TCP connections on its TLS port.
+        for _ in 0..500 {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("redis-server with TLS exited at start ({status})");
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return TlsRedis { port, child };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("redis-server with TLS did not listen within 10 s");
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_redis),
+    ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run (needs redis-server with TLS too)"
+)]
+async fn limits_are_decided_in_a_redis_reached_over_tls() {
+    let _ = redis_support::require_redis_url();
+    let ca = TestCa::new("redis CA");
+    let files = directory("rediss");
+    let redis = TlsRedis::start(&ca.issue(&["127.0.0.1"]), &ca, &files);
+    let upstream = Upstream::start().await;
+    let prefix = redis_support::prefix("rediss");
+    let on_tls_redis = |route: &str, ca_file: &str| {
+        config(&format!(
+            "[store]\nurl = \"rediss://127.0.0.1:{}\"\nprefix = \"{prefix}\"\ntimeout = \"2s\"\n\
+             failure = \"fail_closed\"\n{ca_file}\
+             [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 2\nwindow_s = 60\n\
+             [[routes]]\nname = \"{route}\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+            redis.port, upstream.address
+        ))
+    };
+    let ca_file = format!("ca_file = \"{}\"\n", files.join("ca.pem").display());
+    let gateway = Gateway::start(&on_tls_redis("rediss_trusted", &ca_file), 0).await;
+    // Two allowed by the window of 2, then refused: decided in Redis.
+    let first = gateway.get("/", "sk_tls").await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(
+        header(&first, "x-ratelimit-remaining").as_deref(),
+        Some("1")
+    );
+    assert_eq!(gateway.status("/", "sk_tls").await, 200);
+    assert_eq!(gateway.status("/", "sk_tls").await, 429);
+    gateway.running.shutdown().await;
+
+    // The same server without the CA file: its certificate is not trusted,
+    // the store cannot decide, and fail_closed answers 503.
+    let untrusted = Gateway::start(&on_tls_redis("rediss_untrusted", ""), 0).await;
+    assert_eq!(untrusted.status("/", "sk_other").await, 503);
+    untrusted.running.shutdown().await;
+}
+
+#[test]
+fn a_ca_file_without_tls_is_refused() {
+    let files = directory("redis-ca");
+    let ca = TestCa::new("plain CA");
+    std::fs::write(files.join("ca.pem"), &ca.pem).unwrap();
+    let toml = config(&format!(
+        "[store]\nurl = \"redis://127.0.0.1:1\"\nca_file = \"{}\"\n",
+        files.join("ca.pem").display()
+    ));
+    let config = tollgate_gateway::ServeConfig::from_toml_str(&toml).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let error = runtime
+        .block_on(tollgate_gateway::start(
+            tollgate_gateway::ServeOptions::new(config, None),
+        ))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        error.contains("is for TLS: give the server as rediss://"),
+        "{error}"
+    );
+}
