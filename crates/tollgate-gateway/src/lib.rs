@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+mod access_log;
 mod admin;
 mod admin_guard;
 mod admin_route_budget;
@@ -34,6 +35,7 @@ mod proxy;
 mod reload;
 mod reloadable;
 mod routes;
+mod shadow;
 mod start;
 mod store;
 mod upstream;

@@ -2,10 +2,11 @@
 //! `listen` and `workers` ([`listeners`]), `[admin]`, `[limits]` (the core's
 //! [`LimiterConfig`], in the one layout `tollgate run --config` reads too,
 //! [`layout`]), `[upstream]`, `[host]`, `[client_ip]`, `[tenants]`,
-//! `[[routes]]` and `[store]`; the warnings a valid file can still deserve,
+//! `[[routes]]`, `[store]` and `[access_log]`; the warnings a valid file can still deserve,
 //! the settings only a restart changes, and the errors. Every setting is
 //! documented in `docs/CONFIG.md`; `examples/gateway.toml` shows them all.
 
+mod access_log;
 mod admin;
 mod client_ip;
 mod error;
@@ -32,6 +33,7 @@ use tollgate_tower::HostDefaults;
 
 use crate::api_key::MAX_KEY_LENGTH;
 
+pub use access_log::{AccessLogConfig, AccessLogFormat, DEFAULT_ACCESS_LOG_BUFFER};
 pub use admin::AdminConfig;
 pub use client_ip::{ClientIpConfig, ForwardingHeader};
 pub use error::ServeConfigError;
@@ -93,6 +95,9 @@ pub struct ServeConfig {
     /// Where limits live: in this process (the default), or in Redis, shared.
     #[serde(default)]
     pub store: StoreConfig,
+    /// One line per request, to standard output or a file; off by default.
+    #[serde(default)]
+    pub access_log: AccessLogConfig,
     /// The settings of `[limits]` the file wrote at the top level, the old
     /// layout of `tollgate run --config`: read as if in `[limits]`, and warned
     /// about.
@@ -120,6 +125,7 @@ impl ServeConfig {
             tenants: BTreeMap::new(),
             routes: Vec::new(),
             store: StoreConfig::default(),
+            access_log: AccessLogConfig::default(),
             old_layout: Vec::new(),
         }
     }
@@ -215,7 +221,9 @@ impl ServeConfig {
         }
         self.client_ip.validate()?;
         self.forward_auth.validate()?;
-        self.refusal.validate()?;
+        self.access_log.validate()?;
+        self.refusal
+            .validate(|tier| self.limits.tiers.contains_key(tier))?;
         for route in &self.routes {
             if let Some(status) = route.refused_status {
                 refusal::check_status(&format!("routes.{}.refused_status", route.name()), status)?;

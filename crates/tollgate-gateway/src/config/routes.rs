@@ -42,6 +42,10 @@ pub struct RouteConfig {
     /// `[refusal] status`, else 429.
     #[serde(default)]
     pub refused_status: Option<u16>,
+    /// Shadow mode for this route's own budget: a request over it is counted
+    /// (`tollgate_shadow_denials_total`) and let through. Default false.
+    #[serde(default)]
+    pub shadow: bool,
 }
 
 /// What a route does with CORS preflight requests: in TOML `"limit"` or
@@ -178,6 +182,11 @@ impl RouteConfig {
         }
         if self.key.is_some() && self.rpm.is_none() {
             return Err(error("key applies to the route's own budget: set rpm too"));
+        }
+        if self.shadow && self.rpm.is_none() {
+            return Err(error(
+                "shadow applies to the route's own budget: set rpm too",
+            ));
         }
         self.budget().map(|_| ())
     }

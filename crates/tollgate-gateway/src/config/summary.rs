@@ -78,6 +78,9 @@ impl ServeConfig {
             if let Some(status) = route.refused_status {
                 let _ = write!(line, " (refusals answered {status})");
             }
+            if route.shadow {
+                line.push_str(" (its budget in shadow mode)");
+            }
             if let Ok(Some(budget)) = route.budget() {
                 let key = match route.key.as_ref().unwrap_or(&RouteKey::Principal) {
                     RouteKey::Principal => "API key".to_owned(),
@@ -89,12 +92,26 @@ impl ServeConfig {
             }
             lines.push(line);
         }
-        if self.refusal != super::RefusalConfig::default() {
+        if self.refusal.status.is_some() || !self.refusal.tiers.is_empty() {
             let mut line = format!("refusals answered {}", self.refusal.default_status());
             for (tier, status) in &self.refusal.tiers {
                 let _ = write!(line, ", {status} for tier {tier}");
             }
             lines.push(line);
+        }
+        lines.extend(self.shadow_summary());
+        if self.access_log.enabled {
+            lines.push(format!(
+                "access log: {} lines to {}",
+                match self.access_log.format {
+                    super::AccessLogFormat::Json => "JSON",
+                    super::AccessLogFormat::Text => "text",
+                },
+                self.access_log.path.as_ref().map_or_else(
+                    || "standard output".to_owned(),
+                    |path| path.display().to_string()
+                )
+            ));
         }
         if let Some(path) = &self.forward_auth.path {
             lines.push(format!(
@@ -104,6 +121,34 @@ impl ServeConfig {
             ));
         }
         lines
+    }
+}
+
+impl ServeConfig {
+    /// The line saying which limits are in shadow mode, if any are.
+    fn shadow_summary(&self) -> Option<String> {
+        let refusal = &self.refusal;
+        let shadow_routes = self.routes.iter().filter(|route| route.shadow).count();
+        let which = if refusal.shadow {
+            "every limit".to_owned()
+        } else if refusal.shadow_tiers.is_empty() {
+            if shadow_routes == 0 {
+                return None;
+            }
+            "the routes' budgets marked".to_owned()
+        } else {
+            let tiers: Vec<&str> = refusal.shadow_tiers.iter().map(String::as_str).collect();
+            format!("the plans of tiers {}", tiers.join(", "))
+        };
+        let headers = if refusal.shadow_headers {
+            "sent"
+        } else {
+            "not sent"
+        };
+        Some(format!(
+            "shadow mode for {which}: their refusals counted, the requests let through, their \
+             rate-limit headers {headers}"
+        ))
     }
 }
 
