@@ -241,11 +241,14 @@ impl AccessLog {
     }
 
     /// Hands `record` to the writer, or drops and counts it when the channel
-    /// is full.
-    fn send(&self, record: Record) {
+    /// is full (then `false`).
+    fn send(&self, record: Record) -> bool {
         match self.shared.sender.try_send(Message::Line(record)) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(_)) => metrics::counter!(DROPPED).increment(1),
+            Ok(()) | Err(TrySendError::Disconnected(_)) => true,
+            Err(TrySendError::Full(_)) => {
+                metrics::counter!(DROPPED).increment(1);
+                false
+            }
         }
     }
 }
@@ -478,44 +481,60 @@ impl<'a> Line<'a> {
     }
 }
 
-/// `line` as text: `name=value` pairs, `-` for none, a value holding a
-/// space, a quote, `=`, a control character or nothing written as a JSON
-/// string.
+/// `line` as text: `name=value` pairs in the JSON fields' order, `-` for
+/// none, a value holding a space, a quote, `=`, a control character or
+/// nothing (or that is `-`) written as a JSON string.
 fn text_line(out: &mut Vec<u8>, line: &Line<'_>) {
     let number = |value: Option<u64>| value.map_or_else(|| "-".to_owned(), |n| n.to_string());
-    let fields: [(&str, Option<&str>, Option<String>); 10] = [
-        ("time", Some(&line.time), None),
-        ("method", Some(line.method), None),
-        ("path", Some(line.path), None),
-        ("status", None, Some(line.status.to_string())),
-        ("route", line.route, None),
-        ("tier", line.tier, None),
-        ("decision", Some(line.decision), None),
+    let texts = [
+        ("time", Some(line.time.as_str())),
+        ("method", Some(line.method)),
+        ("path", Some(line.path)),
+    ];
+    let numbers = [
         (
             "upstream_status",
-            None,
-            Some(number(line.upstream_status.map(u64::from))),
+            number(line.upstream_status.map(u64::from)),
         ),
-        ("duration_us", None, Some(line.duration_us.to_string())),
-        ("bytes", None, Some(line.bytes.to_string())),
+        ("duration_us", number(Some(line.duration_us))),
+        ("bytes", number(Some(line.bytes))),
     ];
-    for (index, (name, text, number)) in fields.iter().enumerate() {
-        if index > 0 {
+    let mut first = true;
+    let mut pair = |out: &mut Vec<u8>, name: &str| {
+        if !first {
             out.push(b' ');
         }
+        first = false;
         out.extend_from_slice(name.as_bytes());
         out.push(b'=');
-        match (text, number) {
-            (_, Some(number)) => out.extend_from_slice(number.as_bytes()),
-            (Some(text), None) => write_text_value(out, text),
-            (None, None) => out.push(b'-'),
-        }
+    };
+    for (name, value) in texts {
+        pair(out, name);
+        write_text_value(out, value);
+    }
+    pair(out, "status");
+    out.extend_from_slice(line.status.to_string().as_bytes());
+    for (name, value) in [
+        ("route", line.route),
+        ("tier", line.tier),
+        ("decision", Some(line.decision)),
+    ] {
+        pair(out, name);
+        write_text_value(out, value);
+    }
+    for (name, value) in numbers {
+        pair(out, name);
+        out.extend_from_slice(value.as_bytes());
     }
     out.push(b'\n');
 }
 
-/// `value` bare when it can be, else as a JSON string.
-fn write_text_value(out: &mut Vec<u8>, value: &str) {
+/// `value` bare when it can be, else as a JSON string; `-` for none.
+fn write_text_value(out: &mut Vec<u8>, value: Option<&str>) {
+    let Some(value) = value else {
+        out.push(b'-');
+        return;
+    };
     let bare = !value.is_empty()
         && value != "-"
         && value
@@ -536,12 +555,39 @@ mod tests {
     fn text_values_are_quoted_when_they_must_be() {
         let mut out = Vec::new();
         for value in ["orders", "my route", "a=b", "", "-", "say \"hi\""] {
-            write_text_value(&mut out, value);
+            write_text_value(&mut out, Some(value));
             out.push(b'|');
         }
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            String::from_utf8(out.clone()).unwrap(),
             "orders|\"my route\"|\"a=b\"|\"\"|\"-\"|\"say \\\"hi\\\"\"|"
         );
+        write_text_value(&mut out, None);
+        assert_eq!(out.last(), Some(&b'-'));
+    }
+
+    #[test]
+    fn a_line_finding_the_channel_full_is_dropped_not_waited_for() {
+        // A channel of 1 that no writer empties.
+        let (sender, receiver) = sync_channel(1);
+        let log = AccessLog {
+            shared: Arc::new(Shared {
+                sender,
+                stop: Arc::new(AtomicBool::new(false)),
+                writer: Mutex::new(None),
+            }),
+        };
+        let record = || Record {
+            arrival: Arrival::of(&http::Request::new(())),
+            status: 200,
+            outcome: Outcome::default(),
+            upstream_status: None,
+            duration: Duration::ZERO,
+            bytes: 0,
+        };
+        assert!(log.send(record()));
+        assert!(!log.send(record()));
+        assert!(matches!(receiver.try_recv(), Ok(Message::Line(_))));
+        assert!(matches!(receiver.try_recv(), Err(TryRecvError::Empty)));
     }
 }

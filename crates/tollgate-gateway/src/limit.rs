@@ -125,8 +125,12 @@ pub(crate) async fn admit(
         };
         if shadow.is_shadow(index) {
             record_shadow_denial(route_name, kind);
-            tracing::debug!(key = %Redacted(key), route = %route_name, key_kind = kind,
-                "over a limit in shadow mode");
+            tracing::debug!(
+                key = %Redacted(key),
+                route = %route_name,
+                key_kind = kind,
+                "over a limit in shadow mode"
+            );
             continue;
         }
         enforced_refusal = true;

@@ -213,4 +213,57 @@ mod tests {
             ]
         );
     }
+
+    fn summary(toml: &str) -> Vec<String> {
+        ServeConfig::from_toml_str(toml).unwrap().summary()
+    }
+
+    #[test]
+    fn shadow_mode_and_the_access_log_are_shown_in_force() {
+        let route = "[[routes]]\nname = \"r\"\nprefix = \"/\"\nupstream = \"http://h:1\"\n\
+                     rpm = 6\nshadow = true\n";
+        let lines = summary(&format!(
+            "[limits.tiers.trial]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow_s = 60\n\
+             [refusal]\nshadow_tiers = [\"trial\", \"default\"]\n\
+             [access_log]\nenabled = true\npath = \"/var/log/tollgate.log\"\nformat = \"text\"\n\
+             {route}"
+        ));
+        assert!(
+            lines.contains(
+                &"route r: / -> http://h:1/ (its budget in shadow mode), 6 a minute, burst 6 \
+                  per API key"
+                    .to_owned()
+            ),
+            "{lines:?}"
+        );
+        assert_eq!(
+            &lines[lines.len() - 2..],
+            [
+                "shadow mode for the plans of tiers default, trial: their refusals counted, the \
+                 requests let through, their rate-limit headers not sent",
+                "access log: text lines to /var/log/tollgate.log",
+            ]
+        );
+        let every = summary("[refusal]\nshadow = true\nshadow_headers = true\n");
+        assert_eq!(
+            every.last().map(String::as_str),
+            Some(
+                "shadow mode for every limit: their refusals counted, the requests let through, \
+                 their rate-limit headers sent"
+            )
+        );
+        let routes_only = summary(route);
+        assert_eq!(
+            routes_only.last().map(String::as_str),
+            Some(
+                "shadow mode for the routes' budgets marked: their refusals counted, the requests \
+                 let through, their rate-limit headers not sent"
+            )
+        );
+        assert!(
+            !summary("")
+                .iter()
+                .any(|line| line.contains("shadow") || line.contains("access log"))
+        );
+    }
 }
