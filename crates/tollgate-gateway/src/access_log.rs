@@ -78,17 +78,46 @@ impl Admission {
     }
 }
 
-/// What the handler learnt of a request, for its line.
+/// What the handler learnt of a request, for its line. The names (route,
+/// tier) are kept only when the access log is on: a clone of a name shared
+/// by every worker writes to its count, a cache line the workers would
+/// otherwise pass between them for nothing.
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
+    /// Whether the line will be written (the names are kept).
+    logged: bool,
     /// The route that matched (the demo route without routes).
-    pub(crate) route: Option<Arc<str>>,
+    route: Option<Arc<str>>,
     /// How its limits admitted it.
     pub(crate) admission: Admission,
     /// The tier of its plan; `None` for the default policy.
-    pub(crate) tier: Option<Arc<str>>,
+    tier: Option<Arc<str>>,
     /// Whether it was sent to an upstream.
     pub(crate) forwarded: bool,
+}
+
+impl Outcome {
+    /// The outcome of a request whose line is written if `logged`.
+    pub(crate) fn new(logged: bool) -> Self {
+        Outcome {
+            logged,
+            ..Outcome::default()
+        }
+    }
+
+    /// Notes the route `name` (kept only when the line is written).
+    pub(crate) fn set_route(&mut self, name: &Arc<str>) {
+        if self.logged {
+            self.route = Some(Arc::clone(name));
+        }
+    }
+
+    /// Notes the plan's `tier` (kept only when the line is written).
+    pub(crate) fn set_tier(&mut self, tier: Option<&Arc<str>>) {
+        if self.logged {
+            self.tier = tier.cloned();
+        }
+    }
 }
 
 /// Marks a response tollgate made itself (a problem+json answer), so that a

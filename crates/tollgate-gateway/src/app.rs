@@ -73,11 +73,11 @@ pub(crate) async fn handle(
     client: Arc<ClientConnection>,
     request: Request,
 ) -> Response {
-    let mut outcome = Outcome::default();
     let Some(access_log) = worker.app.access_log.clone() else {
-        return answer(worker, client, request, &mut outcome).await;
+        return answer(worker, client, request, &mut Outcome::new(false)).await;
     };
     let arrival = Arrival::of(&request);
+    let mut outcome = Outcome::new(true);
     let response = answer(worker, client, request, &mut outcome).await;
     access_log.follow(arrival, outcome, response)
 }
@@ -130,9 +130,7 @@ async fn answer(
         let detail = format!("no route matches {}", request.uri().path());
         return problem(StatusCode::NOT_FOUND, detail);
     }
-    outcome.route = Some(Arc::clone(
-        route.map_or(&reloadable.demo_route, |route| &route.name),
-    ));
+    outcome.set_route(route.map_or(&reloadable.demo_route, |route| &route.name));
     let headers = if route.is_some_and(|route| route.preflight_passes) && is_preflight(&request) {
         // Passed on without a key or budget (`preflight = "pass"`).
         RateLimitHeaders::default()

@@ -89,9 +89,7 @@ impl ForwardAuth {
                 format!("no route matches {original}"),
             );
         }
-        outcome.route = Some(std::sync::Arc::clone(
-            route.map_or(&reloadable.demo_route, |route| &route.name),
-        ));
+        outcome.set_route(route.map_or(&reloadable.demo_route, |route| &route.name));
         if route.is_some_and(|route| route.preflight_passes) && is_preflight(headers) {
             return Response::new(Body::empty());
         }

@@ -89,7 +89,7 @@ pub(crate) async fn admit(
     reloadable.decisions.record_time(stopwatch.elapsed());
     let plan = &decisions.plan;
     let tier = plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
-    outcome.tier.clone_from(&plan.tier);
+    outcome.set_tier(plan.tier.as_ref());
     let shadow = ShadowLimits::of(&reloadable.refusal, tier, route);
     let plan_field = plan_field(tier, plan).filter(|_| shadow.sends_headers(0));
     let route_field = route_limit

@@ -99,7 +99,16 @@ async fn every_request_gets_a_json_line() {
     assert_eq!(status, 404);
     let (status, bad_gateway_bytes) = get(&gateway, "/down/x", "sk_log_down").await;
     assert_eq!(status, 502);
-    let lines = lines_of(&path, 9).await;
+    // No API key: 401, no limit decided.
+    let unauthorized = gateway
+        .client
+        .get(gateway.url("/api/orders"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status(), 401);
+    let unauthorized_bytes = unauthorized.bytes().await.unwrap().len() as u64;
+    let lines = lines_of(&path, 10).await;
     let after = SystemTime::now();
     let text = std::fs::read_to_string(&path).unwrap();
     for secret in ["sk_log", "sk_internal", "sekrit", "token"] {
@@ -109,87 +118,48 @@ async fn every_request_gets_a_json_line() {
         .iter()
         .map(|line| checked(serde_json::from_str(line).unwrap(), before, after))
         .collect();
-    let line = |path: &str,
-                status: u16,
-                route: Value,
-                tier: Value,
-                decision: &str,
-                upstream: Value,
-                bytes: u64| {
-        json!({
-            "method": "GET", "path": path, "status": status, "route": route, "tier": tier,
-            "decision": decision, "upstream_status": upstream, "bytes": bytes,
-        })
-    };
-    let allowed = line(
-        "/api/orders",
-        200,
-        json!("al_api"),
-        json!("default"),
-        "allowed",
-        json!(200),
-        8,
-    );
+    let allowed = json!({
+        "method": "GET", "path": "/api/orders", "status": 200, "route": "al_api",
+        "tier": "default", "decision": "allowed", "upstream_status": 200, "bytes": 8,
+    });
     assert_eq!(
         lines,
         [
             allowed.clone(),
             allowed.clone(),
-            allowed.clone(),
-            line(
-                "/api/orders",
-                429,
-                json!("al_api"),
-                json!("default"),
-                "refused",
-                Value::Null,
-                refused_bytes
-            ),
-            line(
-                "/api/orders",
-                200,
-                json!("al_api"),
-                Value::Null,
-                "exempt",
-                json!(200),
-                8
-            ),
-            line(
-                "/s/x",
-                200,
-                json!("al_shadow"),
-                json!("default"),
-                "allowed",
-                json!(200),
-                8
-            ),
-            line(
-                "/s/x",
-                200,
-                json!("al_shadow"),
-                json!("default"),
-                "shadow",
-                json!(200),
-                8
-            ),
-            line(
-                "/nowhere",
-                404,
-                Value::Null,
-                Value::Null,
-                "none",
-                Value::Null,
-                not_found_bytes
-            ),
-            line(
-                "/down/x",
-                502,
-                json!("al_down"),
-                json!("default"),
-                "allowed",
-                Value::Null,
-                bad_gateway_bytes
-            ),
+            allowed,
+            json!({
+                "method": "GET", "path": "/api/orders", "status": 429, "route": "al_api",
+                "tier": "default", "decision": "refused", "upstream_status": null,
+                "bytes": refused_bytes,
+            }),
+            json!({
+                "method": "GET", "path": "/api/orders", "status": 200, "route": "al_api",
+                "tier": null, "decision": "exempt", "upstream_status": 200, "bytes": 8,
+            }),
+            json!({
+                "method": "GET", "path": "/s/x", "status": 200, "route": "al_shadow",
+                "tier": "default", "decision": "allowed", "upstream_status": 200, "bytes": 8,
+            }),
+            json!({
+                "method": "GET", "path": "/s/x", "status": 200, "route": "al_shadow",
+                "tier": "default", "decision": "shadow", "upstream_status": 200, "bytes": 8,
+            }),
+            json!({
+                "method": "GET", "path": "/nowhere", "status": 404, "route": null,
+                "tier": null, "decision": "none", "upstream_status": null,
+                "bytes": not_found_bytes,
+            }),
+            json!({
+                "method": "GET", "path": "/down/x", "status": 502, "route": "al_down",
+                "tier": "default", "decision": "allowed", "upstream_status": null,
+                "bytes": bad_gateway_bytes,
+            }),
+            json!({
+                "method": "GET", "path": "/api/orders", "status": 401, "route": "al_api",
+                "tier": null, "decision": "none", "upstream_status": null,
+                "bytes": unauthorized_bytes,
+            }),
         ]
     );
     // The field order is the documented one.
@@ -221,7 +191,7 @@ async fn every_request_gets_a_json_line() {
     assert!(after_rotation[0].contains("\"path\":\"/api/orders\""));
     assert_eq!(
         std::fs::read_to_string(&rotated).unwrap().lines().count(),
-        9
+        10
     );
 }
 
