@@ -162,6 +162,20 @@ async fn every_request_gets_a_json_line() {
             }),
         ]
     );
+    // The route's shadow budget counted its one refusal, keyed by API key.
+    assert_eq!(
+        gateway
+            .route_sample(
+                "tollgate_shadow_denials_total",
+                &[
+                    ("plugin", "tollgate"),
+                    ("route", "al_shadow"),
+                    ("key_kind", "principal")
+                ],
+            )
+            .await,
+        Some(1.0)
+    );
     // The field order is the documented one.
     let first = text.lines().next().unwrap();
     let names = [
