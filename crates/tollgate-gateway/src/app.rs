@@ -12,6 +12,7 @@ use axum::response::Response;
 use http::{Method, StatusCode};
 use tollgate_core::Store;
 
+use super::access_log::{AccessLog, Arrival, Outcome};
 use super::admin_guard::AdminGuard;
 use super::client::ClientConnection;
 use super::config::InForce;
@@ -45,6 +46,8 @@ pub(crate) struct App {
     pub(crate) admin_guard: AdminGuard,
     /// The gateway listener's TLS, when `[tls]` was set at start.
     pub(crate) listener_tls: Option<ListenerTls>,
+    /// The access log, when `[access_log] enabled`.
+    pub(crate) access_log: Option<AccessLog>,
 }
 
 impl App {
@@ -66,11 +69,28 @@ pub(crate) struct Worker {
     pub(crate) proxy: Proxy,
 }
 
-/// Every request to the gateway's listener, from `client`.
+/// Every request to the gateway's listener, from `client`; its access log
+/// line is sent once its response body is done.
 pub(crate) async fn handle(
+    worker: Worker,
+    client: Arc<ClientConnection>,
+    request: Request,
+) -> Response {
+    let Some(access_log) = worker.app.access_log.clone() else {
+        return answer(worker, client, request, &mut Outcome::new(false)).await;
+    };
+    let arrival = Arrival::of(&request);
+    let mut outcome = Outcome::new(true);
+    let response = answer(worker, client, request, &mut outcome).await;
+    access_log.follow(arrival, outcome, response)
+}
+
+/// The answer to `request`; `outcome` learns its route and decision.
+async fn answer(
     Worker { app, proxy }: Worker,
     client: Arc<ClientConnection>,
     request: Request,
+    outcome: &mut Outcome,
 ) -> Response {
     if request.method() == Method::CONNECT {
         // A tunnel is not an API request: nothing to limit or to route.
@@ -99,7 +119,13 @@ pub(crate) async fn handle(
         && request.uri().path() == forward_auth.path
     {
         return forward_auth
-            .decide(app.store.as_ref(), &reloadable, request.headers(), peer)
+            .decide(
+                app.store.as_ref(),
+                &reloadable,
+                request.headers(),
+                peer,
+                outcome,
+            )
             .await;
     }
     let route = reloadable.routes.find(request.uri().path());
@@ -107,6 +133,7 @@ pub(crate) async fn handle(
         let detail = format!("no route matches {}", request.uri().path());
         return problem(StatusCode::NOT_FOUND, detail);
     }
+    outcome.set_route(route.map_or(&reloadable.demo_route, |route| &route.name));
     let headers = if route.is_some_and(|route| route.preflight_passes) && is_preflight(&request) {
         // Passed on without a key or budget (`preflight = "pass"`).
         RateLimitHeaders::default()
@@ -117,6 +144,7 @@ pub(crate) async fn handle(
             route,
             request.headers(),
             peer,
+            outcome,
         )
         .await
         {
@@ -126,6 +154,7 @@ pub(crate) async fn handle(
     };
     let mut response = match route {
         Some(route) => {
+            outcome.forwarded = true;
             proxy
                 .forward(&client, route, request, &reloadable.upstream)
                 .await

@@ -50,6 +50,15 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// The access log's file (`[access_log] path`) cannot be opened for
+    /// appending.
+    #[error("cannot open access_log.path {path} for appending")]
+    AccessLog {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A worker thread or a signal handler could not be started.
     #[error("cannot start {what}")]
     Start {

@@ -33,6 +33,7 @@ use axum::response::Response;
 use http::{HeaderMap, HeaderName, StatusCode};
 use tollgate_core::Store;
 
+use super::access_log::Outcome;
 use super::config::ForwardAuthConfig;
 use super::limit;
 use super::path;
@@ -67,13 +68,15 @@ impl ForwardAuth {
         })
     }
 
-    /// The answer to a decision request with `headers` from `peer`.
+    /// The answer to a decision request with `headers` from `peer`;
+    /// `outcome` learns the original's route and its decision.
     pub(crate) async fn decide(
         &self,
         store: &dyn Store,
         reloadable: &Reloadable,
         headers: &HeaderMap,
         peer: SocketAddr,
+        outcome: &mut Outcome,
     ) -> Response {
         let original = match original_path(headers, &self.uri_header) {
             Ok(original) => original,
@@ -86,10 +89,11 @@ impl ForwardAuth {
                 format!("no route matches {original}"),
             );
         }
+        outcome.set_route(route.map_or(&reloadable.demo_route, |route| &route.name));
         if route.is_some_and(|route| route.preflight_passes) && is_preflight(headers) {
             return Response::new(Body::empty());
         }
-        match limit::admit(store, reloadable, route, headers, peer).await {
+        match limit::admit(store, reloadable, route, headers, peer, outcome).await {
             Ok(rate_limit_headers) => {
                 let mut response = Response::new(Body::empty());
                 rate_limit_headers.insert_into(response.headers_mut());

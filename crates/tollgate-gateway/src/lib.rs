@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+mod access_log;
 mod admin;
 mod admin_guard;
 mod admin_route_budget;
@@ -35,6 +36,7 @@ mod reload;
 mod reloadable;
 mod routes;
 mod servers;
+mod shadow;
 mod start;
 mod store;
 mod tls;

@@ -9,8 +9,11 @@ use tollgate_core::{
     Limit, LimitDecision, Redacted, RouteBudgetChoice, RouteBudgets, RouteKeyKind, Stopwatch,
     Store, route_store_key,
 };
-use tollgate_tower::{Problem, RateLimitField, advertised_quota, record_denial};
+use tollgate_tower::{
+    Problem, RateLimitField, advertised_quota, record_denial, record_shadow_denial,
+};
 
+use super::access_log::{Admission, Outcome};
 use super::api_key::{KeyError, MAX_KEY_LENGTH, api_key};
 use super::config::RouteKey;
 use super::headers::{RateLimitHeaders, rate_limit_headers};
@@ -18,6 +21,7 @@ use super::metrics;
 use super::problem::{problem, respond};
 use super::reloadable::Reloadable;
 use super::routes::{Route, RouteBudget};
+use super::shadow::ShadowLimits;
 use tollgate_core::{FailurePolicy, StoreError};
 
 /// The `key_kind` label of a refusal by the API key's plan (route budgets
@@ -33,12 +37,14 @@ struct RouteLimit<'a> {
 
 /// Checks a request against its limits. `Ok` holds the headers to add to the
 /// forwarded response; `Err` the response to send instead (401, 429, 503).
+/// `outcome` is given the decision and the plan's tier, for the access log.
 pub(crate) async fn admit(
     store: &dyn Store,
     reloadable: &Reloadable,
     route: Option<&Route>,
     headers: &HeaderMap,
     peer: SocketAddr,
+    outcome: &mut Outcome,
 ) -> Result<RateLimitHeaders, Response> {
     let key = api_key(headers).map_err(|error| match error {
         KeyError::Missing(reason) => respond(Problem::unauthorized(reason)),
@@ -47,6 +53,7 @@ pub(crate) async fn admit(
     let route_name = route.map_or(&reloadable.demo_route, |route| &route.name);
     if store.is_exempt(key) {
         reloadable.decisions.record(true, "exempt", route_name);
+        outcome.admission = Admission::Exempt;
         return Ok(RateLimitHeaders::default());
     }
     let route_limit = route_limit(reloadable, route, route_name, key, headers, peer)
@@ -72,6 +79,7 @@ pub(crate) async fn admit(
         Ok(decisions) => decisions,
         Err(error) => {
             metrics::record_store_failure(route_name, reloadable.failure, &error);
+            outcome.admission = Admission::Unavailable;
             return match reloadable.failure {
                 FailurePolicy::FailOpen => Ok(RateLimitHeaders::default()),
                 FailurePolicy::FailClosed => Err(respond(Problem::unavailable())),
@@ -81,11 +89,14 @@ pub(crate) async fn admit(
     reloadable.decisions.record_time(stopwatch.elapsed());
     let plan = &decisions.plan;
     let tier = plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
-    let plan_field = plan_field(tier, plan);
+    outcome.set_tier(plan.tier.as_ref());
+    let shadow = ShadowLimits::of(&reloadable.refusal, tier, route);
+    let plan_field = plan_field(tier, plan).filter(|_| shadow.sends_headers(0));
     let route_field = route_limit
         .as_ref()
         .zip(decisions.route.as_ref())
-        .map(|(limit, decision)| route_field(route_name, limit, decision));
+        .map(|(limit, decision)| route_field(route_name, limit, decision))
+        .filter(|_| shadow.sends_headers(1));
     let headers = match (plan_field, route_field) {
         (Some(plan), Some(route)) => rate_limit_headers(&[plan, route]),
         (Some(only), None) | (None, Some(only)) => rate_limit_headers(&[only]),
@@ -94,9 +105,12 @@ pub(crate) async fn admit(
     let allowed = decisions.iter().all(|limit| limit.decision.is_allowed());
     reloadable.decisions.record(allowed, tier, route_name);
     if allowed {
+        outcome.admission = Admission::Allowed;
         return Ok(headers);
     }
-    // The limits that refused (the others report rejected with no wait).
+    // The limits that refused (the others report rejected with no wait):
+    // the enforced ones answer, those in shadow mode are only counted.
+    let mut enforced_refusal = false;
     let mut retry_after = 0;
     let mut refused_by = tier;
     let mut status = reloadable.refusal.for_tier(tier);
@@ -109,6 +123,17 @@ pub(crate) async fn admit(
             (_, Some(route_limit)) => route_limit.kind.label(),
             (_, None) => PLAN_KEY_KIND,
         };
+        if shadow.is_shadow(index) {
+            record_shadow_denial(route_name, kind);
+            tracing::debug!(
+                key = %Redacted(key),
+                route = %route_name,
+                key_kind = kind,
+                "over a limit in shadow mode"
+            );
+            continue;
+        }
+        enforced_refusal = true;
         record_denial(route_name, kind);
         if limit.decision.retry_after_seconds() > retry_after {
             retry_after = limit.decision.retry_after_seconds();
@@ -125,6 +150,11 @@ pub(crate) async fn admit(
             };
         }
     }
+    if !enforced_refusal {
+        outcome.admission = Admission::Shadow;
+        return Ok(headers);
+    }
+    outcome.admission = Admission::Refused;
     tracing::debug!(key = %Redacted(key), route = %route_name, retry_after, "rate limited");
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
     let mut response = respond(Problem::refused(status, refused_by, retry_after));

@@ -9,6 +9,8 @@ use http::StatusCode;
 use http_body_util::Full;
 use tollgate_tower::Problem;
 
+use super::access_log::OwnAnswer;
+
 /// A problem+json answer of `status` explained by `detail`.
 pub(crate) fn problem(status: StatusCode, detail: impl Into<String>) -> Response {
     respond(Problem::new(status, detail).into_response())
@@ -17,5 +19,7 @@ pub(crate) fn problem(status: StatusCode, detail: impl Into<String>) -> Response
 /// One of [`Problem`]'s ready-made responses (`unauthorized`,
 /// `too_many_requests`, ...) as the gateway's response type.
 pub(crate) fn respond(response: http::Response<Full<Bytes>>) -> Response {
-    response.map(Body::new)
+    let mut response = response.map(Body::new);
+    response.extensions_mut().insert(OwnAnswer);
+    response
 }

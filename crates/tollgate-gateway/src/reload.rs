@@ -1,6 +1,7 @@
 //! A configuration reload (SIGHUP, or [`Running::reload`](crate::Running)):
-//! the file read again (and the listener's certificate files, with `[tls]`),
-//! everything built and validated before anything is swapped, then the warnings a reload owes (changed settings that wait for a
+//! the access log's file reopened, the file read again (and the listener's
+//! certificate files, with `[tls]`), everything built and validated before anything is
+//! swapped, then the warnings a reload owes (changed settings that wait for a
 //! restart, tiers no longer configured).
 
 use std::sync::Arc;
@@ -14,6 +15,11 @@ impl App {
     /// Reads the configuration file again and puts it in force; an invalid
     /// file changes nothing.
     pub(crate) fn reload(&self) -> Result<(), ServeConfigError> {
+        // SIGHUP is also logrotate's signal: the access log's file is
+        // reopened whatever becomes of the configuration.
+        if let Some(access_log) = &self.access_log {
+            access_log.reopen();
+        }
         let Some(path) = &self.config_path else {
             return Err(ServeConfigError::Invalid(
                 "no configuration file to reload: started on the built-in defaults".into(),

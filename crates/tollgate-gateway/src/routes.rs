@@ -44,6 +44,8 @@ pub(crate) struct Route {
     pub(crate) preflight_passes: bool,
     /// The status of a refusal by its own budget, when set.
     pub(crate) refused_status: Option<u16>,
+    /// Whether its own budget is in shadow mode (counted, never refusing).
+    pub(crate) shadow: bool,
 }
 
 impl Route {
@@ -101,6 +103,7 @@ impl Route {
             budget,
             preflight_passes: config.preflight == Preflight::Pass,
             refused_status: config.refused_status,
+            shadow: config.shadow,
         })
     }
 

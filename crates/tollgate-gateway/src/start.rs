@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tollgate_core::{Clock, Store, SystemClock};
 
+use super::access_log::AccessLog;
 use super::admin_guard::AdminGuard;
 use super::app::App;
 use super::config::{InForce, ServeConfig, ServeConfigError};
@@ -95,6 +96,10 @@ impl Running {
                 .collect::<Vec<_>>()
         });
         let mut results = workers.await.unwrap_or_default();
+        // No request is in flight: the access log's last lines are written.
+        if let Some(access_log) = self.app.access_log.clone() {
+            let _ = tokio::task::spawn_blocking(move || access_log.stop()).await;
+        }
         let _ = self.shutdown_admin.send(true);
         results.push(self.admin.await.unwrap_or(Ok(())));
         for error in results.into_iter().filter_map(Result::err) {
@@ -124,6 +129,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     };
     let reloadable = Reloadable::build(&config, store.as_ref())?;
     let listener_tls = config.tls.as_ref().map(ListenerTls::new).transpose()?;
+    let access_log = AccessLog::start(&config.access_log)?;
     let started = InForce::new(config);
     log_start_warnings(&started, in_memory_store);
     let app = Arc::new(App {
@@ -137,6 +143,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         in_memory_store,
         admin_guard: AdminGuard::new(options.clock),
         listener_tls,
+        access_log,
     });
     let config = &app.started.config;
     let (address, listeners) = workers::bind(config.listen, app.started.workers)?;

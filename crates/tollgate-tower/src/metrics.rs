@@ -23,6 +23,25 @@ pub fn record_denial(route: &Arc<str>, kind: &'static str) {
     .increment(1);
 }
 
+/// The shadow denial counter: incremented by one for each limit in shadow
+/// mode that refused a request let through (a dry run, as nginx's
+/// `limit_req_dry_run` and Envoy's `shadow_mode`): what enforcing it would
+/// have refused. Labels as [`DENIALS_METRIC`]'s: `plugin`, `route`,
+/// `key_kind`; never the key itself.
+pub const SHADOW_DENIALS_METRIC: &str = "tollgate_shadow_denials_total";
+
+/// Counts one refusal of `route`'s limit keyed by a key of `kind` that shadow
+/// mode let through (labels as [`record_denial`]'s).
+pub fn record_shadow_denial(route: &Arc<str>, kind: &'static str) {
+    metrics::counter!(
+        SHADOW_DENIALS_METRIC,
+        "plugin" => PLUGIN,
+        "route" => Arc::clone(route),
+        "key_kind" => kind,
+    )
+    .increment(1);
+}
+
 /// The store failure counter: incremented by one for each request whose
 /// limits the [`Store`](tollgate_core::Store) could not decide (Redis down or
 /// too slow), whatever the [`FailurePolicy`](crate::FailurePolicy) then did.

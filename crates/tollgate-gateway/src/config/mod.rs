@@ -2,11 +2,12 @@
 //! `listen` and `workers` ([`listeners`]), `[admin]`, `[limits]` (the core's
 //! [`LimiterConfig`], in the one layout `tollgate run --config` reads too,
 //! [`layout`]), `[upstream]`, `[host]`, `[client_ip]`, `[tenants]`,
-//! `[[routes]]`, `[store]`, `[tls]` and `[upstream_tls]`; the warnings a
-//! valid file can still deserve, the settings only a restart changes, and
-//! the errors. Every setting is
+//! `[[routes]]`, `[store]`, `[tls]`, `[upstream_tls]` and `[access_log]`;
+//! the warnings a valid file can still deserve, the settings only a restart
+//! changes, and the errors. Every setting is
 //! documented in `docs/CONFIG.md`; `examples/gateway.toml` shows them all.
 
+mod access_log;
 mod admin;
 mod client_ip;
 mod error;
@@ -35,6 +36,7 @@ use tollgate_tower::HostDefaults;
 
 use crate::api_key::MAX_KEY_LENGTH;
 
+pub use access_log::{AccessLogConfig, AccessLogFormat, DEFAULT_ACCESS_LOG_BUFFER};
 pub use admin::AdminConfig;
 pub use client_ip::{ClientIpConfig, ForwardingHeader};
 pub use error::ServeConfigError;
@@ -105,6 +107,9 @@ pub struct ServeConfig {
     /// How the certificates of `https://` upstreams are checked.
     #[serde(default)]
     pub upstream_tls: UpstreamTlsConfig,
+    /// One line per request, to standard output or a file; off by default.
+    #[serde(default)]
+    pub access_log: AccessLogConfig,
     /// The settings of `[limits]` the file wrote at the top level, the old
     /// layout of `tollgate run --config`: read as if in `[limits]`, and warned
     /// about.
@@ -134,6 +139,7 @@ impl ServeConfig {
             store: StoreConfig::default(),
             tls: None,
             upstream_tls: UpstreamTlsConfig::default(),
+            access_log: AccessLogConfig::default(),
             old_layout: Vec::new(),
         }
     }
@@ -230,7 +236,9 @@ impl ServeConfig {
         self.client_ip.validate()?;
         self.upstream_tls.validate()?;
         self.forward_auth.validate()?;
-        self.refusal.validate()?;
+        self.access_log.validate()?;
+        self.refusal
+            .validate(|tier| self.limits.tiers.contains_key(tier))?;
         for route in &self.routes {
             if let Some(status) = route.refused_status {
                 refusal::check_status(&format!("routes.{}.refused_status", route.name()), status)?;

@@ -1,9 +1,12 @@
 //! `[refusal]`: the status of a refused request (429 by default; nginx's
 //! `limit_req` answers 503), for the whole gateway and per tier; a route's
 //! `refused_status` sets its own budget's. `Retry-After` and the problem+json
-//! body are sent whatever the status.
+//! body are sent whatever the status. Shadow mode (a dry run: limits decided
+//! and counted, refusals let through) is set here too, for the whole gateway
+//! (`shadow`) and per tier (`shadow_tiers`); a route's `shadow` sets its own
+//! budget's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
@@ -21,6 +24,19 @@ pub struct RefusalConfig {
     /// default policy), overriding `status`.
     #[serde(default)]
     pub tiers: BTreeMap<String, u16>,
+    /// Shadow mode for every limit: a request over a limit is counted
+    /// (`tollgate_shadow_denials_total`) and let through. Default false.
+    #[serde(default)]
+    pub shadow: bool,
+    /// The tiers (`"default"` for the default policy) whose plans are in
+    /// shadow mode. Default none.
+    #[serde(default)]
+    pub shadow_tiers: BTreeSet<String>,
+    /// Whether the rate-limit headers of limits in shadow mode are sent
+    /// (`RateLimit`, `RateLimit-Policy`, `X-RateLimit-*`). Default false:
+    /// clients see nothing of a limit on trial.
+    #[serde(default)]
+    pub shadow_headers: bool,
 }
 
 impl RefusalConfig {
@@ -37,7 +53,24 @@ impl RefusalConfig {
         self.status.unwrap_or(429)
     }
 
-    pub(super) fn validate(&self) -> Result<(), ServeConfigError> {
+    /// Whether the plan of `tier` is in shadow mode.
+    pub(crate) fn is_shadow_tier(&self, tier: &str) -> bool {
+        self.shadow || self.shadow_tiers.contains(tier)
+    }
+
+    /// Checks the statuses, and that `shadow_tiers` names configured tiers
+    /// (those `is_tier` knows) or `default`.
+    pub(super) fn validate(&self, is_tier: impl Fn(&str) -> bool) -> Result<(), ServeConfigError> {
+        if let Some(unknown) = self
+            .shadow_tiers
+            .iter()
+            .find(|tier| tier.as_str() != tollgate_core::DEFAULT_TIER && !is_tier(tier))
+        {
+            return Err(ServeConfigError::Invalid(format!(
+                "refusal.shadow_tiers names {unknown:?}, which is not a tier of [limits.tiers] \
+                 (nor \"default\", the default policy)"
+            )));
+        }
         let named = self
             .status
             .map(|status| ("refusal.status".to_owned(), status))
@@ -79,15 +112,16 @@ mod tests {
         let config = RefusalConfig {
             status: Some(503),
             tiers: BTreeMap::from([("free".to_owned(), 403)]),
+            ..RefusalConfig::default()
         };
         assert_eq!(config.for_tier("free"), 403);
         assert_eq!(config.for_tier("pro"), 503);
         assert_eq!(
             RefusalConfig {
-                status: None,
                 tiers: BTreeMap::from([("free".to_owned(), 200)]),
+                ..RefusalConfig::default()
             }
-            .validate()
+            .validate(|_| false)
             .unwrap_err()
             .to_string(),
             "refusal.tiers.free must be a status from 400 to 599, got 200"

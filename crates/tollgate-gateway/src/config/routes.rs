@@ -49,6 +49,10 @@ pub struct RouteConfig {
     /// `[refusal] status`, else 429.
     #[serde(default)]
     pub refused_status: Option<u16>,
+    /// Shadow mode for this route's own budget: a request over it is counted
+    /// (`tollgate_shadow_denials_total`) and let through. Default false.
+    #[serde(default)]
+    pub shadow: bool,
 }
 
 /// The most servers a route may list in `upstreams`.
@@ -228,6 +232,11 @@ impl RouteConfig {
         }
         if self.key.is_some() && self.rpm.is_none() {
             return Err(error("key applies to the route's own budget: set rpm too"));
+        }
+        if self.shadow && self.rpm.is_none() {
+            return Err(error(
+                "shadow applies to the route's own budget: set rpm too",
+            ));
         }
         self.budget().map(|_| ())
     }

@@ -41,7 +41,7 @@ struct StartOnly {
 }
 
 /// Every setting a reload cannot change.
-const START_ONLY: [StartOnly; 13] = [
+const START_ONLY: [StartOnly; 14] = [
     StartOnly {
         name: "listen",
         redis_only: false,
@@ -106,6 +106,12 @@ const START_ONLY: [StartOnly; 13] = [
         name: "store.time",
         redis_only: true,
         differs: |a, b| a.config.store.time != b.config.store.time,
+    },
+    // The writer is opened at start (a reload reopens its file, the same).
+    StartOnly {
+        name: "access_log",
+        redis_only: false,
+        differs: |a, b| a.config.access_log != b.config.access_log,
     },
     // With the Redis store, the default policy in Redis rules (changed
     // through the admin API), not the file's.

@@ -87,6 +87,9 @@ impl ServeConfig {
             if let Some(status) = route.refused_status {
                 let _ = write!(line, " (refusals answered {status})");
             }
+            if route.shadow {
+                line.push_str(" (its budget in shadow mode)");
+            }
             if let Ok(Some(budget)) = route.budget() {
                 let key = match route.key.as_ref().unwrap_or(&RouteKey::Principal) {
                     RouteKey::Principal => "API key".to_owned(),
@@ -98,12 +101,26 @@ impl ServeConfig {
             }
             lines.push(line);
         }
-        if self.refusal != super::RefusalConfig::default() {
+        if self.refusal.status.is_some() || !self.refusal.tiers.is_empty() {
             let mut line = format!("refusals answered {}", self.refusal.default_status());
             for (tier, status) in &self.refusal.tiers {
                 let _ = write!(line, ", {status} for tier {tier}");
             }
             lines.push(line);
+        }
+        lines.extend(self.shadow_summary());
+        if self.access_log.enabled {
+            lines.push(format!(
+                "access log: {} lines to {}",
+                match self.access_log.format {
+                    super::AccessLogFormat::Json => "JSON",
+                    super::AccessLogFormat::Text => "text",
+                },
+                self.access_log.path.as_ref().map_or_else(
+                    || "standard output".to_owned(),
+                    |path| path.display().to_string()
+                )
+            ));
         }
         if let Some(path) = &self.forward_auth.path {
             lines.push(format!(
@@ -114,6 +131,34 @@ impl ServeConfig {
         }
         lines.extend(self.tls_summary());
         lines
+    }
+}
+
+impl ServeConfig {
+    /// The line saying which limits are in shadow mode, if any are.
+    fn shadow_summary(&self) -> Option<String> {
+        let refusal = &self.refusal;
+        let shadow_routes = self.routes.iter().filter(|route| route.shadow).count();
+        let which = if refusal.shadow {
+            "every limit".to_owned()
+        } else if refusal.shadow_tiers.is_empty() {
+            if shadow_routes == 0 {
+                return None;
+            }
+            "the routes' budgets marked".to_owned()
+        } else {
+            let tiers: Vec<&str> = refusal.shadow_tiers.iter().map(String::as_str).collect();
+            format!("the plans of tiers {}", tiers.join(", "))
+        };
+        let headers = if refusal.shadow_headers {
+            "sent"
+        } else {
+            "not sent"
+        };
+        Some(format!(
+            "shadow mode for {which}: their refusals counted, the requests let through, their \
+             rate-limit headers {headers}"
+        ))
     }
 }
 
@@ -181,6 +226,59 @@ mod tests {
                 "decisions for nginx auth_request / Caddy forward_auth at /_tollgate/decide, \
                  refusals answered 403",
             ]
+        );
+    }
+
+    fn summary(toml: &str) -> Vec<String> {
+        ServeConfig::from_toml_str(toml).unwrap().summary()
+    }
+
+    #[test]
+    fn shadow_mode_and_the_access_log_are_shown_in_force() {
+        let route = "[[routes]]\nname = \"r\"\nprefix = \"/\"\nupstream = \"http://h:1\"\n\
+                     rpm = 6\nshadow = true\n";
+        let lines = summary(&format!(
+            "[limits.tiers.trial]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow_s = 60\n\
+             [refusal]\nshadow_tiers = [\"trial\", \"default\"]\n\
+             [access_log]\nenabled = true\npath = \"/var/log/tollgate.log\"\nformat = \"text\"\n\
+             {route}"
+        ));
+        assert!(
+            lines.contains(
+                &"route r: / -> http://h:1/ (its budget in shadow mode), 6 a minute, burst 6 \
+                  per API key"
+                    .to_owned()
+            ),
+            "{lines:?}"
+        );
+        assert_eq!(
+            &lines[lines.len() - 2..],
+            [
+                "shadow mode for the plans of tiers default, trial: their refusals counted, the \
+                 requests let through, their rate-limit headers not sent",
+                "access log: text lines to /var/log/tollgate.log",
+            ]
+        );
+        let every = summary("[refusal]\nshadow = true\nshadow_headers = true\n");
+        assert_eq!(
+            every.last().map(String::as_str),
+            Some(
+                "shadow mode for every limit: their refusals counted, the requests let through, \
+                 their rate-limit headers sent"
+            )
+        );
+        let routes_only = summary(route);
+        assert_eq!(
+            routes_only.last().map(String::as_str),
+            Some(
+                "shadow mode for the routes' budgets marked: their refusals counted, the requests \
+                 let through, their rate-limit headers not sent"
+            )
+        );
+        assert!(
+            !summary("")
+                .iter()
+                .any(|line| line.contains("shadow") || line.contains("access log"))
         );
     }
 }

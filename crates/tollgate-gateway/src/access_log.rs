@@ -1,0 +1,622 @@
+//! The access log (`[access_log]`): one line per request, written off the
+//! request path. A request's handler fills an [`Outcome`] (route, tier,
+//! decision) as it goes; [`AccessLog::follow`] wraps the response body to
+//! count the bytes sent, and when the body ends (or is dropped: the client
+//! went away) the line's [`Record`] goes into a bounded channel, which a
+//! writer thread of its own empties every [`WRITE_INTERVAL`]. A request
+//! never waits for the log: a record finding the channel full is dropped and
+//! counted (`tollgate_access_log_dropped_total`); sending takes no lock and
+//! makes no system call (the writer polls instead of being woken). The key is
+//! never written (it travels in headers, which are not logged), nor the
+//! query string (whose values may be secrets: tokens, signatures, keys).
+//! The fields are documented in `docs/CONFIG.md`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::Method;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use serde::Serialize;
+
+use super::config::{AccessLogConfig, AccessLogFormat};
+use super::error::StartError;
+
+/// How often the writer thread writes what the channel holds.
+pub(crate) const WRITE_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Access log lines dropped because the writer's channel was full.
+pub(crate) const DROPPED: &str = "tollgate_access_log_dropped_total";
+
+/// How a request's limits admitted it: the line's `decision`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// No limit was decided: no route matched, no usable API key, a CORS
+    /// preflight passed, a request the gateway could not read.
+    #[default]
+    None,
+    /// Every limit allowed it.
+    Allowed,
+    /// An enforced limit refused it.
+    Refused,
+    /// Only limits in shadow mode refused it, and it was let through.
+    Shadow,
+    /// Its key is exempt.
+    Exempt,
+    /// The store could not decide; the failure policy answered.
+    Unavailable,
+}
+
+impl Admission {
+    /// The `decision` field.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Admission::None => "none",
+            Admission::Allowed => "allowed",
+            Admission::Refused => "refused",
+            Admission::Shadow => "shadow",
+            Admission::Exempt => "exempt",
+            Admission::Unavailable => "unavailable",
+        }
+    }
+
+    /// Whether a plan was decided (then a tier is logged).
+    fn decided(self) -> bool {
+        matches!(
+            self,
+            Admission::Allowed | Admission::Refused | Admission::Shadow
+        )
+    }
+}
+
+/// What the handler learnt of a request, for its line. The names (route,
+/// tier) are kept only when the access log is on: a clone of a name shared
+/// by every worker writes to its count, a cache line the workers would
+/// otherwise pass between them for nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// Whether the line will be written (the names are kept).
+    logged: bool,
+    /// The route that matched (the demo route without routes).
+    route: Option<Arc<str>>,
+    /// How its limits admitted it.
+    pub(crate) admission: Admission,
+    /// The tier of its plan; `None` for the default policy.
+    tier: Option<Arc<str>>,
+    /// Whether it was sent to an upstream.
+    pub(crate) forwarded: bool,
+}
+
+impl Outcome {
+    /// The outcome of a request whose line is written if `logged`.
+    pub(crate) fn new(logged: bool) -> Self {
+        Outcome {
+            logged,
+            ..Outcome::default()
+        }
+    }
+
+    /// Notes the route `name` (kept only when the line is written).
+    pub(crate) fn set_route(&mut self, name: &Arc<str>) {
+        if self.logged {
+            self.route = Some(Arc::clone(name));
+        }
+    }
+
+    /// Notes the plan's `tier` (kept only when the line is written).
+    pub(crate) fn set_tier(&mut self, tier: Option<&Arc<str>>) {
+        if self.logged {
+            self.tier = tier.cloned();
+        }
+    }
+}
+
+/// Marks a response tollgate made itself (a problem+json answer), so that a
+/// forwarded request's 502 or 504 is not taken for its upstream's status.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OwnAnswer;
+
+/// What is known of a request as it arrives.
+#[derive(Debug)]
+pub(crate) struct Arrival {
+    time: SystemTime,
+    started: Instant,
+    method: Method,
+    /// The path as the client sent it, without the query.
+    path: String,
+}
+
+impl Arrival {
+    /// The arrival of `request`, now.
+    pub(crate) fn of<B>(request: &http::Request<B>) -> Self {
+        Arrival {
+            time: SystemTime::now(),
+            started: Instant::now(),
+            method: request.method().clone(),
+            path: request.uri().path().to_owned(),
+        }
+    }
+}
+
+/// What the writer is sent: a line, or word to reopen its file (in the
+/// channel, so the lines sent before it go to the old file, and those after
+/// to the new one).
+#[derive(Debug)]
+enum Message {
+    Line(Record),
+    Reopen,
+}
+
+/// One line's content.
+#[derive(Debug)]
+struct Record {
+    arrival: Arrival,
+    status: u16,
+    outcome: Outcome,
+    upstream_status: Option<u16>,
+    duration: Duration,
+    bytes: u64,
+}
+
+/// The access log in force: the sending end of the writer's channel.
+#[derive(Clone, Debug)]
+pub(crate) struct AccessLog {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    sender: SyncSender<Message>,
+    /// Set at shutdown: the writer writes what is left and ends.
+    stop: Arc<AtomicBool>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl AccessLog {
+    /// Starts the writer `config` describes; `None` when the log is off.
+    ///
+    /// # Errors
+    ///
+    /// [`StartError::AccessLog`] when the file cannot be opened for
+    /// appending, [`StartError::Start`] when the thread cannot start.
+    pub(crate) fn start(config: &AccessLogConfig) -> Result<Option<AccessLog>, StartError> {
+        if !config.enabled {
+            return Ok(None);
+        }
+        let output = Output::open(config.path.as_deref())?;
+        let (sender, receiver) = sync_channel(config.buffer_lines);
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = Writer {
+            receiver,
+            output,
+            format: config.format,
+            stop: Arc::clone(&stop),
+            line: Vec::new(),
+            failing: false,
+        };
+        let thread = std::thread::Builder::new()
+            .name("tollgate-access-log".to_owned())
+            .spawn(move || writer.run())
+            .map_err(|source| StartError::Start {
+                what: "the access log's writer thread",
+                source,
+            })?;
+        metrics::counter!(DROPPED).absolute(0);
+        Ok(Some(AccessLog {
+            shared: Arc::new(Shared {
+                sender,
+                stop,
+                writer: Mutex::new(Some(thread)),
+            }),
+        }))
+    }
+
+    /// Has the writer reopen its file (SIGHUP, after logrotate moved it):
+    /// the lines sent before go to the old file, those after to the new.
+    /// Waits for room in the channel (a reload, not a request, calls it).
+    pub(crate) fn reopen(&self) {
+        let _ = self.shared.sender.send(Message::Reopen);
+    }
+
+    /// Writes what is left and stops the writer, waiting for it (at
+    /// shutdown, once no request is in flight).
+    pub(crate) fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let thread = self
+            .shared
+            .writer
+            .lock()
+            .map(|mut writer| writer.take())
+            .unwrap_or_default();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+
+    /// `response` to the request that arrived as `arrival`, its body counted:
+    /// the line is sent when the body ends or is dropped.
+    pub(crate) fn follow(
+        &self,
+        arrival: Arrival,
+        outcome: Outcome,
+        response: Response,
+    ) -> Response {
+        let status = response.status().as_u16();
+        let own = response.extensions().get::<OwnAnswer>().is_some();
+        let upstream_status = (outcome.forwarded && !own).then_some(status);
+        let pending = Pending {
+            log: self.clone(),
+            arrival,
+            status,
+            outcome,
+            upstream_status,
+        };
+        response.map(|body| {
+            Body::new(Counted {
+                body,
+                bytes: 0,
+                pending: Some(pending),
+            })
+        })
+    }
+
+    /// Hands `record` to the writer, or drops and counts it when the channel
+    /// is full (then `false`).
+    fn send(&self, record: Record) -> bool {
+        match self.shared.sender.try_send(Message::Line(record)) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => true,
+            Err(TrySendError::Full(_)) => {
+                metrics::counter!(DROPPED).increment(1);
+                false
+            }
+        }
+    }
+}
+
+/// A line waiting for its response body's end.
+struct Pending {
+    log: AccessLog,
+    arrival: Arrival,
+    status: u16,
+    outcome: Outcome,
+    upstream_status: Option<u16>,
+}
+
+/// A response body counting the bytes of its data frames; its line goes to
+/// the writer when it ends, fails or is dropped, whichever comes first.
+struct Counted {
+    body: Body,
+    bytes: u64,
+    pending: Option<Pending>,
+}
+
+impl Counted {
+    fn finish(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            let duration = pending.arrival.started.elapsed();
+            pending.log.send(Record {
+                arrival: pending.arrival,
+                status: pending.status,
+                outcome: pending.outcome,
+                upstream_status: pending.upstream_status,
+                duration,
+                bytes: self.bytes,
+            });
+        }
+    }
+}
+
+impl HttpBody for Counted {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let frame = ready!(Pin::new(&mut self.body).poll_frame(context));
+        match &frame {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    self.bytes = self.bytes.saturating_add(data.len() as u64);
+                }
+                if self.body.is_end_stream() {
+                    self.finish();
+                }
+            }
+            Some(Err(_)) | None => self.finish(),
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Where lines go.
+enum Output {
+    Stdout,
+    File { path: PathBuf, file: File },
+}
+
+impl Output {
+    fn open(path: Option<&Path>) -> Result<Output, StartError> {
+        match path {
+            None => Ok(Output::Stdout),
+            Some(path) => Ok(Output::File {
+                file: append_to(path).map_err(|source| StartError::AccessLog {
+                    path: path.display().to_string(),
+                    source,
+                })?,
+                path: path.to_owned(),
+            }),
+        }
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Output::Stdout => {
+                let mut stdout = std::io::stdout().lock();
+                stdout.write_all(bytes)?;
+                stdout.flush()
+            }
+            Output::File { file, .. } => file.write_all(bytes),
+        }
+    }
+
+    /// Opens the file again at its path (a file moved away keeps what it
+    /// has; a new one is created).
+    fn reopen(&mut self) {
+        if let Output::File { path, file } = self {
+            match append_to(path) {
+                Ok(reopened) => *file = reopened,
+                Err(error) => tracing::warn!(
+                    path = %path.display(), %error,
+                    "cannot reopen the access log; writing on to the file open"
+                ),
+            }
+        }
+    }
+}
+
+fn append_to(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+/// The writer thread's state.
+struct Writer {
+    receiver: Receiver<Message>,
+    output: Output,
+    format: AccessLogFormat,
+    stop: Arc<AtomicBool>,
+    /// The lines of one round, written at once.
+    line: Vec<u8>,
+    /// Whether the last write failed (logged once until one succeeds).
+    failing: bool,
+}
+
+impl Writer {
+    fn run(mut self) {
+        loop {
+            // Read before emptying the channel: what was sent before the
+            // stop is written.
+            let stopping = self.stop.load(Ordering::Acquire);
+            let ended = loop {
+                match self.receiver.try_recv() {
+                    Ok(Message::Line(record)) => self.format(&record),
+                    Ok(Message::Reopen) => {
+                        self.write();
+                        self.output.reopen();
+                    }
+                    Err(TryRecvError::Empty) => break false,
+                    Err(TryRecvError::Disconnected) => break true,
+                }
+            };
+            self.write();
+            if stopping || ended {
+                return;
+            }
+            std::thread::sleep(WRITE_INTERVAL);
+        }
+    }
+
+    fn format(&mut self, record: &Record) {
+        match self.format {
+            AccessLogFormat::Json => {
+                let line = Line::of(record);
+                if serde_json::to_writer(&mut self.line, &line).is_ok() {
+                    self.line.push(b'\n');
+                }
+            }
+            AccessLogFormat::Text => {
+                text_line(&mut self.line, &Line::of(record));
+            }
+        }
+    }
+
+    fn write(&mut self) {
+        if self.line.is_empty() {
+            return;
+        }
+        match self.output.write_all(&self.line) {
+            Ok(()) => self.failing = false,
+            Err(error) => {
+                if !self.failing {
+                    tracing::warn!(%error, "cannot write the access log; its lines are lost");
+                }
+                self.failing = true;
+            }
+        }
+        self.line.clear();
+    }
+}
+
+/// One line's fields, in their order.
+#[derive(Serialize)]
+struct Line<'a> {
+    time: String,
+    method: &'a str,
+    path: &'a str,
+    status: u16,
+    route: Option<&'a str>,
+    tier: Option<&'a str>,
+    decision: &'static str,
+    upstream_status: Option<u16>,
+    duration_us: u64,
+    bytes: u64,
+}
+
+impl<'a> Line<'a> {
+    fn of(record: &'a Record) -> Self {
+        let outcome = &record.outcome;
+        let tier = outcome.admission.decided().then(|| {
+            outcome
+                .tier
+                .as_deref()
+                .unwrap_or(tollgate_core::DEFAULT_TIER)
+        });
+        Line {
+            time: humantime::format_rfc3339_micros(record.arrival.time).to_string(),
+            method: record.arrival.method.as_str(),
+            path: &record.arrival.path,
+            status: record.status,
+            route: outcome.route.as_deref(),
+            tier,
+            decision: outcome.admission.label(),
+            upstream_status: record.upstream_status,
+            duration_us: u64::try_from(record.duration.as_micros()).unwrap_or(u64::MAX),
+            bytes: record.bytes,
+        }
+    }
+}
+
+/// `line` as text: `name=value` pairs in the JSON fields' order, `-` for
+/// none, a value holding a space, a quote, `=`, a control character or
+/// nothing (or that is `-`) written as a JSON string.
+fn text_line(out: &mut Vec<u8>, line: &Line<'_>) {
+    let number = |value: Option<u64>| value.map_or_else(|| "-".to_owned(), |n| n.to_string());
+    let texts = [
+        ("time", Some(line.time.as_str())),
+        ("method", Some(line.method)),
+        ("path", Some(line.path)),
+    ];
+    let numbers = [
+        (
+            "upstream_status",
+            number(line.upstream_status.map(u64::from)),
+        ),
+        ("duration_us", number(Some(line.duration_us))),
+        ("bytes", number(Some(line.bytes))),
+    ];
+    let mut first = true;
+    let mut pair = |out: &mut Vec<u8>, name: &str| {
+        if !first {
+            out.push(b' ');
+        }
+        first = false;
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'=');
+    };
+    for (name, value) in texts {
+        pair(out, name);
+        write_text_value(out, value);
+    }
+    pair(out, "status");
+    out.extend_from_slice(line.status.to_string().as_bytes());
+    for (name, value) in [
+        ("route", line.route),
+        ("tier", line.tier),
+        ("decision", Some(line.decision)),
+    ] {
+        pair(out, name);
+        write_text_value(out, value);
+    }
+    for (name, value) in numbers {
+        pair(out, name);
+        out.extend_from_slice(value.as_bytes());
+    }
+    out.push(b'\n');
+}
+
+/// `value` bare when it can be, else as a JSON string; `-` for none.
+fn write_text_value(out: &mut Vec<u8>, value: Option<&str>) {
+    let Some(value) = value else {
+        out.push(b'-');
+        return;
+    };
+    let bare = !value.is_empty()
+        && value != "-"
+        && value
+            .chars()
+            .all(|c| !c.is_control() && !matches!(c, ' ' | '"' | '='));
+    if bare {
+        out.extend_from_slice(value.as_bytes());
+    } else if serde_json::to_writer(&mut *out, value).is_err() {
+        out.push(b'-');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_values_are_quoted_when_they_must_be() {
+        let mut out = Vec::new();
+        for value in ["orders", "my route", "a=b", "", "-", "say \"hi\""] {
+            write_text_value(&mut out, Some(value));
+            out.push(b'|');
+        }
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "orders|\"my route\"|\"a=b\"|\"\"|\"-\"|\"say \\\"hi\\\"\"|"
+        );
+        write_text_value(&mut out, None);
+        assert_eq!(out.last(), Some(&b'-'));
+    }
+
+    #[test]
+    fn a_line_finding_the_channel_full_is_dropped_not_waited_for() {
+        // A channel of 1 that no writer empties.
+        let (sender, receiver) = sync_channel(1);
+        let log = AccessLog {
+            shared: Arc::new(Shared {
+                sender,
+                stop: Arc::new(AtomicBool::new(false)),
+                writer: Mutex::new(None),
+            }),
+        };
+        let record = || Record {
+            arrival: Arrival::of(&http::Request::new(())),
+            status: 200,
+            outcome: Outcome::default(),
+            upstream_status: None,
+            duration: Duration::ZERO,
+            bytes: 0,
+        };
+        assert!(log.send(record()));
+        assert!(!log.send(record()));
+        assert!(matches!(receiver.try_recv(), Ok(Message::Line(_))));
+        assert!(matches!(receiver.try_recv(), Err(TryRecvError::Empty)));
+    }
+}

@@ -1,0 +1,308 @@
+//! The access log (`[access_log]`), over real HTTP to a real upstream, to a
+//! file: one line per request, each read back (JSON with serde_json, text
+//! field by field) and compared field by field with what the request must
+//! have produced. The plan: the default fixed window of 2 per 60 s,
+//! `sk_internal` exempt; routes `al_api*` (`/api`, no budget of its own),
+//! `al_shadow*` (`/s`, 1 a minute in shadow mode) and `al_down*` (`/down`, an
+//! upstream nothing listens on: 502). The API keys and the query's value
+//! must never reach the file.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use support::{Gateway, Upstream};
+
+/// A gateway logging to `path` in `format`, its routes ending in `suffix`.
+fn config(upstream: &Upstream, path: &Path, format: &str, suffix: &str) -> String {
+    support::config(&format!(
+        "[limits]\nexempt_keys = [\"sk_internal\"]\n\
+         [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 2\nwindow_s = 60\n\
+         [access_log]\nenabled = true\npath = \"{}\"\nformat = \"{format}\"\n\
+         [[routes]]\nname = \"al_api{suffix}\"\nprefix = \"/api\"\nupstream = \"http://{}\"\n\
+         [[routes]]\nname = \"al_shadow{suffix}\"\nprefix = \"/s\"\nupstream = \"http://{}\"\n\
+         rpm = 1\nshadow = true\n\
+         [[routes]]\nname = \"al_down{suffix}\"\nprefix = \"/down\"\nupstream = \"http://127.0.0.1:1\"\n",
+        path.display(),
+        upstream.address,
+        upstream.address
+    ))
+}
+
+/// The lines of `path` once it has `count` (the writer writes every 20 ms;
+/// this waits for it, at most 10 s).
+async fn lines_of(path: &Path, count: usize) -> Vec<String> {
+    for _ in 0..500 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        if lines.len() >= count {
+            assert_eq!(lines.len(), count, "{text}");
+            return lines;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "{} holds fewer than {count} lines",
+        std::fs::read_to_string(path).unwrap_or_default()
+    );
+}
+
+/// A GET of `path` with `key`: its status and the body's length as the
+/// client received it.
+async fn get(gateway: &Gateway, path: &str, key: &str) -> (u16, u64) {
+    let response = gateway.get(path, key).await;
+    let status = response.status().as_u16();
+    let body = response.bytes().await.unwrap();
+    (status, body.len() as u64)
+}
+
+/// `line` without `time` and `duration_us`, after checking them: `time`
+/// between `before` and `after`, `duration_us` a whole number.
+fn checked(mut line: Value, before: SystemTime, after: SystemTime) -> Value {
+    let object = line.as_object_mut().unwrap();
+    let time = object.remove("time").unwrap();
+    let time = humantime::parse_rfc3339(time.as_str().unwrap()).unwrap();
+    // The line's time has microseconds; `before` is cut to them.
+    let before_micros = before - Duration::from_micros(1);
+    assert!(before_micros <= time && time <= after, "{time:?}");
+    assert!(object.remove("duration_us").unwrap().is_u64());
+    line
+}
+
+#[tokio::test]
+async fn every_request_gets_a_json_line() {
+    let upstream = Upstream::start().await;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("access.log");
+    let gateway = Gateway::start(&config(&upstream, &path, "json", ""), 6_000_000_000).await;
+    let before = SystemTime::now();
+    // Allowed: the upstream's "upstream", 8 bytes; the query is not logged.
+    assert_eq!(
+        get(&gateway, "/api/orders?token=sekrit", "sk_log_allowed").await,
+        (200, 8)
+    );
+    // Refused: the third request of a plan of 2.
+    for _ in 0..2 {
+        assert_eq!(get(&gateway, "/api/orders", "sk_log_refused").await.0, 200);
+    }
+    let (status, refused_bytes) = get(&gateway, "/api/orders", "sk_log_refused").await;
+    assert_eq!(status, 429);
+    // Exempt, shadow (the second request of a budget of 1, let through),
+    // no route, the upstream down.
+    assert_eq!(get(&gateway, "/api/orders", "sk_internal").await, (200, 8));
+    for _ in 0..2 {
+        assert_eq!(get(&gateway, "/s/x", "sk_log_shadow").await, (200, 8));
+    }
+    let (status, not_found_bytes) = get(&gateway, "/nowhere", "sk_log_lost").await;
+    assert_eq!(status, 404);
+    let (status, bad_gateway_bytes) = get(&gateway, "/down/x", "sk_log_down").await;
+    assert_eq!(status, 502);
+    // No API key: 401, no limit decided.
+    let unauthorized = gateway
+        .client
+        .get(gateway.url("/api/orders"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status(), 401);
+    let unauthorized_bytes = unauthorized.bytes().await.unwrap().len() as u64;
+    let lines = lines_of(&path, 10).await;
+    let after = SystemTime::now();
+    let text = std::fs::read_to_string(&path).unwrap();
+    for secret in ["sk_log", "sk_internal", "sekrit", "token"] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    let lines: Vec<Value> = lines
+        .iter()
+        .map(|line| checked(serde_json::from_str(line).unwrap(), before, after))
+        .collect();
+    let allowed = json!({
+        "method": "GET", "path": "/api/orders", "status": 200, "route": "al_api",
+        "tier": "default", "decision": "allowed", "upstream_status": 200, "bytes": 8,
+    });
+    assert_eq!(
+        lines,
+        [
+            allowed.clone(),
+            allowed.clone(),
+            allowed,
+            json!({
+                "method": "GET", "path": "/api/orders", "status": 429, "route": "al_api",
+                "tier": "default", "decision": "refused", "upstream_status": null,
+                "bytes": refused_bytes,
+            }),
+            json!({
+                "method": "GET", "path": "/api/orders", "status": 200, "route": "al_api",
+                "tier": null, "decision": "exempt", "upstream_status": 200, "bytes": 8,
+            }),
+            json!({
+                "method": "GET", "path": "/s/x", "status": 200, "route": "al_shadow",
+                "tier": "default", "decision": "allowed", "upstream_status": 200, "bytes": 8,
+            }),
+            json!({
+                "method": "GET", "path": "/s/x", "status": 200, "route": "al_shadow",
+                "tier": "default", "decision": "shadow", "upstream_status": 200, "bytes": 8,
+            }),
+            json!({
+                "method": "GET", "path": "/nowhere", "status": 404, "route": null,
+                "tier": null, "decision": "none", "upstream_status": null,
+                "bytes": not_found_bytes,
+            }),
+            json!({
+                "method": "GET", "path": "/down/x", "status": 502, "route": "al_down",
+                "tier": "default", "decision": "allowed", "upstream_status": null,
+                "bytes": bad_gateway_bytes,
+            }),
+            json!({
+                "method": "GET", "path": "/api/orders", "status": 401, "route": "al_api",
+                "tier": null, "decision": "none", "upstream_status": null,
+                "bytes": unauthorized_bytes,
+            }),
+        ]
+    );
+    // The route's shadow budget counted its one refusal, keyed by API key.
+    assert_eq!(
+        gateway
+            .route_sample(
+                "tollgate_shadow_denials_total",
+                &[
+                    ("plugin", "tollgate"),
+                    ("route", "al_shadow"),
+                    ("key_kind", "principal")
+                ],
+            )
+            .await,
+        Some(1.0)
+    );
+    // The field order is the documented one.
+    let first = text.lines().next().unwrap();
+    let names = [
+        "time",
+        "method",
+        "path",
+        "status",
+        "route",
+        "tier",
+        "decision",
+        "upstream_status",
+        "duration_us",
+        "bytes",
+    ];
+    let places: Vec<usize> = names
+        .iter()
+        .map(|name| first.find(&format!("\"{name}\":")).unwrap())
+        .collect();
+    assert!(places.windows(2).all(|pair| pair[0] < pair[1]), "{first}");
+    // A reload (SIGHUP) reopens the file: logrotate moved it away.
+    let rotated = directory.path().join("access.log.1");
+    std::fs::rename(&path, &rotated).unwrap();
+    // No configuration file to read again, but the log is reopened.
+    assert!(gateway.running.reload().is_err());
+    assert_eq!(get(&gateway, "/api/orders", "sk_log_after").await, (200, 8));
+    let after_rotation = lines_of(&path, 1).await;
+    assert!(after_rotation[0].contains("\"path\":\"/api/orders\""));
+    assert_eq!(
+        std::fs::read_to_string(&rotated).unwrap().lines().count(),
+        10
+    );
+}
+
+#[tokio::test]
+async fn text_lines_name_their_fields() {
+    let upstream = Upstream::start().await;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("access.log");
+    let gateway = Gateway::start(&config(&upstream, &path, "text", "_text"), 6_000_000_000).await;
+    assert_eq!(
+        get(&gateway, "/api/a?key=sekrit", "sk_text").await,
+        (200, 8)
+    );
+    let (status, not_found_bytes) = get(&gateway, "/nowhere", "sk_text").await;
+    assert_eq!(status, 404);
+    let lines = lines_of(&path, 2).await;
+    let fields = |line: &str| -> Vec<(String, String)> {
+        line.split(' ')
+            .map(|pair| {
+                let (name, value) = pair.split_once('=').unwrap();
+                (name.to_owned(), value.to_owned())
+            })
+            .collect()
+    };
+    let expected = |path: &str,
+                    status: &str,
+                    route: &str,
+                    tier: &str,
+                    decision: &str,
+                    upstream: &str,
+                    bytes: &str| {
+        [
+            ("method", "GET"),
+            ("path", path),
+            ("status", status),
+            ("route", route),
+            ("tier", tier),
+            ("decision", decision),
+            ("upstream_status", upstream),
+            ("bytes", bytes),
+        ]
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .to_vec()
+    };
+    let mut found: Vec<Vec<(String, String)>> = lines.iter().map(|line| fields(line)).collect();
+    for line in &mut found {
+        let names: Vec<&str> = line.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "time",
+                "method",
+                "path",
+                "status",
+                "route",
+                "tier",
+                "decision",
+                "upstream_status",
+                "duration_us",
+                "bytes"
+            ]
+        );
+        assert!(
+            humantime::parse_rfc3339(&line[0].1).is_ok(),
+            "{}",
+            line[0].1
+        );
+        assert!(line[8].1.parse::<u64>().is_ok(), "{}", line[8].1);
+        line.remove(8);
+        line.remove(0);
+    }
+    assert_eq!(
+        found,
+        [
+            expected(
+                "/api/a",
+                "200",
+                "al_api_text",
+                "default",
+                "allowed",
+                "200",
+                "8"
+            ),
+            expected(
+                "/nowhere",
+                "404",
+                "-",
+                "-",
+                "none",
+                "-",
+                &not_found_bytes.to_string()
+            ),
+        ]
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        !text.contains("sk_text") && !text.contains("sekrit"),
+        "{text}"
+    );
+}
