@@ -9,7 +9,6 @@ mod plan_scenarios;
 mod support;
 
 #[path = "../../tollgate-redis/tests/support/mod.rs"]
-#[allow(dead_code)]
 mod redis_support;
 
 use support::{Gateway, Upstream};
