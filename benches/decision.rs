@@ -29,6 +29,7 @@ fn policies() -> [(&'static str, Policy); 3] {
 
 fn tollgate(policy: Policy) -> Limiter {
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: policy,
         max_tracked_keys: 2 * DISTINCT_KEYS,
         ..LimiterConfig::default()

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::key::ApiKey;
+use crate::plan::{PlanError, PlanPolicies, PolicyList};
 use crate::policy::{Policy, PolicyError};
 
 /// The name that always means "the default policy" in [`Limiter::assign_tier`];
@@ -43,7 +44,26 @@ pub const DEFAULT_MAX_TRACKED_KEYS: usize = 1_000_000;
 /// algorithm = "sliding_log"
 /// limit = 20
 /// window_s = 60
+///
+/// # A plan held to several policies at once: an array of tables, each
+/// # with a name (see [`PlanPolicies`]).
+/// [[limits.tiers.team]]
+/// name = "second"
+/// algorithm = "fixed_window"
+/// limit = 10
+/// window_s = 1
+///
+/// [[limits.tiers.team]]
+/// name = "day"
+/// algorithm = "fixed_window"
+/// limit = 10000
+/// window_s = 86400
 /// ```
+///
+/// A plan written as a list keeps its first policy where the one-policy
+/// form keeps its policy (`default_policy`, `tiers`), and its names and
+/// further policies in `policy_lists`; [`LimiterConfig::plan`] gives it
+/// whole.
 ///
 /// [`LimiterConfig::from_toml_str`] reads the table's content, the same
 /// settings without `limits.`.
@@ -52,29 +72,96 @@ pub const DEFAULT_MAX_TRACKED_KEYS: usize = 1_000_000;
 /// per 60 s, tier `pro` sliding log 20 per 60 s, tier `enterprise` fixed window
 /// 1000 per 60 s, exempt `sk_internal`, eviction after 3600 s.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "LimitsTable", into = "LimitsTable")]
 pub struct LimiterConfig {
-    /// The policy of every key without a tier (or on tier `default`).
-    #[serde(default = "builtin_default_policy")]
+    /// The policy of every key without a tier (or on tier `default`); the
+    /// first policy when the default plan is a list.
     pub default_policy: Policy,
-    /// Named policies that keys are assigned to.
-    #[serde(default)]
+    /// Named plans that keys are assigned to: each one's policy, or the
+    /// first of its list.
     pub tiers: BTreeMap<String, Policy>,
+    /// The plans written as lists, by plan (`default` or a tier's name):
+    /// the first policy's name and the further policies. A plan absent here
+    /// is held to its one policy.
+    pub policy_lists: BTreeMap<String, PolicyList>,
     /// Keys never limited and never tracked. Parsed like any API key
     /// (`"Bearer x"` means `x`).
-    #[serde(default)]
     pub exempt_keys: Vec<String>,
     /// Seconds without a request after which a key's limiter state is dropped,
     /// from 1 to 2^63-1.
-    #[serde(default = "builtin_idle_eviction_s")]
     pub idle_eviction_s: u64,
     /// The most keys holding limiter state at once, at least 1. When full, a
     /// new key pushes out the least recently used key of its shard (one of
     /// 64, an approximation of the least recently used overall), which starts
     /// afresh when it returns: a key pushed out early may get more than its
     /// limit. See [`Limiter`](crate::Limiter) for the exact bound.
-    #[serde(default = "builtin_max_tracked_keys")]
     pub max_tracked_keys: usize,
+}
+
+/// The `[limits]` table as written: each plan in either form.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsTable {
+    #[serde(default = "builtin_default_plan")]
+    default_policy: PlanPolicies,
+    #[serde(default)]
+    tiers: BTreeMap<String, PlanPolicies>,
+    #[serde(default)]
+    exempt_keys: Vec<String>,
+    #[serde(default = "builtin_idle_eviction_s")]
+    idle_eviction_s: u64,
+    #[serde(default = "builtin_max_tracked_keys")]
+    max_tracked_keys: usize,
+}
+
+impl TryFrom<LimitsTable> for LimiterConfig {
+    type Error = String;
+
+    fn try_from(table: LimitsTable) -> Result<Self, String> {
+        let empty = |name: &str| format!("invalid {name}: {}", PlanError::Empty);
+        let mut policy_lists = BTreeMap::new();
+        let (default_policy, list) = table
+            .default_policy
+            .split()
+            .ok_or_else(|| empty("default_policy"))?;
+        if let Some(list) = list {
+            policy_lists.insert(DEFAULT_TIER.to_owned(), list);
+        }
+        let mut tiers = BTreeMap::new();
+        for (name, plan) in table.tiers {
+            let (first, list) = plan
+                .split()
+                .ok_or_else(|| empty(&format!("tiers.{name}")))?;
+            if let Some(list) = list {
+                policy_lists.insert(name.clone(), list);
+            }
+            tiers.insert(name, first);
+        }
+        Ok(LimiterConfig {
+            default_policy,
+            tiers,
+            policy_lists,
+            exempt_keys: table.exempt_keys,
+            idle_eviction_s: table.idle_eviction_s,
+            max_tracked_keys: table.max_tracked_keys,
+        })
+    }
+}
+
+impl From<LimiterConfig> for LimitsTable {
+    fn from(config: LimiterConfig) -> Self {
+        LimitsTable {
+            default_policy: config.default_plan(),
+            tiers: config
+                .tiers
+                .keys()
+                .filter_map(|name| Some((name.clone(), config.plan(name)?)))
+                .collect(),
+            exempt_keys: config.exempt_keys,
+            idle_eviction_s: config.idle_eviction_s,
+            max_tracked_keys: config.max_tracked_keys,
+        }
+    }
 }
 
 impl std::fmt::Debug for LimiterConfig {
@@ -83,6 +170,7 @@ impl std::fmt::Debug for LimiterConfig {
         f.debug_struct("LimiterConfig")
             .field("default_policy", &self.default_policy)
             .field("tiers", &self.tiers)
+            .field("policy_lists", &self.policy_lists)
             .field("exempt_keys", &self.exempt_keys.len())
             .field("idle_eviction_s", &self.idle_eviction_s)
             .field("max_tracked_keys", &self.max_tracked_keys)
@@ -105,6 +193,17 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: PolicyError,
     },
+    /// A plan's list of policies is invalid.
+    #[error("invalid {plan}: {reason}")]
+    PlanPolicies {
+        /// `default_policy` or `tiers.NAME`.
+        plan: String,
+        /// What is wrong with it.
+        reason: PlanError,
+    },
+    /// `policy_lists` names a plan that is neither `default` nor a tier.
+    #[error("a list of policies is given for {0:?}, which is neither `default` nor a tier")]
+    ListOfUnknownPlan(String),
     /// A tier name is empty or `default`.
     #[error("invalid tier name {0:?}: tier names are non-empty and `default` is reserved")]
     TierName(String),
@@ -145,6 +244,22 @@ impl LimiterConfig {
         {
             return Err(ConfigError::TierName(name.clone()));
         }
+        for plan in self.policy_lists.keys() {
+            let setting = if plan == DEFAULT_TIER {
+                "default_policy".to_owned()
+            } else if self.tiers.contains_key(plan) {
+                format!("tiers.{plan}")
+            } else {
+                return Err(ConfigError::ListOfUnknownPlan(plan.clone()));
+            };
+            if let Some(plan) = self.plan(plan) {
+                plan.validate()
+                    .map_err(|reason| ConfigError::PlanPolicies {
+                        plan: setting,
+                        reason,
+                    })?;
+            }
+        }
         if let Some(position) = self
             .exempt_keys
             .iter()
@@ -162,6 +277,43 @@ impl LimiterConfig {
     }
 }
 
+impl LimiterConfig {
+    /// The policies of plan `name` (`default`, or a tier's name); `None` for
+    /// a tier that is not configured.
+    pub fn plan(&self, name: &str) -> Option<PlanPolicies> {
+        let first = if name == DEFAULT_TIER {
+            self.default_policy
+        } else {
+            *self.tiers.get(name)?
+        };
+        Some(PlanPolicies::join(first, self.policy_lists.get(name)))
+    }
+
+    /// The default plan's policies.
+    pub fn default_plan(&self) -> PlanPolicies {
+        PlanPolicies::join(self.default_policy, self.policy_lists.get(DEFAULT_TIER))
+    }
+
+    /// Sets plan `name` (`default`, or a tier's name, added when new) to
+    /// `plan`: its first policy where the one-policy form goes, the rest of
+    /// a list in `policy_lists`. An empty list changes nothing (and is
+    /// what [`LimiterConfig::validate`] would refuse).
+    pub fn set_plan(&mut self, name: &str, plan: &PlanPolicies) {
+        let Some((first, list)) = plan.split() else {
+            return;
+        };
+        if name == DEFAULT_TIER {
+            self.default_policy = first;
+        } else {
+            self.tiers.insert(name.to_owned(), first);
+        }
+        match list {
+            Some(list) => self.policy_lists.insert(name.to_owned(), list),
+            None => self.policy_lists.remove(name),
+        };
+    }
+}
+
 impl Default for LimiterConfig {
     fn default() -> Self {
         LimiterConfig {
@@ -176,6 +328,7 @@ impl Default for LimiterConfig {
                     Policy::fixed_window(1000, 60).expect("1000 per 60 s is a valid policy"),
                 ),
             ]),
+            policy_lists: BTreeMap::new(),
             exempt_keys: vec!["sk_internal".to_owned()],
             idle_eviction_s: DEFAULT_IDLE_EVICTION_S,
             max_tracked_keys: DEFAULT_MAX_TRACKED_KEYS,
@@ -307,6 +460,10 @@ fn without_value(message: &str) -> String {
 /// Fixed window, 5 requests per 60 s.
 fn builtin_default_policy() -> Policy {
     Policy::fixed_window(5, 60).expect("5 per 60 s is a valid policy")
+}
+
+fn builtin_default_plan() -> PlanPolicies {
+    PlanPolicies::One(builtin_default_policy())
 }
 
 fn builtin_idle_eviction_s() -> u64 {

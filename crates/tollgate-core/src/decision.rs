@@ -54,6 +54,35 @@ impl Decision {
     pub fn reset_after_seconds(&self) -> u64 {
         whole_seconds_rounded_up(self.reset_after)
     }
+
+    /// Which of the decisions of one request's limits binds it, the one its
+    /// `RateLimit`, `X-RateLimit-*` and `Retry-After` describe: when one
+    /// refused with a wait, the longest wait (the first of equals);
+    /// otherwise the least `remaining` (an exempt `None` counts as
+    /// unlimited), the longer `reset_after` among equals, the first of
+    /// those. `None` when there are no decisions.
+    pub fn binding<'a>(decisions: impl IntoIterator<Item = &'a Decision>) -> Option<usize> {
+        let mut best: Option<(usize, &Decision)> = None;
+        for (index, decision) in decisions.into_iter().enumerate() {
+            let better = match best {
+                None => true,
+                Some((_, current)) => {
+                    let key = |decision: &Decision| {
+                        (
+                            std::cmp::Reverse(decision.retry_after),
+                            decision.remaining.unwrap_or(u64::MAX),
+                            std::cmp::Reverse(decision.reset_after),
+                        )
+                    };
+                    key(decision) < key(current)
+                }
+            };
+            if better {
+                best = Some((index, decision));
+            }
+        }
+        best.map(|(index, _)| index)
+    }
 }
 
 fn whole_seconds_rounded_up(duration: Duration) -> u64 {

@@ -37,6 +37,7 @@ mod failure_policy;
 mod harness;
 mod key;
 mod limiter;
+mod plan;
 mod policy;
 mod resolution;
 mod route_budget;
@@ -51,7 +52,13 @@ pub use decision::Decision;
 pub use failure_policy::FailurePolicy;
 pub use harness::{Harness, InputError, Output};
 pub use key::{ApiKey, Redacted};
-pub use limiter::{Limit, LimitDecision, LimitUnits, Limiter, PreparedPolicy, Stats, UnknownTier};
+pub use limiter::{
+    Limit, LimitDecision, LimitUnits, Limiter, PolicyDecision, PolicyReport, PreparedPolicy, Stats,
+    UnknownTier,
+};
+pub use plan::{
+    MAX_PLAN_POLICIES, MAX_POLICY_NAME, NamedPolicy, PlanError, PlanPolicies, PolicyList,
+};
 pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};
 pub use resolution::Resolution;
 pub use route_budget::{

@@ -368,12 +368,16 @@ struct PolicyDocument {
 }
 
 /// `count_refused`, when present, must be a boolean: `null` is not "absent".
-fn present_bool<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
+pub(crate) fn present_bool<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<bool>, D::Error> {
     bool::deserialize(deserializer).map(Some)
 }
 
 /// `burst`, when present, must be an integer: `null` is not "absent".
-fn present_integer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+pub(crate) fn present_integer<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
     u64::deserialize(deserializer).map(Some)
 }
 
@@ -393,20 +397,34 @@ impl Serialize for Policy {
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let document = PolicyDocument::deserialize(deserializer)?;
-        let mut policy = Policy::new(
+        Policy::from_document_fields(
             document.algorithm,
             document.limit,
             document.window_s,
             document.burst,
+            document.count_refused,
         )
-        .map_err(serde::de::Error::custom)?;
-        if let Some(count_refused) = document.count_refused {
+        .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Policy {
+    /// The policy a document's fields describe (see [`Policy::new`];
+    /// `count_refused` only with the fixed window), for documents that hold
+    /// a policy's fields beside others (a named policy of a plan).
+    pub(crate) fn from_document_fields(
+        algorithm: Algorithm,
+        limit: u64,
+        window_s: u64,
+        burst: Option<u64>,
+        count_refused: Option<bool>,
+    ) -> Result<Self, PolicyError> {
+        let mut policy = Policy::new(algorithm, limit, window_s, burst)?;
+        if let Some(count_refused) = count_refused {
             if policy.algorithm != Algorithm::FixedWindow {
-                return Err(serde::de::Error::custom(
-                    PolicyError::CountRefusedNotAllowed {
-                        algorithm: policy.algorithm,
-                    },
-                ));
+                return Err(PolicyError::CountRefusedNotAllowed {
+                    algorithm: policy.algorithm,
+                });
             }
             policy.count_refused = count_refused;
         }

@@ -10,8 +10,9 @@ use crate::clock::Clock;
 use crate::config::{ConfigError, LimiterConfig};
 use crate::decision::Decision;
 use crate::limiter::{
-    Limit, LimitDecision, LimitUnits, Limiter, PreparedPolicy, Stats, UnknownTier,
+    Limit, LimitDecision, LimitUnits, Limiter, PolicyReport, PreparedPolicy, Stats, UnknownTier,
 };
+use crate::plan::PlanPolicies;
 use crate::policy::{Policy, PolicyError};
 use crate::resolution::Resolution;
 
@@ -49,6 +50,12 @@ pub struct KeyReport {
     /// Its budget now; `None` when it holds no state (its whole budget is
     /// available).
     pub state: Option<Decision>,
+    /// For a plan written as a list, the name of its first policy (the one
+    /// `policy` and `state` are of); `None` otherwise.
+    pub policy_name: Option<String>,
+    /// For a plan written as a list, every policy after the first, with its
+    /// budget; empty otherwise.
+    pub further: Vec<PolicyReport>,
 }
 
 /// Where limits live. Every method is async so a networked store fits; the
@@ -126,6 +133,31 @@ pub trait Store: Send + Sync {
 
     /// Replaces the default policy; see [`Limiter::configure`].
     fn configure(&self, policy: Policy) -> StoreFuture<'_, Policy>;
+
+    /// The default plan in force: one policy, or a list of named policies.
+    ///
+    /// The default implementation, for stores written before plans could be
+    /// lists, answers [`Store::default_policy`] as the one-policy form.
+    fn default_plan(&self) -> StoreFuture<'_, PlanPolicies> {
+        Box::pin(async move { self.default_policy().await.map(PlanPolicies::One) })
+    }
+
+    /// Replaces the default plan, one policy or a list of named policies;
+    /// see [`Limiter::configure_plan`].
+    ///
+    /// The default implementation, for stores written before plans could be
+    /// lists, puts a one-policy plan in force with [`Store::configure`] and
+    /// answers a list with [`StoreError::Unavailable`].
+    fn configure_plan(&self, plan: PlanPolicies) -> StoreFuture<'_, PlanPolicies> {
+        match plan {
+            PlanPolicies::One(policy) => {
+                Box::pin(async move { self.configure(policy).await.map(PlanPolicies::One) })
+            }
+            PlanPolicies::List(_) => ready(Err(StoreError::Unavailable(
+                "this store holds a one-policy default plan only".into(),
+            ))),
+        }
+    }
 
     /// Puts `key` on `tier`; see [`Limiter::assign_tier`].
     fn assign_tier<'a>(&'a self, key: &'a str, tier: &'a str) -> StoreFuture<'a, ()>;
@@ -237,6 +269,14 @@ impl Store for MemoryStore {
         ready(self.limiter.configure(policy).map_err(StoreError::from))
     }
 
+    fn default_plan(&self) -> StoreFuture<'_, PlanPolicies> {
+        ready(Ok(self.limiter.default_plan()))
+    }
+
+    fn configure_plan(&self, plan: PlanPolicies) -> StoreFuture<'_, PlanPolicies> {
+        ready(self.limiter.configure_plan(&plan).map_err(StoreError::from))
+    }
+
     fn assign_tier<'a>(&'a self, key: &'a str, tier: &'a str) -> StoreFuture<'a, ()> {
         ready(
             self.limiter
@@ -250,10 +290,14 @@ impl Store for MemoryStore {
     }
 
     fn inspect<'a>(&'a self, key: &'a str) -> StoreFuture<'a, KeyReport> {
+        let now = self.now();
+        let (policy_name, further) = self.limiter.inspect_further(key, now);
         let report = KeyReport {
             tier: self.limiter.tier_of(key),
             policy: self.limiter.policy_for(key),
-            state: self.limiter.inspect(key, self.now()),
+            state: self.limiter.inspect(key, now),
+            policy_name,
+            further,
         };
         ready(Ok(report))
     }

@@ -11,6 +11,7 @@ const REQUESTS_PER_THREAD: usize = 2_000;
 /// (and, with `batch`, batches of 3), and returns the units allowed in all.
 fn allowed_by_all_threads(policy: Policy, keys: &[&str]) -> u64 {
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: policy,
         ..LimiterConfig::default()
     };

@@ -10,6 +10,7 @@ use tollgate_core::{
 
 fn gateway_with(policy: Policy) -> Limiter {
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: policy,
         ..LimiterConfig::default()
     };
@@ -142,6 +143,7 @@ fn a_manual_clock_refills_nanosecond_buckets_exactly() {
     // rpm 7 on a nanosecond clock: exactly 7 tokens after 60 s, 0 after 59.999999999 s.
     let clock = ManualClock::new(0);
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::token_bucket(7, 60, 7).unwrap(),
         ..LimiterConfig::default()
     };
@@ -163,6 +165,7 @@ fn a_manual_clock_refills_nanosecond_buckets_exactly() {
     assert!(limiter.request("k", clock.now_nanos()).is_allowed());
     // rpm 60, burst 5: empty, then one token exactly after 1 s.
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::token_bucket(60, 60, 5).unwrap(),
         ..LimiterConfig::default()
     };
@@ -217,6 +220,7 @@ fn fixed_window_at_2_pow_63_minus_1() {
 fn sliding_log_at_2_pow_63_minus_1() {
     // Idle eviction as long as the window, so the log survives the wait.
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::sliding_log(MAX, MAX).unwrap(),
         idle_eviction_s: MAX,
         ..LimiterConfig::default()
@@ -308,6 +312,7 @@ fn exempt_keys_hold_no_state_and_inspect_uses_no_budget() {
 fn the_key_cap_keeps_the_recently_used_keys() {
     // A cap of 6400 over 64 shards (about 100 keys each), and 20,000 keys.
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         max_tracked_keys: 6400,
         ..LimiterConfig::default()
     };
@@ -372,6 +377,7 @@ fn a_flood_of_distinct_keys_is_forgotten_as_it_goes_idle() {
 /// A configuration without tiers or exempt keys, counting seconds.
 fn bare_config() -> LimiterConfig {
     LimiterConfig {
+        policy_lists: Default::default(),
         tiers: Default::default(),
         exempt_keys: vec![],
         ..LimiterConfig::default()

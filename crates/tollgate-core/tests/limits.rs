@@ -209,6 +209,7 @@ fn reconfigure_keeps_state_under_unchanged_rules_only() {
     assert_eq!(limiter.request("free", 1).remaining, None);
     // An invalid configuration changes nothing.
     let bad = LimiterConfig {
+        policy_lists: Default::default(),
         idle_eviction_s: 0,
         ..LimiterConfig::default()
     };
@@ -229,6 +230,7 @@ fn reconfigure_keeps_state_under_unchanged_rules_only() {
 fn checking_the_limits_disturbs_none_of_them_even_at_the_key_cap() {
     // One key may hold state at a time; the plan allows 1 per 60 s.
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::fixed_window(1, 60).unwrap(),
         max_tracked_keys: 1,
         ..LimiterConfig::default()

@@ -45,6 +45,7 @@ fn limiter(policy: Policy) -> Limiter {
         exempt_keys: vec![],
         idle_eviction_s: IDLE_EVICTION_S,
         max_tracked_keys: 10_000_000,
+        policy_lists: Default::default(),
     };
     Limiter::new(&config, Resolution::Nanoseconds).expect("a valid configuration")
 }

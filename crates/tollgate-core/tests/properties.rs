@@ -19,6 +19,7 @@ use tollgate_core::{
 /// no exempt keys; the error when the window is too long for the clock.
 fn limiter(clock: Clock, spec: &Spec, idle_eviction_s: u64) -> Result<Limiter, ConfigError> {
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: spec.policy(),
         tiers: Default::default(),
         exempt_keys: vec![],
@@ -282,6 +283,7 @@ proptest! {
 /// A limiter of `policy` counting seconds, with no tiers and no exempt keys.
 fn plain_limiter(policy: Policy) -> Limiter {
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: policy,
         tiers: Default::default(),
         exempt_keys: vec![],

@@ -52,6 +52,7 @@ proptest! {
             return Ok(());
         };
         let mut config = LimiterConfig {
+            policy_lists: Default::default(),
             default_policy: spec.policy(),
             tiers: Default::default(),
             exempt_keys: vec![],

@@ -312,6 +312,7 @@ fn config(
     idle_s: u64,
 ) -> LimiterConfig {
     LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: default.policy(),
         tiers: tiers
             .iter()

@@ -369,6 +369,7 @@ fn modelled(models: &mut [Box<dyn Model>], step: &Step, now: u64) -> Vec<[u64; 5
 /// A limiter that never forgets a key within the steps' times.
 fn long_memory() -> Limiter {
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         idle_eviction_s: 1 << 62,
         ..LimiterConfig::default()
     };

@@ -7,12 +7,12 @@
 //!
 //! | call | body | answer |
 //! | --- | --- | --- |
-//! | `GET /admin/policy` | | the default policy |
-//! | `PUT /admin/policy` | a policy | the policy now in force |
+//! | `GET /admin/policy` | | the default policy, or its list of named policies |
+//! | `PUT /admin/policy` | a policy, or a list of named policies | the policy (or list) now in force |
 //! | `POST /admin/tier` | `{"key", "tier"}` | `{"tier"}` |
 //! | `POST /admin/reset` | `{"key"}` | `{"had_state"}` |
 //! | `POST /admin/reset` | `{"route", "key" \| "tenant" \| "ip" \| "header"}` | `{"had_state"}` |
-//! | `POST /admin/inspect` | `{"key"}` | `{"tier", "policy", "exempt", "tracked", "remaining", "reset_after_s"}` |
+//! | `POST /admin/inspect` | `{"key"}` | `{"tier", "policy", "exempt", "tracked", "remaining", "reset_after_s"}` (of the plan's first policy), and for a plan listing several `"policies": [{"name", "policy", "tracked", "remaining", "reset_after_s"}]` |
 //! | `POST /admin/inspect` | `{"route", "key" \| "tenant" \| "ip" \| "header"}` | `{"route", "key_kind", "policy", "tracked", "remaining", "reset_after_s"}` |
 //!
 //! A call with `route` is about the route budget a request on that route
@@ -37,7 +37,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::json;
 use subtle::ConstantTimeEq;
-use tollgate_core::{ApiKey, FailurePolicy, Policy, Redacted, StoreError};
+use tollgate_core::{ApiKey, FailurePolicy, PlanPolicies, Policy, Redacted, StoreError};
 use tollgate_tower::Problem;
 
 use super::admin_route_budget::Target;
@@ -153,18 +153,21 @@ async fn render_metrics(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn get_policy(State(app): State<Arc<App>>) -> Result<Response, AdminError> {
-    Ok(json_response(&app.store.default_policy().await?))
+    Ok(json_response(&app.store.default_plan().await?))
 }
 
 async fn put_policy(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, AdminError> {
     // Checked to be one JSON document first, then read as the document itself
     // (not through a `Value`, which would keep the last of a duplicated field).
     let _: IgnoredAny = parse(&body)?;
-    let policy = Policy::from_deserializer(&mut serde_json::Deserializer::from_slice(&body))
+    let plan = PlanPolicies::from_deserializer(&mut serde_json::Deserializer::from_slice(&body))
         .map_err(|error| AdminError::bad_request(format!("invalid policy: {error}")))?;
-    let policy = app.store.configure(policy).await?;
-    tracing::info!(?policy, "default policy replaced");
-    Ok(json_response(&policy))
+    let plan = match plan {
+        PlanPolicies::One(policy) => PlanPolicies::One(app.store.configure(policy).await?),
+        list => app.store.configure_plan(list).await?,
+    };
+    tracing::info!(?plan, "default policy replaced");
+    Ok(json_response(&plan))
 }
 
 #[derive(Deserialize)]
@@ -224,14 +227,49 @@ async fn inspect(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, A
         (Some(_), Some(state)) => (state.remaining, state.reset_after_seconds()),
         (Some(policy), None) => (Some(policy.capacity()), 0),
     };
-    Ok(json_response(&json!({
+    let mut answer = json!({
         "tier": report.tier,
         "policy": report.policy,
         "exempt": report.policy.is_none(),
         "tracked": report.state.is_some() && report.policy.is_some(),
         "remaining": remaining,
         "reset_after_s": reset_after_s,
-    })))
+    });
+    // A plan listing several policies: every one of them, the first too.
+    if let (Some(name), Some(policy), Some(fields)) =
+        (&report.policy_name, report.policy, answer.as_object_mut())
+    {
+        let first = policy_report(name, &policy, report.state.as_ref());
+        let further = report
+            .further
+            .iter()
+            .map(|further| policy_report(&further.name, &further.policy, further.state.as_ref()));
+        fields.insert(
+            "policies".to_owned(),
+            std::iter::once(first).chain(further).collect(),
+        );
+    }
+    Ok(json_response(&answer))
+}
+
+/// One policy of a plan listing several, as inspect reports it:
+/// `{"name", "policy", "tracked", "remaining", "reset_after_s"}`.
+fn policy_report(
+    name: &str,
+    policy: &Policy,
+    state: Option<&tollgate_core::Decision>,
+) -> serde_json::Value {
+    let (remaining, reset_after_s) = match state {
+        Some(state) => (state.remaining, state.reset_after_seconds()),
+        None => (Some(policy.capacity()), 0),
+    };
+    json!({
+        "name": name,
+        "policy": policy,
+        "tracked": state.is_some(),
+        "remaining": remaining,
+        "reset_after_s": reset_after_s,
+    })
 }
 
 async fn stats(State(app): State<Arc<App>>) -> Result<Response, AdminError> {

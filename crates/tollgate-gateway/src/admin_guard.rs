@@ -30,6 +30,7 @@ impl AdminGuard {
         let policy = Policy::token_bucket(FAILED_CALLS_PER_MINUTE, 60, FAILED_CALLS_BURST)
             .expect("a constant, valid token bucket");
         let config = LimiterConfig {
+            policy_lists: Default::default(),
             default_policy: policy,
             tiers: Default::default(),
             exempt_keys: Vec::new(),

@@ -4,6 +4,7 @@
 //! most restrictive limit.
 
 use http::{HeaderMap, HeaderName, HeaderValue};
+use tollgate_core::Decision;
 use tollgate_tower::{RATELIMIT, RATELIMIT_POLICY, RateLimitField};
 
 mod prepared;
@@ -66,25 +67,53 @@ pub(crate) fn rate_limit_headers(fields: &[RateLimitField<'_>]) -> RateLimitHead
             }
         }),
         _ => {
-            let tightest = fields
-                .iter()
-                .min_by_key(|field| {
-                    let remaining = field.decision.remaining.unwrap_or(u64::MAX);
-                    (remaining, std::cmp::Reverse(field.decision.reset_after))
-                })
-                .unwrap_or(&fields[0]);
             let (policy, state) = RateLimitField::headers(fields);
-            Values {
-                policy,
-                state,
-                limit: number(tightest.quota),
-                remaining: number(tightest.decision.remaining.unwrap_or(0)),
-                reset: number(tightest.decision.reset_after_seconds()),
-            }
+            with_binding(policy, state, fields)
         }
     };
     RateLimitHeaders {
         values: Some(values),
+    }
+}
+
+/// The headers for a request held to more policies than `RateLimit`
+/// describes (a plan listing several): `listed` (every policy) in
+/// `RateLimit-Policy`, `stated` (each limit's binding policy) in
+/// `RateLimit`, and `X-RateLimit-*` for the one of `stated` that binds the
+/// request. None when `stated` is empty.
+pub(crate) fn rate_limit_headers_listed(
+    listed: &[RateLimitField<'_>],
+    stated: &[RateLimitField<'_>],
+) -> RateLimitHeaders {
+    if stated.is_empty() {
+        return RateLimitHeaders::default();
+    }
+    let (policy, _) = RateLimitField::headers(listed);
+    let (_, state) = RateLimitField::headers(stated);
+    RateLimitHeaders {
+        values: Some(with_binding(policy, state, stated)),
+    }
+}
+
+/// The values of the headers: `policy` and `state` as given, `X-RateLimit-*`
+/// of the field of `fields` that binds ([`Decision::binding`]: the longest
+/// wait when refused, else the least remaining).
+fn with_binding(policy: HeaderValue, state: HeaderValue, fields: &[RateLimitField<'_>]) -> Values {
+    let binding = Decision::binding(fields.iter().map(|field| field.decision))
+        .and_then(|index| fields.get(index));
+    let (limit, remaining, reset) = binding.map_or((0, 0, 0), |field| {
+        (
+            field.quota,
+            field.decision.remaining.unwrap_or(0),
+            field.decision.reset_after_seconds(),
+        )
+    });
+    Values {
+        policy,
+        state,
+        limit: number(limit),
+        remaining: number(remaining),
+        reset: number(reset),
     }
 }
 
@@ -147,7 +176,6 @@ fn small_number(value: u64) -> Option<HeaderValue> {
 mod tests {
     use super::*;
     use std::time::Duration;
-    use tollgate_core::Decision;
 
     fn decision(remaining: u64, reset_s: u64) -> Decision {
         Decision {

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
 use tollgate_core::{
-    Limit, LimitDecision, Redacted, RouteBudgetChoice, RouteBudgets, RouteKeyKind, Stopwatch,
-    Store, route_store_key,
+    Decision, Limit, LimitDecision, Policy, Redacted, RouteBudgetChoice, RouteBudgets,
+    RouteKeyKind, Stopwatch, Store, route_store_key,
 };
 use tollgate_tower::{
     Problem, RateLimitField, advertised_quota, record_denial, record_shadow_denial,
@@ -16,7 +16,7 @@ use tollgate_tower::{
 use super::access_log::{Admission, Outcome};
 use super::api_key::{KeyError, MAX_KEY_LENGTH, api_key};
 use super::config::RouteKey;
-use super::headers::{RateLimitHeaders, rate_limit_headers};
+use super::headers::{RateLimitHeaders, rate_limit_headers, rate_limit_headers_listed};
 use super::metrics;
 use super::problem::{problem, respond};
 use super::reloadable::Reloadable;
@@ -91,18 +91,22 @@ pub(crate) async fn admit(
     let tier = plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
     outcome.set_tier(plan.tier.as_ref());
     let shadow = ShadowLimits::of(&reloadable.refusal, tier, route);
-    let plan_field = plan_field(tier, plan).filter(|_| shadow.sends_headers(0));
     let route_field = route_limit
         .as_ref()
         .zip(decisions.route.as_ref())
         .map(|(limit, decision)| route_field(route_name, limit, decision))
         .filter(|_| shadow.sends_headers(1));
-    let headers = match (plan_field, route_field) {
-        (Some(plan), Some(route)) => rate_limit_headers(&[plan, route]),
-        (Some(only), None) | (None, Some(only)) => rate_limit_headers(&[only]),
-        (None, None) => RateLimitHeaders::default(),
+    let headers = if plan.further.is_empty() || !shadow.sends_headers(0) {
+        let plan_field = plan_field(tier, plan).filter(|_| shadow.sends_headers(0));
+        match (plan_field, route_field) {
+            (Some(plan), Some(route)) => rate_limit_headers(&[plan, route]),
+            (Some(only), None) | (None, Some(only)) => rate_limit_headers(&[only]),
+            (None, None) => RateLimitHeaders::default(),
+        }
+    } else {
+        plan_list_headers(plan, route_field)
     };
-    let allowed = decisions.iter().all(|limit| limit.decision.is_allowed());
+    let allowed = decisions.iter().all(LimitDecision::is_allowed);
     reloadable.decisions.record(allowed, tier, route_name);
     if allowed {
         outcome.admission = Admission::Allowed;
@@ -115,7 +119,9 @@ pub(crate) async fn admit(
     let mut refused_by = tier;
     let mut status = reloadable.refusal.for_tier(tier);
     for (index, limit) in decisions.iter().enumerate() {
-        if limit.decision.retry_after.is_zero() {
+        // The longest wait of the limit's policies (a plan may list several).
+        let limit_retry_after = limit.retry_after_seconds();
+        if limit_retry_after == 0 {
             continue;
         }
         let kind = match (index, &route_limit) {
@@ -135,8 +141,8 @@ pub(crate) async fn admit(
         }
         enforced_refusal = true;
         record_denial(route_name, kind);
-        if limit.decision.retry_after_seconds() > retry_after {
-            retry_after = limit.decision.retry_after_seconds();
+        if limit_retry_after > retry_after {
+            retry_after = limit_retry_after;
             (refused_by, status) = if index == 0 {
                 (tier, reloadable.refusal.for_tier(tier))
             } else {
@@ -213,6 +219,44 @@ fn plan_field<'a>(tier: &'a str, plan: &'a LimitDecision) -> Option<RateLimitFie
         window_s,
         decision: &plan.decision,
     })
+}
+
+/// The headers of a request whose plan lists several policies: every policy
+/// (by its name), then the route budget's, in `RateLimit-Policy`; the plan's
+/// binding policy ([`Decision::binding`]), then the route budget's, in
+/// `RateLimit`.
+fn plan_list_headers(
+    plan: &LimitDecision,
+    route_field: Option<RateLimitField<'_>>,
+) -> RateLimitHeaders {
+    let Some(first_policy) = plan.policy else {
+        return RateLimitHeaders::default();
+    };
+    let first_name = plan.name.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
+    let field = |name, policy: &Policy, decision| {
+        let (quota, window_s) = advertised_quota(policy);
+        RateLimitField {
+            name,
+            quota,
+            window_s,
+            decision,
+        }
+    };
+    let mut listed: Vec<RateLimitField<'_>> =
+        std::iter::once(field(first_name, &first_policy, &plan.decision))
+            .chain(
+                plan.further
+                    .iter()
+                    .map(|further| field(&further.name, &further.policy, &further.decision)),
+            )
+            .collect();
+    let binding = Decision::binding(listed.iter().map(|field| field.decision)).unwrap_or(0);
+    let mut stated: Vec<RateLimitField<'_>> = listed.get(binding).cloned().into_iter().collect();
+    if let Some(route) = route_field {
+        stated.push(route.clone());
+        listed.push(route);
+    }
+    rate_limit_headers_listed(&listed, &stated)
 }
 
 /// The route budget's RateLimit field (listed after the plan's).

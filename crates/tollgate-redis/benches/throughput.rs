@@ -44,6 +44,7 @@ fn main() {
         config.prefix = format!("tollgate-bench-{}", std::process::id());
         config.timeout = Duration::from_secs(1);
         let limits = LimiterConfig {
+            policy_lists: Default::default(),
             default_policy: Policy::token_bucket(1_000_000, 60, 1_000_000).unwrap(),
             ..LimiterConfig::default()
         };

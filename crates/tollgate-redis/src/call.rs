@@ -80,6 +80,32 @@ impl ScriptLimit {
         }
     }
 
+    /// The further policies of a plan limit on its tier's list (none for a
+    /// policy limit or a one-policy plan), each with its name: held to its
+    /// rule on the plan key's state with `:NAME` after it (the same hash
+    /// tag, so one script call decides them all), asked the same units,
+    /// with no tier to check (the plan's own limit checks it, and a change
+    /// of tier answers for the whole request).
+    pub(crate) fn further(&self, plans: &Plans) -> Vec<(Arc<str>, ScriptLimit)> {
+        let Some(tier) = &self.tier else {
+            return Vec::new();
+        };
+        plans
+            .list_for(tier)
+            .further
+            .iter()
+            .map(|further| {
+                let limit = ScriptLimit {
+                    names: Arc::new(self.names.further(&further.name)),
+                    tier: None,
+                    rule: Arc::clone(&further.rule),
+                    units: self.units,
+                };
+                (Arc::clone(&further.name), limit)
+            })
+            .collect()
+    }
+
     /// Moves a plan to `tier` (the one the script found it on) and its rule.
     pub(crate) fn move_to(&mut self, tier: Arc<str>, plans: &Plans) {
         self.rule = Arc::clone(plans.rule_for(&tier));

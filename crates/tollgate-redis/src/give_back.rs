@@ -77,6 +77,8 @@ pub(crate) async fn give_back(
                     decision: Decision::exempt(0),
                     policy: None,
                     tier: None,
+                    name: None,
+                    further: Vec::new(),
                 }));
                 continue;
             }
@@ -112,6 +114,8 @@ pub(crate) async fn give_back(
                 },
                 policy: Some(limit.rule.policy),
                 tier: limit.tier.clone().filter(|tier| &**tier != DEFAULT_TIER),
+                name: None,
+                further: Vec::new(),
             });
         }
     }

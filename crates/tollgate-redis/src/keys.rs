@@ -1,6 +1,7 @@
 //! Where a key's state lives in Redis: `PREFIX:{DIGEST}:s` (the state hash),
 //! `PREFIX:{DIGEST}:l` (a sliding log's runs) and `PREFIX:{DIGEST}:tier` (a
-//! plan's tier). The digest (the first 16 bytes, in hex, of an HMAC-SHA-256
+//! plan's tier); a plan's further policy `NAME` (a plan written as a list)
+//! has `PREFIX:{DIGEST}:s:NAME` and `PREFIX:{DIGEST}:l:NAME`. The digest (the first 16 bytes, in hex, of an HMAC-SHA-256
 //! of the key space and the key under the store's key secret, or of their
 //! plain SHA-256 without one) is the hash tag, so every key a script touches
 //! for one limited key sits in one Redis Cluster slot, and no API key ever
@@ -63,6 +64,18 @@ impl KeyNames {
 }
 
 impl KeyNames {
+    /// The names of the state of the further policy `name` of the plan
+    /// whose names these are: `PREFIX:{DIGEST}:s:NAME` and
+    /// `PREFIX:{DIGEST}:l:NAME` (a name is an HTTP token, with no braces, so
+    /// the hash tag stays the plan key's). The tier key is the plan's.
+    pub(crate) fn further(&self, name: &str) -> KeyNames {
+        KeyNames {
+            state: format!("{}:{name}", self.state),
+            log: format!("{}:{name}", self.log),
+            tier: self.tier.clone(),
+        }
+    }
+
     /// The hash tag: keys of limits with the same tag sit in one cluster slot.
     pub(crate) fn hash_tag(&self) -> &str {
         let start = self.state.find('{').map_or(0, |at| at + 1);

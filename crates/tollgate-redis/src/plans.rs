@@ -10,7 +10,8 @@ use arc_swap::ArcSwap;
 use redis::{RedisWrite, ToRedisArgs};
 
 use tollgate_core::{
-    Algorithm, ApiKey, DEFAULT_TIER, LimiterConfig, Policy, PolicyError, PreparedPolicy, Resolution,
+    Algorithm, ApiKey, DEFAULT_TIER, LimiterConfig, NamedPolicy, PlanPolicies, Policy, PolicyError,
+    PreparedPolicy, Resolution,
 };
 
 use crate::protocol::{
@@ -142,6 +143,22 @@ pub(crate) fn check_exact(policy: &Policy) -> Result<(), PolicyError> {
     }
 }
 
+/// A further policy of a plan written as a list: its name (its state's
+/// keys are the plan key's with `:NAME` after them) and its rule.
+#[derive(Clone, Debug)]
+pub(crate) struct FurtherRule {
+    pub(crate) name: Arc<str>,
+    pub(crate) rule: Arc<ScriptRule>,
+}
+
+/// What a plan written as a list has beyond its first rule: the first
+/// policy's name and the further rules. Empty for a one-policy plan.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PlanList {
+    pub(crate) first_name: Option<Arc<str>>,
+    pub(crate) further: Arc<[FurtherRule]>,
+}
+
 /// The plans in force.
 #[derive(Clone, Debug)]
 pub(crate) struct Plans {
@@ -149,27 +166,41 @@ pub(crate) struct Plans {
     pub(crate) generation: u64,
     pub(crate) tiers: HashMap<Arc<str>, Arc<ScriptRule>>,
     pub(crate) exempt: HashSet<String>,
+    /// The default plan's list, when it is one.
+    pub(crate) default_list: PlanList,
+    /// The lists of the tiers written as lists.
+    pub(crate) tier_lists: HashMap<Arc<str>, PlanList>,
 }
 
 impl Plans {
+    /// The plans of `config`, with `default` (the shared one) as the
+    /// default plan under `generation`.
     pub(crate) fn new(
         config: &LimiterConfig,
-        default: Policy,
+        default: &PlanPolicies,
         generation: u64,
     ) -> Result<Self, PolicyError> {
-        let tiers = config
-            .tiers
-            .iter()
-            .map(|(name, policy)| {
-                let version = format!("t{}", canonical(policy));
-                let rule = ScriptRule::new(*policy, version).map_err(|error| {
-                    PolicyError::Unsupported(format!("the policy of tier {name}: {error}"))
-                })?;
-                Ok((Arc::from(name.as_str()), Arc::new(rule)))
-            })
-            .collect::<Result<_, PolicyError>>()?;
+        let mut tiers = HashMap::new();
+        let mut tier_lists = HashMap::new();
+        for name in config.tiers.keys() {
+            let Some(plan) = config.plan(name) else {
+                continue;
+            };
+            let named = |error: PolicyError| {
+                PolicyError::Unsupported(format!("the policy of tier {name}: {error}"))
+            };
+            let (first, list) = plan_rules(&plan, |policy| {
+                ScriptRule::new(policy, format!("t{}", canonical(&policy))).map_err(named)
+            })?;
+            let name: Arc<str> = Arc::from(name.as_str());
+            if list.first_name.is_some() {
+                tier_lists.insert(Arc::clone(&name), list);
+            }
+            tiers.insert(name, first);
+        }
+        let (default, default_list) = default_rules(default, generation)?;
         Ok(Plans {
-            default: default_rule(default, generation)?,
+            default,
             generation,
             tiers,
             exempt: config
@@ -177,6 +208,8 @@ impl Plans {
                 .iter()
                 .filter_map(|key| ApiKey::parse(key).map(|key| key.as_str().to_owned()))
                 .collect(),
+            default_list,
+            tier_lists,
         })
     }
 
@@ -186,6 +219,34 @@ impl Plans {
             return &self.default;
         }
         self.tiers.get(tier).unwrap_or(&self.default)
+    }
+
+    /// The list of a key on `tier`, as [`Plans::rule_for`] picks its plan.
+    pub(crate) fn list_for(&self, tier: &str) -> &PlanList {
+        if tier == DEFAULT_TIER || !self.tiers.contains_key(tier) {
+            return &self.default_list;
+        }
+        static EMPTY: std::sync::OnceLock<PlanList> = std::sync::OnceLock::new();
+        self.tier_lists
+            .get(tier)
+            .unwrap_or_else(|| EMPTY.get_or_init(PlanList::default))
+    }
+
+    /// The names of every further policy of every plan, each once: the
+    /// state a reset or a change of tier deletes.
+    pub(crate) fn further_names(&self) -> Vec<Arc<str>> {
+        let mut names: Vec<Arc<str>> = std::iter::once(&self.default_list)
+            .chain(self.tier_lists.values())
+            .flat_map(|list| list.further.iter().map(|further| Arc::clone(&further.name)))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// The default plan in force, with its names when it is a list.
+    pub(crate) fn default_plan(&self) -> PlanPolicies {
+        join(&self.default, &self.default_list)
     }
 
     /// Stores `next(current)` in `plans`, built again on whatever another
@@ -211,22 +272,76 @@ impl Plans {
 
     pub(crate) fn with_default(
         &self,
-        default: Policy,
+        default: &PlanPolicies,
         generation: u64,
     ) -> Result<Self, PolicyError> {
+        let (default, default_list) = default_rules(default, generation)?;
         Ok(Plans {
-            default: default_rule(default, generation)?,
+            default,
             generation,
+            default_list,
             ..self.clone()
         })
     }
 }
 
-fn default_rule(policy: Policy, generation: u64) -> Result<Arc<ScriptRule>, PolicyError> {
-    let version = format!("d{generation}.{}", canonical(&policy));
-    let rule = ScriptRule::new(policy, version)
-        .map_err(|error| PolicyError::Unsupported(format!("the default policy: {error}")))?;
-    Ok(Arc::new(rule))
+/// The plan of first rule `first` and list `list`.
+fn join(first: &ScriptRule, list: &PlanList) -> PlanPolicies {
+    match &list.first_name {
+        None => PlanPolicies::One(first.policy),
+        Some(name) => PlanPolicies::List(
+            std::iter::once(NamedPolicy {
+                name: name.to_string(),
+                policy: first.policy,
+            })
+            .chain(list.further.iter().map(|further| NamedPolicy {
+                name: further.name.to_string(),
+                policy: further.rule.policy,
+            }))
+            .collect(),
+        ),
+    }
+}
+
+/// `plan`'s first rule and list, each rule made by `rule`.
+fn plan_rules(
+    plan: &PlanPolicies,
+    rule: impl Fn(Policy) -> Result<ScriptRule, PolicyError>,
+) -> Result<(Arc<ScriptRule>, PlanList), PolicyError> {
+    let mut policies = plan.policies();
+    let Some((first_name, first)) = policies.next() else {
+        return Err(PolicyError::Malformed(
+            "a list of policies needs at least one policy".to_owned(),
+        ));
+    };
+    let further = policies
+        .map(|(name, policy)| {
+            Ok(FurtherRule {
+                name: Arc::from(name.unwrap_or_default()),
+                rule: Arc::new(rule(policy)?),
+            })
+        })
+        .collect::<Result<Vec<_>, PolicyError>>()?;
+    Ok((
+        Arc::new(rule(first)?),
+        PlanList {
+            first_name: first_name.map(Arc::from),
+            further: Arc::from(further),
+        },
+    ))
+}
+
+/// The default plan's rules under `generation` (in every state version, so
+/// that a `configure` discards the state of all of them).
+fn default_rules(
+    plan: &PlanPolicies,
+    generation: u64,
+) -> Result<(Arc<ScriptRule>, PlanList), PolicyError> {
+    plan_rules(plan, |policy| {
+        let version = format!("d{generation}.{}", canonical(&policy));
+        ScriptRule::new(policy, version)
+            .map_err(|error| PolicyError::Unsupported(format!("the default policy: {error}")))
+    })
 }
 
 /// A policy as text that every build and platform writes the same way, for
@@ -308,13 +423,18 @@ mod tests {
         let deep_bucket = Policy::token_bucket(1, 3600, 2_000_000_000).unwrap();
         let mut config = LimiterConfig::default();
         config.tiers.insert("gold".to_owned(), deep_bucket);
-        let error = Plans::new(&config, config.default_policy, 0).unwrap_err();
+        let error = Plans::new(&config, &config.default_plan(), 0).unwrap_err();
         assert_eq!(
             error.to_string(),
             "the policy of tier gold: the Redis store computes exactly up to 2^52: \
              burst x window_s in microseconds is larger"
         );
-        let error = Plans::new(&LimiterConfig::default(), deep_bucket, 0).unwrap_err();
+        let error = Plans::new(
+            &LimiterConfig::default(),
+            &PlanPolicies::One(deep_bucket),
+            0,
+        )
+        .unwrap_err();
         assert!(
             error.to_string().starts_with("the default policy: "),
             "{error}"

@@ -14,7 +14,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use futures_util::StreamExt;
 use redis::AsyncCommands;
-use tollgate_core::Policy;
+use tollgate_core::PlanPolicies;
 
 use crate::config::RedisConfig;
 use crate::connection::Connection;
@@ -63,7 +63,7 @@ pub(crate) async fn sync_default_policy(
     clients: Vec<redis::Client>,
     mut connection: Connection,
     prefix: String,
-    configured: Policy,
+    configured: PlanPolicies,
     plans: Arc<ArcSwap<Plans>>,
     periods: Periods,
 ) {
@@ -167,9 +167,9 @@ impl PolicySync {
             let Ok((Some(policy), generation)) = read else {
                 return;
             };
-            let Some(policy) = serde_json::from_str::<serde_json::Value>(&policy)
-                .ok()
-                .and_then(|value| Policy::from_json(&value).ok())
+            // One policy object, or a list of named policies.
+            let Ok(policy) =
+                PlanPolicies::from_deserializer(&mut serde_json::Deserializer::from_str(&policy))
             else {
                 return;
             };
@@ -192,13 +192,13 @@ impl PolicySync {
                 );
             }
             self.last_read = Some(generation);
-            if current.generation == generation && current.default.policy == policy {
+            if current.generation == generation && current.default_plan() == policy {
                 return;
             }
             drop(current);
             // Tiers a reload stores at the same moment are kept.
             if let Err(error) = Plans::update(&self.plans, |current| {
-                current.with_default(policy, generation)
+                current.with_default(&policy, generation)
             }) {
                 tracing::warn!(%error, "the shared default policy cannot be used");
             }

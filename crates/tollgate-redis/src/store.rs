@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tollgate_core::{
-    Decision, KeyReport, Limit, LimitDecision, LimitUnits, LimiterConfig, Policy, PolicyError,
-    PreparedPolicy, Resolution, Stats, Store, StoreError, StoreFuture,
+    Decision, KeyReport, Limit, LimitDecision, LimitUnits, LimiterConfig, PlanPolicies, Policy,
+    PolicyDecision, PolicyError, PreparedPolicy, Resolution, Stats, Store, StoreError, StoreFuture,
 };
 
 use crate::admin;
@@ -150,13 +150,13 @@ impl RedisStore {
             Connection::open_with(&target, config.timeout, root_certificates.as_deref())
                 .map_err(|error| RedisStoreError::Url(error.to_string()))?;
         let plans =
-            Plans::new(limits, limits.default_policy, 0).map_err(RedisStoreError::Policy)?;
+            Plans::new(limits, &limits.default_plan(), 0).map_err(RedisStoreError::Policy)?;
         let plans = Arc::new(ArcSwap::from_pointee(plans));
         let sync = tokio::spawn(sync_default_policy(
             clients,
             connection.clone(),
             config.prefix.clone(),
-            limits.default_policy,
+            limits.default_plan(),
             Arc::clone(&plans),
             crate::policy_sync::Periods::of(&config),
         ));
@@ -231,18 +231,22 @@ impl RedisStore {
                     decision: Decision::exempt(limit.units),
                     policy: None,
                     tier: None,
+                    name: None,
+                    further: Vec::new(),
                 }),
                 _ => None,
             })
             .collect();
         let mut sent = Vec::with_capacity(limits.len());
-        // The units each sent limit was asked for (those sent are capped).
-        let mut asked = Vec::with_capacity(limits.len());
-        for (limit, decided) in limits.iter().zip(&decisions) {
+        // Whose each sent limit is: the index of its limit in `limits`, and
+        // the name of a plan's further policy (a plan of several policies
+        // sends one script limit per policy, decided together).
+        let mut owners: Vec<Owner> = Vec::with_capacity(limits.len());
+        for (index, (limit, decided)) in limits.iter().zip(&decisions).enumerate() {
             if decided.is_some() {
                 continue;
             }
-            sent.push(match limit.limit {
+            let script_limit = match limit.limit {
                 Limit::Plan(key) => {
                     let names = Arc::new(self.context.names(Space::Plan, key));
                     let tier = self.context.remembered_tier(&names.tier);
@@ -253,44 +257,73 @@ impl RedisStore {
                     let names = Arc::new(self.context.names(Space::Policy, key));
                     ScriptLimit::policy(names, policy, limit.units)?
                 }
-            });
-            asked.push(limit.units);
+            };
+            let further = script_limit.further(&plans);
+            sent.push(script_limit);
+            owners.push((index, None));
+            for (name, further) in further {
+                sent.push(further);
+                owners.push((index, Some(name)));
+            }
         }
         if !sent.is_empty() {
-            let outcomes = self.run(&mut sent, &plans, now).await?;
-            let mut outcomes = sent.iter().zip(asked).zip(outcomes);
-            for slot in decisions.iter_mut().filter(|slot| slot.is_none()) {
-                let Some(((limit, units), outcome)) = outcomes.next() else {
+            let outcomes = self.run(&mut sent, &mut owners, &plans, now).await?;
+            for ((limit, (index, name)), outcome) in sent.iter().zip(&owners).zip(outcomes) {
+                let units = limits.get(*index).map_or(0, |limit| limit.units);
+                let decision = Decision {
+                    allowed: outcome.allowed,
+                    rejected: units.saturating_sub(outcome.allowed),
+                    remaining: Some(outcome.remaining),
+                    retry_after: Duration::from_micros(outcome.retry_after),
+                    reset_after: Duration::from_micros(outcome.reset_after),
+                };
+                let Some(slot) = decisions.get_mut(*index) else {
                     break;
                 };
-                *slot = Some(LimitDecision {
-                    decision: Decision {
-                        allowed: outcome.allowed,
-                        rejected: units.saturating_sub(outcome.allowed),
-                        remaining: Some(outcome.remaining),
-                        retry_after: Duration::from_micros(outcome.retry_after),
-                        reset_after: Duration::from_micros(outcome.reset_after),
-                    },
-                    policy: Some(limit.rule.policy),
-                    tier: limit.tier.clone().filter(|tier| &**tier != DEFAULT_TIER),
-                });
+                match (name, slot) {
+                    (None, slot) => {
+                        let tier = limit.tier.clone();
+                        *slot = Some(LimitDecision {
+                            decision,
+                            policy: Some(limit.rule.policy),
+                            name: tier
+                                .as_deref()
+                                .and_then(|tier| plans.list_for(tier).first_name.clone()),
+                            further: Vec::new(),
+                            tier: tier.filter(|tier| &**tier != DEFAULT_TIER),
+                        });
+                    }
+                    (Some(name), Some(plan)) => plan.further.push(PolicyDecision {
+                        name: Arc::clone(name),
+                        policy: limit.rule.policy,
+                        decision,
+                    }),
+                    (Some(_), None) => {}
+                }
             }
         }
         let decisions: Vec<LimitDecision> = decisions.into_iter().flatten().collect();
-        for decision in &decisions {
-            self.allowed
-                .fetch_add(decision.decision.allowed, Ordering::Relaxed);
+        for decision in decisions.iter().flat_map(|decision| {
+            std::iter::once(&decision.decision)
+                .chain(decision.further.iter().map(|further| &further.decision))
+        }) {
+            self.allowed.fetch_add(decision.allowed, Ordering::Relaxed);
             self.rejected
-                .fetch_add(decision.decision.rejected, Ordering::Relaxed);
+                .fetch_add(decision.rejected, Ordering::Relaxed);
         }
         Ok(decisions)
     }
 
     /// Runs the acquire script, following tier changes made elsewhere, all
     /// within one timeout.
+    ///
+    /// A plan found on another tier takes that tier's policies: its further
+    /// limits (those of `owners` naming a further policy of the same limit)
+    /// are replaced by the new tier's.
     async fn run(
         &self,
-        limits: &mut [ScriptLimit],
+        limits: &mut Vec<ScriptLimit>,
+        owners: &mut Vec<Owner>,
         plans: &Plans,
         now: Option<u64>,
     ) -> Result<Vec<Outcome>, StoreError> {
@@ -359,6 +392,26 @@ impl RedisStore {
                     let tier: Arc<str> = Arc::from(tier.as_str());
                     context.remember_tier(&limits[index].names.tier, Arc::clone(&tier));
                     limits[index].move_to(tier, plans);
+                    let owner = owners.get(index).map(|(owner, _)| *owner);
+                    let mut kept = Vec::with_capacity(limits.len());
+                    let mut kept_owners = Vec::with_capacity(owners.len());
+                    for (position, (limit, whose)) in
+                        limits.drain(..).zip(owners.drain(..)).enumerate()
+                    {
+                        if Some(whose.0) == owner && whose.1.is_some() {
+                            continue;
+                        }
+                        let further = (position == index).then(|| limit.further(plans));
+                        let index_of = whose.0;
+                        kept.push(limit);
+                        kept_owners.push(whose);
+                        for (name, further) in further.into_iter().flatten() {
+                            kept.push(further);
+                            kept_owners.push((index_of, Some(name)));
+                        }
+                    }
+                    *limits = kept;
+                    *owners = kept_owners;
                 }
                 _ => return Err(call::unexpected()),
             }
@@ -368,6 +421,10 @@ impl RedisStore {
         ))
     }
 }
+
+/// Whose a sent script limit is: the index of its limit in the call, and
+/// the name of its plan's further policy (`None` for the limit's own).
+type Owner = (usize, Option<Arc<str>>);
 
 impl Store for RedisStore {
     fn prepare(&self, policy: Policy) -> Result<PreparedPolicy, PolicyError> {
@@ -420,6 +477,14 @@ impl Store for RedisStore {
         Box::pin(admin::configure(&self.context, policy))
     }
 
+    fn default_plan(&self) -> StoreFuture<'_, PlanPolicies> {
+        Box::pin(async move { Ok(self.context.plans.load().default_plan()) })
+    }
+
+    fn configure_plan(&self, plan: PlanPolicies) -> StoreFuture<'_, PlanPolicies> {
+        Box::pin(admin::configure_plan(&self.context, plan))
+    }
+
     fn assign_tier<'a>(&'a self, key: &'a str, tier: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(admin::assign_tier(&self.context, key, tier))
     }
@@ -462,7 +527,7 @@ impl Store for RedisStore {
         // The default policy the sync task or `configure` stores at the
         // same moment is kept.
         Plans::update(&self.context.plans, |current| {
-            Plans::new(config, current.default.policy, current.generation)
+            Plans::new(config, &current.default_plan(), current.generation)
         })
         .map_err(|reason| tollgate_core::ConfigError::Policy {
             name: "limits".into(),

@@ -27,6 +27,7 @@ async fn every_shape_in_one_call_is_decided_on_its_own_keys() {
     // Hour-long windows and a bucket that refills one token every 720 s:
     // nothing comes back during the test, whatever Redis's clock says.
     let mut config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::token_bucket(5, 3600, 5).unwrap(),
         ..LimiterConfig::default()
     };
@@ -142,6 +143,7 @@ async fn an_empty_tier_written_by_someone_else_counts_as_none() {
         .query(&mut support::connect(&url))
         .unwrap();
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::token_bucket(5, 3600, 5).unwrap(),
         ..LimiterConfig::default()
     };
@@ -189,6 +191,7 @@ async fn concurrent_requests_of_every_shape_share_one_script_call() {
     let url = redis.url();
     let prefix = support::prefix("one-call");
     let mut config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::token_bucket(5, 3600, 5).unwrap(),
         ..LimiterConfig::default()
     };

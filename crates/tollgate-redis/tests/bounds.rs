@@ -111,6 +111,7 @@ async fn quantities_below_2_to_the_52_are_taken_and_2_to_the_52_is_refused() {
     }
     // The default policy of a store's configuration is held to the same.
     let limits = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::sliding_log(BOUND, 60).unwrap(),
         ..LimiterConfig::default()
     };

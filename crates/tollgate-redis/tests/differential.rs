@@ -30,6 +30,7 @@ const KEYS: [&str; 3] = ["sk_a", "sk_b", "sk_exempt"];
 
 fn config(plan: Policy, tier: Policy) -> LimiterConfig {
     LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: plan,
         tiers: [("t1".to_owned(), tier)].into(),
         exempt_keys: vec!["sk_exempt".into()],

@@ -313,6 +313,7 @@ fn same_refunds(
     let prefix = support::prefix("give-back-differential");
     let clock = Arc::new(SetClock::default());
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         idle_eviction_s: 1 << 40,
         ..LimiterConfig::default()
     };

@@ -56,6 +56,7 @@ fn store(
     tier: Policy,
 ) -> RedisStore {
     let limits = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: plan,
         tiers: [("t1".to_owned(), tier)].into(),
         exempt_keys: vec![],

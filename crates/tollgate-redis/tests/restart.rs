@@ -46,6 +46,7 @@ fn text(logs: &Mutex<Vec<u8>>) -> String {
 /// again 50 ms after its channel closed.
 fn store(url: &str, prefix: &str, policy: Policy) -> RedisStore {
     let limits = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: policy,
         ..LimiterConfig::default()
     };

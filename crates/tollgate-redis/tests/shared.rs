@@ -87,6 +87,7 @@ async fn a_damaged_log_restarts_its_key_and_fails_nobody_else() {
     let url = redis.url();
     let prefix = support::prefix("damaged");
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::sliding_log(3, 60).unwrap(),
         ..LimiterConfig::default()
     };
@@ -125,6 +126,7 @@ async fn every_state_key_has_a_ttl_no_longer_than_needed() {
     let url = support::require_redis_url();
     let prefix = support::prefix("ttl");
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::fixed_window(10, 3600).unwrap(),
         tiers: [
             ("log".to_owned(), Policy::sliding_log(10, 60).unwrap()),
@@ -167,6 +169,7 @@ async fn an_hourly_window_outlives_its_hour_and_no_longer() {
     let url = support::require_redis_url();
     let prefix = support::prefix("hour");
     let config = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::fixed_window(10, 3600).unwrap(),
         ..LimiterConfig::default()
     };

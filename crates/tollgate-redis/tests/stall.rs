@@ -28,6 +28,7 @@ const START: u64 = 4_102_444_810_000_000_000;
 /// (the calls' deadlines are on Redis's clock all the same).
 fn store(url: &str, prefix: &str) -> RedisStore {
     let limits = LimiterConfig {
+        policy_lists: Default::default(),
         default_policy: Policy::fixed_window(20, 60).unwrap(),
         ..LimiterConfig::default()
     };

@@ -230,6 +230,7 @@ impl HostLimitsBuilder {
                 let fill =
                     |budget: Option<Budget>| budget.map_or(1, |budget| budget.seconds_to_fill());
                 let config = LimiterConfig {
+                    policy_lists: Default::default(),
                     tiers: Default::default(),
                     exempt_keys: Vec::new(),
                     idle_eviction_s: fill(self.host.tenant).max(fill(self.host.ip)),

@@ -287,6 +287,7 @@ struct Later(MemoryStore);
 impl Later {
     fn new(clock: &ManualClock) -> Self {
         let config = LimiterConfig {
+            policy_lists: Default::default(),
             tiers: Default::default(),
             exempt_keys: Vec::new(),
             ..LimiterConfig::default()

@@ -61,7 +61,7 @@ impl Rule {
 }
 
 /// What one transition decided, with times in ticks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Verdict {
     pub(crate) allowed: u64,
     pub(crate) rejected: u64,

@@ -1,7 +1,10 @@
 //! [`Limiter::give_back_units`]: refunds, units given back to limits that
 //! took them (Envoy's `is_negative_hits`), each limit on its own.
 
-use super::{Limit, LimitDecision, LimitUnits, Limiter, limit_decision};
+use std::sync::Arc;
+
+use super::shard::further_key;
+use super::{Limit, LimitDecision, LimitUnits, Limiter, PolicyDecision, limit_decision};
 use crate::decision::Decision;
 
 impl Limiter {
@@ -33,7 +36,8 @@ impl Limiter {
     /// after it, `retry_after` zero (except for a window counting refused
     /// units still past its limit: the wait until it ends) and
     /// `reset_after`. A [`Limit::Plan`] of an exempt key holds no state and
-    /// gets [`Decision::exempt`] of 0 units.
+    /// gets [`Decision::exempt`] of 0 units. A plan of several policies
+    /// gives back `units` to each of them ([`LimitDecision::further`]).
     pub fn give_back_units(&self, limits: &[LimitUnits<'_>], now: u64) -> Vec<LimitDecision> {
         limits
             .iter()
@@ -44,7 +48,23 @@ impl Limiter {
                 let verdict = shard.give_back(hash, limit.key(), limit.policy(), now, demand.units);
                 let decision =
                     verdict.map_or(Decision::exempt(0), |verdict| self.decision(verdict));
-                limit_decision(&shard, hash, limit, decision)
+                let mut decided = limit_decision(&shard, hash, limit, decision);
+                // A plan of several policies: each gives back on its own.
+                let plan = match limit.policy() {
+                    None => shard.plan_with_further(hash, limit.key()).cloned(),
+                    Some(_) => None,
+                };
+                for named in plan.iter().flat_map(|plan| plan.further.iter()) {
+                    let further = further_key(&named.name, limit.key());
+                    let target = self.further_target(hash, limit.key(), named, &further);
+                    let verdict = shard.give_back_to(&target, now, demand.units);
+                    decided.further.push(PolicyDecision {
+                        name: Arc::clone(&named.name),
+                        policy: named.rule.rule.policy,
+                        decision: self.decision(verdict),
+                    });
+                }
+                decided
             })
             .collect()
     }

@@ -153,4 +153,56 @@ pub struct LimitDecision {
     /// For a plan, the key's tier; `None` for the default policy, an exempt
     /// key or a [`Limit::Policy`].
     pub tier: Option<Arc<str>>,
+    /// For a plan written as a list, the name of its first policy, which
+    /// `decision` and `policy` are of; `None` otherwise.
+    pub name: Option<Arc<str>>,
+    /// For a plan written as a list, the decisions of its policies after
+    /// the first, in order; empty otherwise. The request was allowed only if
+    /// `decision` and every one of these allow it (all or nothing).
+    pub further: Vec<PolicyDecision>,
+}
+
+impl LimitDecision {
+    /// Whether this limit allowed the request: its first policy and every
+    /// further one.
+    pub fn is_allowed(&self) -> bool {
+        self.decision.is_allowed()
+            && self
+                .further
+                .iter()
+                .all(|further| further.decision.is_allowed())
+    }
+
+    /// The longest `Retry-After` of this limit's policies, in whole seconds
+    /// rounded up: 0 when none refused with a wait.
+    pub fn retry_after_seconds(&self) -> u64 {
+        self.further
+            .iter()
+            .map(|further| further.decision.retry_after_seconds())
+            .fold(self.decision.retry_after_seconds(), u64::max)
+    }
+}
+
+/// What one further policy of a plan decided ([`LimitDecision::further`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyDecision {
+    /// The policy's name in its plan.
+    pub name: Arc<str>,
+    /// The policy.
+    pub policy: Policy,
+    /// Its decision, as a limit of [`Limiter::acquire`](crate::Limiter::acquire)
+    /// reports one.
+    pub decision: Decision,
+}
+
+/// What one further policy of a plan has, read without using it
+/// ([`Limiter::inspect_further`](crate::Limiter::inspect_further)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyReport {
+    /// The policy's name in its plan.
+    pub name: String,
+    /// The policy.
+    pub policy: Policy,
+    /// Its budget now; `None` when it holds no state (all of it is there).
+    pub state: Option<Decision>,
 }

@@ -21,14 +21,15 @@ use parking_lot::Mutex;
 use crate::algorithm::{Rule, Verdict};
 use crate::config::{ConfigError, DEFAULT_TIER, LimiterConfig};
 use crate::decision::Decision;
+use crate::plan::{NamedPolicy, PlanPolicies};
 use crate::policy::{Policy, PolicyError};
 use crate::resolution::Resolution;
 
 use limit::Demand;
-pub use limit::{Limit, LimitDecision, LimitUnits, PreparedPolicy};
-use policy_set::{PolicySet, VersionedRule};
-use shard::{Check, Shard};
-use tracked::KeyCount;
+pub use limit::{Limit, LimitDecision, LimitUnits, PolicyDecision, PolicyReport, PreparedPolicy};
+use policy_set::{NamedRule, PlanRules, PolicySet, VersionedRule};
+use shard::{Check, Shard, Target, further_key};
+use tracked::{KeyCount, KeySpace};
 
 /// Shards of the store; a power of two. Each has its own lock, so decisions for
 /// keys in different shards never wait for each other.
@@ -118,27 +119,13 @@ impl Limiter {
         config.validate()?;
         let hasher = RandomState::default();
         let next_version = AtomicU64::new(0);
-        let version = || next_version.fetch_add(1, Ordering::Relaxed);
-        let compile = |name: String, policy: Policy| {
-            Rule::compile(policy, resolution)
-                .map(|rule| VersionedRule {
-                    rule,
-                    version: version(),
-                })
-                .map_err(|reason| ConfigError::Policy { name, reason })
-        };
-        let default = compile("default_policy".to_owned(), config.default_policy)?;
-        let mut tiers = HashMap::with_capacity(config.tiers.len());
-        for (name, policy) in &config.tiers {
-            let rule = compile(format!("tiers.{name}"), *policy)?;
-            tiers.insert(Arc::from(name.as_str()), rule);
-        }
-        let exempt = policy_set::exempt_table(&config.exempt_keys, &hasher);
-        let policies = Arc::new(PolicySet {
-            default,
-            tiers: Arc::new(tiers),
-            exempt: Arc::new(exempt),
-        });
+        let policies = Arc::new(compile_policies(
+            config,
+            None,
+            resolution,
+            &next_version,
+            &hasher,
+        )?);
         let idle_after = idle_ticks(config, resolution);
         let count = KeyCount::new(config.max_tracked_keys, resolution);
         let shards = (0..SHARDS)
@@ -169,10 +156,24 @@ impl Limiter {
 
     /// `units` requests of `key` at `now` (ticks), decided exactly as that many
     /// consecutive single requests, in O(1) whatever `units` is.
+    ///
+    /// A plan of several policies holds each of those single requests to
+    /// every policy at once, as [`Limiter::acquire`] does: the batch's
+    /// allowed units are those every policy allows (each charged them), the
+    /// rest are refused (a refused unit uses nothing); `remaining` and
+    /// `reset_after` are those of the policy with the least remaining after
+    /// the batch (the longer reset among equals), `retry_after` the longest
+    /// wait for one more unit among the policies.
     pub fn request_batch(&self, key: &str, now: u64, units: NonZeroU64) -> Decision {
         let units = units.get();
         let hash = self.hasher.hash_one(key);
-        let verdict = self.shard(hash).lock().decide(hash, key, now, units);
+        let mut shard = self.shard(hash).lock();
+        if let Some(plan) = shard.plan_with_further(hash, key).cloned() {
+            let verdict = self.plan_batch(&mut shard, hash, key, &plan, now, units);
+            return self.decision(verdict);
+        }
+        let verdict = shard.decide(hash, key, now, units);
+        drop(shard);
         match verdict {
             Some(verdict) => self.decision(verdict),
             None => Decision::exempt(units),
@@ -248,6 +249,15 @@ impl Limiter {
     pub fn acquire_one(&self, limit: &Limit<'_>, now: u64) -> LimitDecision {
         let hash = self.hash(limit.key(), limit.policy().is_some());
         let mut shard = self.shard(hash).lock();
+        if limit.policy().is_none() && shard.plan_with_further(hash, limit.key()).is_some() {
+            // A plan of several policies: decided together.
+            drop(shard);
+            let mut decisions = self.acquire_together(std::slice::from_ref(limit), now);
+            if let Some(decision) = decisions.pop() {
+                return decision;
+            }
+            shard = self.shard(hash).lock();
+        }
         let verdict = shard.apply(hash, limit.key(), limit.policy(), now, 1);
         let decision = verdict.map_or(Decision::exempt(1), |verdict| self.decision(verdict));
         limit_decision(&shard, hash, limit, decision)
@@ -257,6 +267,9 @@ impl Limiter {
     /// Redis twins: `handle` in `crates/tollgate-redis/lua/acquire.lua` (one
     /// script call) and `crates/tollgate-redis/src/split.rs` (limits in
     /// different cluster slots).
+    ///
+    /// A plan of several policies is several limits here, one per policy,
+    /// all in the shard of its key (see [`Limiter::further_hash`]).
     fn acquire_together<D: Demand>(&self, limits: &[D], now: u64) -> Vec<LimitDecision> {
         let hashes: Vec<u64> = limits
             .iter()
@@ -277,68 +290,122 @@ impl Limiter {
                 .binary_search(&self.shard_index(hash))
                 .unwrap_or_default()
         };
-        // Check: what each limit has now, touching nothing.
-        let checks: Vec<Option<Check>> = limits
+        // Every limit's parts: one per policy (a plan of several has more).
+        let mut parts: Vec<Part<'_>> = Vec::with_capacity(limits.len());
+        for (index, (demand, hash)) in limits.iter().zip(&hashes).enumerate() {
+            let limit = demand.limit();
+            let shard = &guards[position(*hash)];
+            let rule = match limit.policy() {
+                Some(rule) => Some((KeySpace::Policy, *rule)),
+                None if shard.policies.is_exempt(*hash, limit.key()) => None,
+                None => Some((
+                    KeySpace::Plan,
+                    *shard.policies.rule_for(shard.tier(*hash, limit.key())),
+                )),
+            };
+            let further = match limit.policy() {
+                None => shard.plan_with_further(*hash, limit.key()).cloned(),
+                Some(_) => None,
+            };
+            parts.push(Part {
+                limit: index,
+                name: None,
+                hash: *hash,
+                key: std::borrow::Cow::Borrowed(limit.key()),
+                rule,
+                units: demand.units(),
+            });
+            for named in further.iter().flat_map(|plan| plan.further.iter()) {
+                parts.push(Part {
+                    limit: index,
+                    name: Some(Arc::clone(&named.name)),
+                    hash: self.further_hash(*hash, &named.name, limit.key()),
+                    key: std::borrow::Cow::Owned(further_key(&named.name, limit.key())),
+                    rule: Some((KeySpace::Further, named.rule)),
+                    units: demand.units(),
+                });
+            }
+        }
+        // Check: what each part has now, touching nothing.
+        let checks: Vec<Option<Check>> = parts
             .iter()
-            .zip(&hashes)
-            .map(|(demand, hash)| {
-                let limit = demand.limit();
-                guards[position(*hash)].peek(*hash, limit.key(), limit.policy(), now)
+            .map(|part| {
+                part.target()
+                    .map(|target| guards[position(part.hash)].peek_at(&target, now))
             })
             .collect();
-        // Whether every all-or-nothing limit allows all of its units.
-        let everyone_allows = limits.iter().zip(&checks).all(|(demand, check)| {
-            check.is_none_or(|check| {
-                check.counts_refused || check.verdict.remaining >= demand.units()
-            })
+        // Whether every all-or-nothing part allows all of its units.
+        let everyone_allows = parts.iter().zip(&checks).all(|(part, check)| {
+            check.is_none_or(|check| check.counts_refused || check.verdict.remaining >= part.units)
         });
-        limits
-            .iter()
-            .zip(&hashes)
-            .zip(checks)
-            .map(|((demand, hash), check)| {
-                let (limit, units) = (demand.limit(), demand.units());
-                let shard = &mut guards[position(*hash)];
-                let decision = match check {
-                    None => {
-                        shard.apply(*hash, limit.key(), None, now, units);
-                        Decision::exempt(units)
-                    }
-                    // A look: the check is the answer.
-                    Some(check) if units == 0 => self.decision(check.verdict),
-                    Some(check)
-                        if check.counts_refused
-                            || everyone_allows
-                            || check.verdict.remaining == 0 =>
+        let mut decisions: Vec<LimitDecision> = Vec::with_capacity(limits.len());
+        for (part, check) in parts.iter().zip(checks) {
+            let units = part.units;
+            let shard = &mut guards[position(part.hash)];
+            let target = part.target();
+            let decision = match (check, target) {
+                (Some(check), Some(target)) => {
+                    let verdict = if units == 0 {
+                        // A look: the check is the answer.
+                        check.verdict
+                    } else if check.counts_refused
+                        || everyone_allows
+                        || check.verdict.remaining == 0
                     {
                         // Charged, or refused with nothing left (which takes
                         // nothing and says when there is more).
-                        let verdict = shard.apply(*hash, limit.key(), limit.policy(), now, units);
-                        verdict.map_or(Decision::exempt(units), |verdict| self.decision(verdict))
-                    }
-                    Some(check) => {
+                        shard.apply_to(&target, now, units)
+                    } else {
                         // Nothing taken: refused here (some room, not enough)
                         // or by another limit.
                         let retry_after = if check.verdict.remaining < units {
-                            shard
-                                .preview(*hash, limit.key(), limit.policy(), now, units)
-                                .map_or(0, |preview| preview.retry_after)
+                            shard.preview_at(&target, now, units).retry_after
                         } else {
                             0
                         };
                         shard.count_rejected(units);
-                        self.decision(Verdict {
+                        Verdict {
                             allowed: 0,
                             rejected: units,
                             remaining: check.verdict.remaining,
                             retry_after,
                             reset_after: check.verdict.reset_after,
-                        })
+                        }
+                    };
+                    self.decision(verdict)
+                }
+                _ => {
+                    // An exempt key's plan.
+                    shard.apply(part.hash, &part.key, None, now, units);
+                    Decision::exempt(units)
+                }
+            };
+            match (&part.name, target) {
+                (Some(name), Some(target)) => {
+                    if let Some(last) = decisions.last_mut() {
+                        last.further.push(PolicyDecision {
+                            name: Arc::clone(name),
+                            policy: target.rule.rule.policy,
+                            decision,
+                        });
                     }
-                };
-                limit_decision(shard, *hash, &limit, decision)
-            })
-            .collect()
+                }
+                _ => {
+                    let limit = limits[part.limit].limit();
+                    decisions.push(limit_decision(shard, part.hash, &limit, decision));
+                }
+            }
+        }
+        decisions
+    }
+
+    /// The hash of the state of `key`'s further policy `name`, for a key of
+    /// plan hash `hash`: its own, but with the bits that pick the shard taken
+    /// from `hash`, so every policy of a plan lives in the shard of the key
+    /// (and its tier assignment), decided under one lock.
+    fn further_hash(&self, hash: u64, name: &str, key: &str) -> u64 {
+        let shard_bits = (SHARDS as u64 - 1) << 40;
+        (self.hasher.hash_one((2u8, name, key)) & !shard_bits) | (hash & shard_bits)
     }
 
     /// Compiles `policy` for this limiter's clock, to pass in [`Limit::Policy`].
@@ -384,7 +451,7 @@ impl Limiter {
 
     /// The default policy in force.
     pub fn default_policy(&self) -> Policy {
-        self.policies.lock().default.rule.policy
+        self.policies.lock().default.first.rule.policy
     }
 
     /// Replaces the default policy and drops the state of every key on it, even
@@ -399,19 +466,53 @@ impl Limiter {
     /// [`PolicyError::WindowTooLong`] when the window does not fit the limiter's
     /// resolution; nothing changes then.
     pub fn configure(&self, policy: Policy) -> Result<Policy, PolicyError> {
-        let rule = Rule::compile(policy, self.resolution)?;
+        self.configure_plan(&PlanPolicies::One(policy))
+            .map(|_| policy)
+    }
+
+    /// Replaces the default plan by `plan` (one policy, or a list of named
+    /// policies) and drops the state of every key on it, of every one of its
+    /// policies, even when the new plan equals the old (as
+    /// [`Limiter::configure`]). Keys on tiers keep their state. Returns the
+    /// plan now in force.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Malformed`] for a list [`PlanPolicies::validate`]
+    /// refuses, [`PolicyError::WindowTooLong`] when a window does not fit the
+    /// limiter's resolution; nothing changes then.
+    pub fn configure_plan(&self, plan: &PlanPolicies) -> Result<PlanPolicies, PolicyError> {
+        plan.validate()
+            .map_err(|error| PolicyError::Malformed(error.to_string()))?;
+        let default = compile_plan(
+            "default_policy",
+            plan,
+            None,
+            self.resolution,
+            &self.next_version,
+        )
+        .map_err(|error| match error {
+            ConfigError::Policy { reason, .. } => reason,
+            other => PolicyError::Malformed(other.to_string()),
+        })?;
         let mut policies = self.policies.lock();
         let mut next = PolicySet::clone(&policies);
-        next.default = VersionedRule {
-            rule,
-            version: self.next_version.fetch_add(1, Ordering::Relaxed),
-        };
+        next.default = default;
+        next.has_lists = has_lists(&next);
         let next = Arc::new(next);
         for shard in self.shards.iter() {
-            shard.lock().replace_policies(Arc::clone(&next));
+            shard
+                .lock()
+                .replace_policies(Arc::clone(&next), &self.hasher);
         }
         *policies = next;
-        Ok(policy)
+        Ok(plan.clone())
+    }
+
+    /// The default plan in force: its policies, with their names when it is
+    /// a list.
+    pub fn default_plan(&self) -> PlanPolicies {
+        plan_policies(&self.policies.lock().default)
     }
 
     /// Puts a whole new configuration in force (a reload): default policy,
@@ -420,44 +521,29 @@ impl Limiter {
     /// afresh; tier assignments stay (an assignment to a tier no longer
     /// configured falls back to the default policy).
     ///
+    /// In a plan written as a list, the first policy keeps its state while
+    /// it is unchanged (whatever its name, as a one-policy plan's), and each
+    /// further policy while a further policy of the same name and rule
+    /// remains; a policy that moves into or out of first place starts afresh.
+    ///
     /// # Errors
     ///
     /// [`ConfigError`] when the configuration is invalid; nothing changes then.
     pub fn reconfigure(&self, config: &LimiterConfig) -> Result<(), ConfigError> {
         config.validate()?;
         let mut policies = self.policies.lock();
-        let rule = |name: String, policy: Policy, current: Option<&VersionedRule>| match current {
-            Some(current) if current.rule.policy == policy => Ok(*current),
-            _ => Rule::compile(policy, self.resolution)
-                .map(|rule| VersionedRule {
-                    rule,
-                    version: self.next_version.fetch_add(1, Ordering::Relaxed),
-                })
-                .map_err(|reason| ConfigError::Policy { name, reason }),
-        };
-        let default = rule(
-            "default_policy".to_owned(),
-            config.default_policy,
-            Some(&policies.default),
-        )?;
-        let mut tiers = HashMap::with_capacity(config.tiers.len());
-        for (name, policy) in &config.tiers {
-            let current = policies.tiers.get(name.as_str());
-            tiers.insert(
-                Arc::from(name.as_str()),
-                rule(format!("tiers.{name}"), *policy, current)?,
-            );
-        }
-        let next = Arc::new(PolicySet {
-            default,
-            tiers: Arc::new(tiers),
-            exempt: Arc::new(policy_set::exempt_table(&config.exempt_keys, &self.hasher)),
-        });
+        let next = Arc::new(compile_policies(
+            config,
+            Some(&policies),
+            self.resolution,
+            &self.next_version,
+            &self.hasher,
+        )?);
         let idle_after = idle_ticks(config, self.resolution);
         self.count.set_cap(config.max_tracked_keys);
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
-            shard.replace_policies(Arc::clone(&next));
+            shard.replace_policies(Arc::clone(&next), &self.hasher);
             shard.set_idle_after(idle_after);
         }
         // A lower cap: drop least recently used keys evenly across the shards.
@@ -494,6 +580,9 @@ impl Limiter {
                 .ok_or_else(|| UnknownTier(tier.to_owned()))?;
             Some(Arc::clone(name))
         };
+        if shard.tier(hash, key) != tier.as_deref() {
+            self.remove_further(&mut shard, hash, key, 0);
+        }
         shard.assign_tier(hash, key, tier, &self.hasher);
         Ok(())
     }
@@ -507,9 +596,154 @@ impl Limiter {
 
     /// Drops `key`'s limiter state (not its tier); whether it had state at `now`
     /// (ticks). A key idle at `now` has none.
+    ///
+    /// For a plan of several policies, every policy's state goes; whether
+    /// any of them had state.
     pub fn reset(&self, key: &str, now: u64) -> bool {
         let hash = self.hasher.hash_one(key);
-        self.shard(hash).lock().reset(hash, key, now)
+        let mut shard = self.shard(hash).lock();
+        let further = self.remove_further(&mut shard, hash, key, now);
+        shard.reset(hash, key, now) | further
+    }
+
+    /// Drops the state of `key`'s further policies (those of its plan in
+    /// force); whether any held state at `now`.
+    fn remove_further(&self, shard: &mut Shard, hash: u64, key: &str, now: u64) -> bool {
+        let Some(plan) = shard.plan_with_further(hash, key).cloned() else {
+            return false;
+        };
+        let mut removed = false;
+        for named in plan.further.iter() {
+            let further = further_key(&named.name, key);
+            removed |= shard.remove_at(&self.further_target(hash, key, named, &further), now);
+        }
+        removed
+    }
+
+    /// The state of `key`'s further policy `named`, whose state key is
+    /// `further` ([`further_key`]).
+    fn further_target<'k>(
+        &self,
+        hash: u64,
+        key: &str,
+        named: &NamedRule,
+        further: &'k str,
+    ) -> Target<'k> {
+        Target {
+            space: KeySpace::Further,
+            hash: self.further_hash(hash, &named.name, key),
+            key: further,
+            rule: named.rule,
+        }
+    }
+
+    /// What the further policies of `key`'s plan have at `now`, using none
+    /// of it: the first policy's name (`None` for a one-policy plan) and
+    /// each further policy's name, policy and state (`None` when it holds
+    /// none). Nothing for an exempt key or a one-policy plan.
+    pub fn inspect_further(&self, key: &str, now: u64) -> (Option<String>, Vec<PolicyReport>) {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shard(hash).lock();
+        if shard.policies.is_exempt(hash, key) {
+            return (None, Vec::new());
+        }
+        let plan = shard.policies.plan_for(shard.tier(hash, key));
+        let first_name = plan.first_name.as_deref().map(str::to_owned);
+        let reports = plan
+            .further
+            .iter()
+            .map(|named| {
+                let further = further_key(&named.name, key);
+                let target = self.further_target(hash, key, named, &further);
+                PolicyReport {
+                    name: named.name.to_string(),
+                    policy: named.rule.rule.policy,
+                    state: shard
+                        .inspect_at(&target, now)
+                        .map(|verdict| self.decision(verdict)),
+                }
+            })
+            .collect();
+        (first_name, reports)
+    }
+
+    /// A batch of `units` for a plan of several policies; see
+    /// [`Limiter::request_batch`].
+    fn plan_batch(
+        &self,
+        shard: &mut Shard,
+        hash: u64,
+        key: &str,
+        plan: &PlanRules,
+        now: u64,
+        units: u64,
+    ) -> Verdict {
+        let keys: Vec<String> = plan
+            .further
+            .iter()
+            .map(|named| further_key(&named.name, key))
+            .collect();
+        let targets: Vec<Target<'_>> = std::iter::once(Target {
+            space: KeySpace::Plan,
+            hash,
+            key,
+            rule: plan.first,
+        })
+        .chain(
+            plan.further
+                .iter()
+                .zip(&keys)
+                .map(|(named, further)| self.further_target(hash, key, named, further)),
+        )
+        .collect();
+        let counts = |target: &Target<'_>| target.rule.rule.policy.counts_refused();
+        // Units every all-or-nothing policy allows: a single request is
+        // allowed only if all allow it, and a refused one changes nothing.
+        let fits = targets
+            .iter()
+            .filter(|target| !counts(target))
+            .map(|target| shard.preview_at(target, now, units).allowed)
+            .min()
+            .unwrap_or(units);
+        let mut allowed = fits;
+        let mut after = Vec::with_capacity(targets.len());
+        for target in &targets {
+            let verdict = if counts(target) {
+                // Charged every unit, refusing none of the others.
+                let verdict = shard.apply_to(target, now, units);
+                allowed = allowed.min(verdict.allowed);
+                verdict
+            } else if fits > 0 {
+                let verdict = shard.apply_to(target, now, fits);
+                shard.count_rejected(units - fits);
+                verdict
+            } else {
+                shard.count_rejected(units);
+                shard.peek_at(target, now).verdict
+            };
+            after.push(verdict);
+        }
+        let retry_after = if allowed < units {
+            targets
+                .iter()
+                .map(|target| shard.preview_at(target, now, 1).retry_after)
+                .max()
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let binding = after
+            .iter()
+            .min_by_key(|verdict| (verdict.remaining, std::cmp::Reverse(verdict.reset_after)))
+            .copied()
+            .unwrap_or_default();
+        Verdict {
+            allowed,
+            rejected: units - allowed,
+            remaining: binding.remaining,
+            retry_after,
+            reset_after: binding.reset_after,
+        }
     }
 
     /// Drops the state of every key idle at `now` (ticks) and returns the totals.
@@ -558,21 +792,172 @@ impl Limiter {
 }
 
 /// A limit's `decision` with the policy it was decided under and, for a plan,
-/// the key's tier (read from `shard`, which holds the key).
+/// the key's tier and its first policy's name (read from `shard`, which holds
+/// the key). Its further policies' decisions are added by the caller.
 fn limit_decision(
     shard: &Shard,
     hash: u64,
     limit: &Limit<'_>,
     decision: Decision,
 ) -> LimitDecision {
-    let (policy, tier) = match limit.policy() {
-        Some(rule) => (Some(rule.rule.policy), None),
+    let plan = match limit.policy() {
+        Some(rule) => shard::PlanOf {
+            policy: Some(rule.rule.policy),
+            ..Default::default()
+        },
         None => shard.plan_of(hash, limit.key()),
     };
     LimitDecision {
         decision,
-        policy,
-        tier,
+        policy: plan.policy,
+        tier: plan.tier,
+        name: plan.name,
+        further: Vec::new(),
+    }
+}
+
+/// One limit of [`Limiter::acquire_together`]: a limit's policy (a plan of
+/// several has one part per policy).
+struct Part<'a> {
+    /// The limit's index in the call.
+    limit: usize,
+    /// The further policy's name; `None` for a limit's own (first) policy.
+    name: Option<Arc<str>>,
+    hash: u64,
+    key: std::borrow::Cow<'a, str>,
+    /// The key space and rule; `None` for an exempt key's plan.
+    rule: Option<(KeySpace, VersionedRule)>,
+    units: u64,
+}
+
+impl Part<'_> {
+    fn target(&self) -> Option<Target<'_>> {
+        self.rule.map(|(space, rule)| Target {
+            space,
+            hash: self.hash,
+            key: &self.key,
+            rule,
+        })
+    }
+}
+
+/// The policies of `config` compiled for `resolution`, keeping the versions
+/// of `current`'s rules that do not change (see [`Limiter::reconfigure`]).
+fn compile_policies(
+    config: &LimiterConfig,
+    current: Option<&PolicySet>,
+    resolution: Resolution,
+    next_version: &AtomicU64,
+    hasher: &RandomState,
+) -> Result<PolicySet, ConfigError> {
+    let default = compile_plan(
+        "default_policy",
+        &config.default_plan(),
+        current.map(|current| &current.default),
+        resolution,
+        next_version,
+    )?;
+    let mut tiers = HashMap::with_capacity(config.tiers.len());
+    for name in config.tiers.keys() {
+        let Some(plan) = config.plan(name) else {
+            continue;
+        };
+        let current = current.and_then(|current| current.tiers.get(name.as_str()));
+        let rules = compile_plan(
+            &format!("tiers.{name}"),
+            &plan,
+            current,
+            resolution,
+            next_version,
+        )?;
+        tiers.insert(Arc::from(name.as_str()), rules);
+    }
+    let mut set = PolicySet {
+        default,
+        tiers: Arc::new(tiers),
+        exempt: Arc::new(policy_set::exempt_table(&config.exempt_keys, hasher)),
+        has_lists: false,
+    };
+    set.has_lists = has_lists(&set);
+    Ok(set)
+}
+
+/// Whether any plan of `set` has further rules.
+fn has_lists(set: &PolicySet) -> bool {
+    !set.default.further.is_empty() || set.tiers.values().any(|plan| !plan.further.is_empty())
+}
+
+/// `plan` (named `setting` in errors) compiled for `resolution`. A rule of
+/// `current` whose policy is unchanged keeps its version (so its keys keep
+/// their state): the first policy whatever its name, a further one when its
+/// name is unchanged too.
+fn compile_plan(
+    setting: &str,
+    plan: &PlanPolicies,
+    current: Option<&PlanRules>,
+    resolution: Resolution,
+    next_version: &AtomicU64,
+) -> Result<PlanRules, ConfigError> {
+    let compile = |name: String, policy: Policy, kept: Option<VersionedRule>| match kept {
+        Some(rule) if rule.rule.policy == policy => Ok(rule),
+        _ => Rule::compile(policy, resolution)
+            .map(|rule| VersionedRule {
+                rule,
+                version: next_version.fetch_add(1, Ordering::Relaxed),
+            })
+            .map_err(|reason| ConfigError::Policy { name, reason }),
+    };
+    let mut policies = plan.policies();
+    let Some((first_name, first)) = policies.next() else {
+        return Err(ConfigError::PlanPolicies {
+            plan: setting.to_owned(),
+            reason: crate::plan::PlanError::Empty,
+        });
+    };
+    let first = compile(
+        setting.to_owned(),
+        first,
+        current.map(|current| current.first),
+    )?;
+    let further = policies
+        .map(|(name, policy)| {
+            let name = name.unwrap_or_default();
+            let kept = current.and_then(|current| {
+                current
+                    .further
+                    .iter()
+                    .find(|named| &*named.name == name)
+                    .map(|named| named.rule)
+            });
+            compile(format!("{setting} (policy {name})"), policy, kept).map(|rule| NamedRule {
+                name: Arc::from(name),
+                rule,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(PlanRules {
+        first,
+        first_name: first_name.map(Arc::from),
+        further: Arc::from(further),
+    })
+}
+
+/// The policies of `plan`, with their names when it is a list.
+fn plan_policies(plan: &PlanRules) -> PlanPolicies {
+    let first = plan.first.rule.policy;
+    match &plan.first_name {
+        None => PlanPolicies::One(first),
+        Some(name) => PlanPolicies::List(
+            std::iter::once(NamedPolicy {
+                name: name.to_string(),
+                policy: first,
+            })
+            .chain(plan.further.iter().map(|named| NamedPolicy {
+                name: named.name.to_string(),
+                policy: named.rule.rule.policy,
+            }))
+            .collect(),
+        ),
     }
 }
 

@@ -1,7 +1,8 @@
-//! The policies in force, as one immutable snapshot: the default rule, the tier
-//! rules and the exempt keys. Each rule carries a version; a key's state records
-//! the version it was built under, so a replaced rule never decides with state
-//! from another.
+//! The policies in force, as one immutable snapshot: the default plan, the
+//! tier plans (each a first rule and, for a plan written as a list, further
+//! named rules) and the exempt keys. Each rule carries a version; a key's
+//! state records the version it was built under, so a replaced rule never
+//! decides with state from another.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -20,20 +21,52 @@ pub(crate) struct VersionedRule {
     pub(crate) version: u64,
 }
 
+/// A further rule of a plan written as a list, with its policy's name. Its
+/// keys' states live in a key space of their own (the name and the key).
+#[derive(Clone, Debug)]
+pub(crate) struct NamedRule {
+    pub(crate) name: Arc<str>,
+    pub(crate) rule: VersionedRule,
+}
+
+/// The rules of one plan: the first (whose state is the key's own, as a
+/// one-policy plan's), the first's name when the plan is a list, and the
+/// further rules (none for a one-policy plan).
+#[derive(Clone, Debug)]
+pub(crate) struct PlanRules {
+    pub(crate) first: VersionedRule,
+    pub(crate) first_name: Option<Arc<str>>,
+    pub(crate) further: Arc<[NamedRule]>,
+}
+
+impl PlanRules {
+    /// The version of the further rule called `name`, if the plan has one.
+    pub(crate) fn further_version(&self, name: &str) -> Option<u64> {
+        self.further
+            .iter()
+            .find(|named| &*named.name == name)
+            .map(|named| named.rule.version)
+    }
+}
+
 /// One snapshot of the policies; replaced whole, never mutated.
 #[derive(Clone)]
 pub(crate) struct PolicySet {
-    pub(crate) default: VersionedRule,
-    pub(crate) tiers: Arc<HashMap<Arc<str>, VersionedRule>>,
+    pub(crate) default: PlanRules,
+    pub(crate) tiers: Arc<HashMap<Arc<str>, PlanRules>>,
     /// Exempt keys, stored by the limiter's key hash.
     pub(crate) exempt: Arc<HashTable<Box<str>>>,
+    /// Whether any plan has further rules: when none has, a plan's decision
+    /// never looks for them.
+    pub(crate) has_lists: bool,
 }
 
 impl std::fmt::Debug for PolicySet {
     /// The policies, and only the number of exempt keys.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicySet")
-            .field("default", &self.default.rule.policy)
+            .field("default", &self.default.first.rule.policy)
+            .field("default_further", &self.default.further.len())
             .field("tiers", &self.tiers.len())
             .field("exempt_keys", &self.exempt.len())
             .finish()
@@ -44,6 +77,11 @@ impl PolicySet {
     /// The rule for a key on `tier` (`None`: no tier, or tier `default`). A tier
     /// that is no longer configured falls back to the default rule.
     pub(crate) fn rule_for(&self, tier: Option<&str>) -> &VersionedRule {
+        &self.plan_for(tier).first
+    }
+
+    /// The plan for a key on `tier`, as [`PolicySet::rule_for`] picks it.
+    pub(crate) fn plan_for(&self, tier: Option<&str>) -> &PlanRules {
         tier.and_then(|tier| self.tiers.get(tier))
             .unwrap_or(&self.default)
     }

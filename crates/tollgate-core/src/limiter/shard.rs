@@ -9,7 +9,7 @@ use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
-use super::policy_set::{PolicySet, VersionedRule};
+use super::policy_set::{PlanRules, PolicySet, VersionedRule};
 use super::tracked::{KeyCount, KeySpace, TrackedKeys};
 use crate::algorithm::{State, Verdict};
 use crate::policy::Policy;
@@ -24,6 +24,33 @@ pub(crate) struct Check {
     pub(crate) verdict: Verdict,
     /// Whether the limit's rule counts refused units.
     pub(crate) counts_refused: bool,
+}
+
+/// What [`Shard::plan_of`] tells of a key's plan.
+#[derive(Debug, Default)]
+pub(crate) struct PlanOf {
+    pub(crate) policy: Option<Policy>,
+    pub(crate) tier: Option<Arc<str>>,
+    pub(crate) name: Option<Arc<str>>,
+}
+
+/// One limit's state as a decision reads it: its key space, hash, key and
+/// rule.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Target<'k> {
+    pub(crate) space: KeySpace,
+    pub(crate) hash: u64,
+    pub(crate) key: &'k str,
+    pub(crate) rule: VersionedRule,
+}
+
+/// The key of a further policy's state (see [`KeySpace::Further`]).
+pub(crate) fn further_key(name: &str, key: &str) -> String {
+    let mut text = String::with_capacity(name.len() + 1 + key.len());
+    text.push_str(name);
+    text.push('\0');
+    text.push_str(key);
+    text
 }
 
 pub(crate) struct Shard {
@@ -80,6 +107,26 @@ impl Shard {
             self.allowed += u128::from(units);
             return None;
         };
+        Some(self.apply_to(
+            &Target {
+                space,
+                hash,
+                key,
+                rule,
+            },
+            now,
+            units,
+        ))
+    }
+
+    /// Applies `units` requests of `target` at `now`; see [`Shard::apply`].
+    pub(crate) fn apply_to(&mut self, target: &Target<'_>, now: u64, units: u64) -> Verdict {
+        let Target {
+            space,
+            hash,
+            key,
+            rule,
+        } = *target;
         self.tracked.evict_idle(now);
         let algorithm = rule.rule.policy.algorithm();
         let state = self
@@ -88,47 +135,43 @@ impl Shard {
         let verdict = state.decide(&rule.rule, now, units);
         self.allowed += u128::from(verdict.allowed);
         self.rejected += u128::from(verdict.rejected);
-        Some(verdict)
+        verdict
     }
 
-    /// What `key` would see at `now` for zero units, under `policy` when given,
-    /// else its plan (`None` for an exempt key), and whether its rule counts
-    /// refused units: reads only, creates and evicts nothing, so checking
-    /// several limits never disturbs any of them.
-    pub(crate) fn peek(
-        &self,
-        hash: u64,
-        key: &str,
-        policy: Option<&VersionedRule>,
-        now: u64,
-    ) -> Option<Check> {
-        let (space, rule) = self.rule_of(hash, key, policy)?;
+    /// What `target` would see at `now` for zero units, and whether its
+    /// rule counts refused units: reads only, creates and evicts nothing, so
+    /// checking several limits never disturbs any of them.
+    pub(crate) fn peek_at(&self, target: &Target<'_>, now: u64) -> Check {
+        let Target {
+            space,
+            hash,
+            key,
+            rule,
+        } = *target;
         let verdict = match self.tracked.get(space, hash, key, now, rule.version) {
             Some(tracked) => tracked.state.peek(&rule.rule, now),
             None => State::new(rule.rule.policy.algorithm()).peek(&rule.rule, now),
         };
-        Some(Check {
+        Check {
             verdict,
             counts_refused: rule.rule.policy.counts_refused(),
-        })
+        }
     }
 
-    /// What `units` requests of `key` at `now` would be told, changing
-    /// nothing (the state is decided as a copy); `None` for an exempt key.
-    pub(crate) fn preview(
-        &self,
-        hash: u64,
-        key: &str,
-        policy: Option<&VersionedRule>,
-        now: u64,
-        units: u64,
-    ) -> Option<Verdict> {
-        let (space, rule) = self.rule_of(hash, key, policy)?;
+    /// What `units` requests of `target` at `now` would be told, changing
+    /// nothing (the state is decided as a copy).
+    pub(crate) fn preview_at(&self, target: &Target<'_>, now: u64, units: u64) -> Verdict {
+        let Target {
+            space,
+            hash,
+            key,
+            rule,
+        } = *target;
         let mut state = match self.tracked.get(space, hash, key, now, rule.version) {
             Some(tracked) => tracked.state.clone(),
             None => State::new(rule.rule.policy.algorithm()),
         };
-        Some(state.decide(&rule.rule, now, units))
+        state.decide(&rule.rule, now, units)
     }
 
     /// Gives back `units` of `key` at `now` (see [`State::give_back`]), under
@@ -144,9 +187,29 @@ impl Shard {
         units: u64,
     ) -> Option<Verdict> {
         let (space, rule) = self.rule_of(hash, key, policy)?;
+        Some(self.give_back_to(
+            &Target {
+                space,
+                hash,
+                key,
+                rule,
+            },
+            now,
+            units,
+        ))
+    }
+
+    /// Gives back `units` of `target` at `now`; see [`Shard::give_back`].
+    pub(crate) fn give_back_to(&mut self, target: &Target<'_>, now: u64, units: u64) -> Verdict {
+        let Target {
+            space,
+            hash,
+            key,
+            rule,
+        } = *target;
         let fresh = State::new(rule.rule.policy.algorithm());
         let Some(state) = self.tracked.state_mut(space, hash, key, now, rule.version) else {
-            return Some(fresh.peek(&rule.rule, now));
+            return fresh.peek(&rule.rule, now);
         };
         let verdict = state.give_back(&rule.rule, now, units);
         if *state == fresh {
@@ -154,7 +217,37 @@ impl Shard {
             // which deletes it.
             self.tracked.remove(space, hash, key, now);
         }
-        Some(verdict)
+        verdict
+    }
+
+    /// The plan of `key` (of hash `hash`) when it has further rules; `None`
+    /// for an exempt key and for a one-policy plan (whose decision is the
+    /// first rule's alone).
+    pub(crate) fn plan_with_further(&self, hash: u64, key: &str) -> Option<&PlanRules> {
+        if !self.policies.has_lists || self.policies.is_exempt(hash, key) {
+            return None;
+        }
+        let plan = self.policies.plan_for(self.tier(hash, key));
+        (!plan.further.is_empty()).then_some(plan)
+    }
+
+    /// `key`'s state under a further rule at `now`, as a request of zero
+    /// units would see it; `None` when it holds none.
+    pub(crate) fn inspect_at(&self, target: &Target<'_>, now: u64) -> Option<Verdict> {
+        let tracked = self.tracked.get(
+            target.space,
+            target.hash,
+            target.key,
+            now,
+            target.rule.version,
+        )?;
+        Some(tracked.state.peek(&target.rule.rule, now))
+    }
+
+    /// Drops the state of `target`'s key; whether it held state at `now`.
+    pub(crate) fn remove_at(&mut self, target: &Target<'_>, now: u64) -> bool {
+        self.tracked
+            .remove(target.space, target.hash, target.key, now)
     }
 
     /// The key space and rule limiting `key`: `policy` when given, else the
@@ -210,20 +303,31 @@ impl Shard {
     /// now exempt or whose own rule (its tier's, or the default) is not the
     /// one its state was built under. Keys with explicit policies keep theirs
     /// (their policies come with each request).
-    pub(crate) fn replace_policies(&mut self, policies: Arc<PolicySet>) {
+    ///
+    /// The state of a further rule is kept while the key's plan still has a
+    /// further rule of that name and version.
+    pub(crate) fn replace_policies(&mut self, policies: Arc<PolicySet>, hasher: &RandomState) {
         let assignments = &self.assignments;
         self.tracked.retain(|tracked| {
-            if tracked.space == KeySpace::Policy {
-                return true;
-            }
-            let (hash, key) = (tracked.hash(), tracked.key());
+            let (hash, name, key) = match tracked.space {
+                KeySpace::Policy => return true,
+                KeySpace::Plan => (tracked.hash(), None, tracked.key()),
+                KeySpace::Further => match tracked.key().split_once('\0') {
+                    Some((name, key)) => (hasher.hash_one(key), Some(name), key),
+                    None => return false,
+                },
+            };
             if policies.is_exempt(hash, key) {
                 return false;
             }
             let tier = assignments
                 .find(hash, |(assigned, _)| **assigned == *key)
                 .map(|(_, tier)| &**tier);
-            policies.rule_for(tier).version == tracked.version
+            let plan = policies.plan_for(tier);
+            match name {
+                None => plan.first.version == tracked.version,
+                Some(name) => plan.further_version(name) == Some(tracked.version),
+            }
         });
         self.policies = policies;
     }
@@ -238,21 +342,26 @@ impl Shard {
         self.tracked.shed_one()
     }
 
-    /// The policy limiting `key` by its plan (`None` when exempt) and its tier
-    /// (`None` for the default policy).
-    pub(crate) fn plan_of(&self, hash: u64, key: &str) -> (Option<Policy>, Option<Arc<str>>) {
+    /// The policy limiting `key` by its plan first (`None` when exempt), its
+    /// tier (`None` for the default plan) and the first policy's name (for
+    /// a plan written as a list).
+    pub(crate) fn plan_of(&self, hash: u64, key: &str) -> PlanOf {
         if self.policies.is_exempt(hash, key) {
-            return (None, None);
+            return PlanOf::default();
         }
         let tier = self.tier(hash, key);
-        let policy = self.policies.rule_for(tier).rule.policy;
+        let plan = self.policies.plan_for(tier);
         let tier = tier.and_then(|tier| {
             self.policies
                 .tiers
                 .get_key_value(tier)
                 .map(|(name, _)| Arc::clone(name))
         });
-        (Some(policy), tier)
+        PlanOf {
+            policy: Some(plan.first.rule.policy),
+            tier,
+            name: plan.first_name.clone(),
+        }
     }
 
     /// `key`'s tier, `None` for the default policy.

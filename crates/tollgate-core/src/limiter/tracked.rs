@@ -72,6 +72,11 @@ pub(crate) enum KeySpace {
     Plan,
     /// Keys limited by a policy given with each request (route budgets).
     Policy,
+    /// The further policies of plans written as lists: the key's text is
+    /// the policy's name, a NUL and the API key (a name never holds a NUL,
+    /// so the pair is read back unambiguously), and its hash picks the shard
+    /// of the API key's own state.
+    Further,
 }
 
 /// A use of a key: its hash and the last tick of its grain.

@@ -488,5 +488,20 @@ mod tests {
                  a key idle that long starts over with its whole budget",
             ]
         );
+        // Every policy of a plan written as a list: a day of 86400 s.
+        let lists = ServeConfig::from_toml_str(
+            "[limits]\nidle_eviction_s = 600\n\
+             [[limits.tiers.team]]\nname = \"second\"\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow_s = 1\n\
+             [[limits.tiers.team]]\nname = \"day\"\nalgorithm = \"fixed_window\"\nlimit = 10000\nwindow_s = 86400\n",
+        )
+        .unwrap();
+        assert_eq!(
+            lists.warnings(true),
+            [
+                "the policy day of tier team counts over 86400 s, longer than \
+                 limits.idle_eviction_s (600 s): a key idle that long starts over with its \
+                 whole budget",
+            ]
+        );
     }
 }

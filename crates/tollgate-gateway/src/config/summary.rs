@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use tollgate_core::{Algorithm, Policy};
+use tollgate_core::{Algorithm, PlanPolicies, Policy};
 use tollgate_tower::Budget;
 
 use super::listeners::worker_count;
@@ -39,11 +39,13 @@ impl ServeConfig {
             },
             format!(
                 "default policy: {}",
-                describe_policy(&self.limits.default_policy)
+                describe_plan(&self.limits.default_plan())
             ),
         ];
-        for (tier, policy) in &self.limits.tiers {
-            lines.push(format!("tier {tier}: {}", describe_policy(policy)));
+        for tier in self.limits.tiers.keys() {
+            if let Some(plan) = self.limits.plan(tier) {
+                lines.push(format!("tier {tier}: {}", describe_plan(&plan)));
+            }
         }
         lines.push(format!(
             "exempt keys: {}; tenants: {}, with {} keys",
@@ -163,6 +165,19 @@ impl ServeConfig {
 }
 
 /// `fixed_window 5 per 60 s`, `token_bucket 60 per 60 s, burst 5`.
+/// A plan: its one policy, or each named policy of its list, all held at
+/// once (`second: fixed_window 2 per 1 s and minute: ...`).
+fn describe_plan(plan: &PlanPolicies) -> String {
+    let described: Vec<String> = plan
+        .policies()
+        .map(|(name, policy)| match name {
+            Some(name) => format!("{name}: {}", describe_policy(&policy)),
+            None => describe_policy(&policy),
+        })
+        .collect();
+    described.join(" and ")
+}
+
 fn describe_policy(policy: &Policy) -> String {
     let mut text = format!(
         "{} {} per {} s",
@@ -279,6 +294,23 @@ mod tests {
             !summary("")
                 .iter()
                 .any(|line| line.contains("shadow") || line.contains("access log"))
+        );
+    }
+
+    #[test]
+    fn a_plan_of_several_policies_is_shown_whole() {
+        let config = ServeConfig::from_toml_str(
+            "listen = \"127.0.0.1:9000\"\nworkers = 2\n\
+             [admin]\nlisten = \"127.0.0.1:9001\"\ntoken = \"s3cret\"\n\
+             [[limits.tiers.team]]\nname = \"second\"\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow_s = 1\n\
+             [[limits.tiers.team]]\nname = \"day\"\nalgorithm = \"token_bucket\"\nlimit = 10000\nwindow_s = 86400\nburst = 100\n",
+        )
+        .unwrap();
+        let summary = config.summary();
+        assert_eq!(
+            summary[3],
+            "tier team: second: fixed_window 10 per 1 s and day: token_bucket 10000 per 86400 s, \
+             burst 100"
         );
     }
 }

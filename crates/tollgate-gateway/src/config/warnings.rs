@@ -34,6 +34,20 @@ impl ServeConfig {
                 policy.counted_span_s(),
             ));
         }
+        // The further policies of plans written as lists.
+        for (plan, list) in &self.limits.policy_lists {
+            let of = if plan == tollgate_core::DEFAULT_TIER {
+                "the default plan".to_owned()
+            } else {
+                format!("tier {plan}")
+            };
+            for further in &list.further {
+                spans.push((
+                    format!("the policy {} of {of}", further.name),
+                    further.policy.counted_span_s(),
+                ));
+            }
+        }
         for route in &self.routes {
             if let Ok(Some(budget)) = route.budget() {
                 let name = format!("the budget of route {}", route.name());

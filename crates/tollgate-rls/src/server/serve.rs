@@ -256,6 +256,7 @@ fn open_store(
     clock: Arc<dyn Clock>,
 ) -> Result<Arc<dyn Store>, RlsError> {
     let limits = LimiterConfig {
+        policy_lists: Default::default(),
         idle_eviction_s: LONGEST_WINDOW_S,
         ..LimiterConfig::default()
     };
