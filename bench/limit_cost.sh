@@ -22,7 +22,8 @@
 # Installs valgrind, nginx, wrk and python3 from Debian's packages if missing.
 #
 # Usage: bench/limit_cost.sh [seconds under wrk, default 8]
-# (NO_BUILD=1 measures the release binary already built.)
+# (NO_BUILD=1 measures the release binary already built; TOLLGATE_BINARY=PATH
+# measures that build instead, e.g. a previous commit's, and builds nothing.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,7 +52,8 @@ ADMIN_PORT=18192
 # Per key: 100,000 requests per second (6,000,000 per minute), bursts of 100,000.
 RATE=100000
 
-if [ -z "${NO_BUILD:-}" ]; then
+TOLLGATE="${TOLLGATE_BINARY:-./target/release/tollgate}"
+if [ -z "${NO_BUILD:-}" ] && [ -z "${TOLLGATE_BINARY:-}" ]; then
     echo "--- building tollgate (release)"
     cargo build --release -q -p tollgate
 fi
@@ -192,10 +194,10 @@ measure() {
 }
 
 echo "--- callgrind, wrk -t1 -c8 -d${DURATION}s, $KEYS keys"
-measure tollgate_limiting ./target/release/tollgate serve --config "$WORK/tollgate_limiting.toml"
+measure tollgate_limiting "$TOLLGATE" serve --config "$WORK/tollgate_limiting.toml"
 TOLLGATE_LIMITING=$PER_REQUEST
 TOLLGATE_LIMITING_REQUESTS=$REQUESTS
-measure tollgate_exempt ./target/release/tollgate serve --config "$WORK/tollgate_exempt.toml"
+measure tollgate_exempt "$TOLLGATE" serve --config "$WORK/tollgate_exempt.toml"
 TOLLGATE_EXEMPT=$PER_REQUEST
 TOLLGATE_EXEMPT_REQUESTS=$REQUESTS
 measure nginx_plain nginx -p "$WORK" -c "$WORK/nginx_plain.conf"

@@ -14,6 +14,7 @@
 #
 # Usage: bench/proxy.sh [seconds per run, default 10] [connections, default 64]
 #                       [workers of tollgate and of the nginx limiter, default: CPUs]
+#        TOLLGATE_BINARY=PATH in the environment: measure that tollgate build
 # Each line: requests per second, p99 latency, and the CPU time the process
 # answering spent per request (all its threads, from /proc). Results go to
 # stdout and to bench/out/ (not committed).
@@ -46,8 +47,15 @@ PLAIN_PORT=18096
 # Per key: 100,000 requests per second (6,000,000 per minute), bursts of 100,000.
 RATE=100000
 
-echo "--- building tollgate (release)"
-cargo build --release -q
+# TOLLGATE_BINARY=PATH: measure that build (e.g. a previous commit's, for a
+# comparison in one sitting) instead of building this checkout's.
+if [ -n "${TOLLGATE_BINARY:-}" ]; then
+    TOLLGATE="$TOLLGATE_BINARY"
+else
+    echo "--- building tollgate (release)"
+    cargo build --release -q
+    TOLLGATE=./target/release/tollgate
+fi
 
 cat > "$WORK/upstream.conf" <<CONF
 worker_processes 1;
@@ -136,9 +144,9 @@ LUA
 nginx -c "$WORK/upstream.conf"
 nginx -c "$WORK/limiter.conf"
 nginx -c "$WORK/plain.conf"
-RUST_LOG=warn ./target/release/tollgate serve --config "$WORK/tollgate.toml" 2>"$WORK/tollgate.log" &
+RUST_LOG=warn "$TOLLGATE" serve --config "$WORK/tollgate.toml" 2>"$WORK/tollgate.log" &
 TOLLGATE_PID=$!
-RUST_LOG=warn ./target/release/tollgate serve --config "$WORK/tollgate-exempt.toml" 2>"$WORK/tollgate-exempt.log" &
+RUST_LOG=warn "$TOLLGATE" serve --config "$WORK/tollgate-exempt.toml" 2>"$WORK/tollgate-exempt.log" &
 EXEMPT_PID=$!
 for port in $UPSTREAM_PORT $TOLLGATE_PORT $NGINX_PORT $EXEMPT_PORT $PLAIN_PORT; do
     for _ in $(seq 100); do

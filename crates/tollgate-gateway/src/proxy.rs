@@ -43,7 +43,7 @@ impl Proxy {
         connector.set_nodelay(true);
         // `https://` upstreams too: TLS goes over the TCP connection made.
         connector.enforce_http(false);
-        let connections = Arc::new(UpstreamConnections::new(connector));
+        let connections = Arc::new(UpstreamConnections::new(connector, connect_timeout));
         UpstreamConnections::start_sweeping(&connections);
         Proxy { connections }
     }

@@ -107,9 +107,17 @@ impl UpstreamTarget {
         }
     }
 
-    /// Whether `other` goes to the same place.
+    /// Whether `other` goes to the same place, reached the same way: a
+    /// connection made under another `[upstream_tls]` (before a reload) is
+    /// not reused for a target of the configuration in force.
     fn same_origin_as(&self, other: &UpstreamTarget) -> bool {
-        std::ptr::eq(self, other) || self.origin == other.origin
+        std::ptr::eq(self, other)
+            || (self.origin == other.origin
+                && match (&self.tls, &other.tls) {
+                    (None, None) => true,
+                    (Some(mine), Some(theirs)) => mine.same_configuration(theirs),
+                    _ => false,
+                })
     }
 }
 
@@ -124,15 +132,19 @@ struct Idle {
 #[derive(Debug)]
 pub(crate) struct UpstreamConnections {
     connector: HttpConnector,
+    /// The connector's connect timeout, which bounds a TLS handshake too.
+    connect_timeout: Duration,
     idle: Mutex<Vec<(Arc<UpstreamTarget>, Vec<Idle>)>>,
 }
 
 impl UpstreamConnections {
-    /// Connections opened with `connector` (its connect timeout, its
-    /// `TCP_NODELAY`).
-    pub(crate) fn new(connector: HttpConnector) -> Self {
+    /// Connections opened with `connector` (its `TCP_NODELAY`), given up
+    /// when the TCP connection, or then the TLS handshake, takes longer than
+    /// `connect_timeout` (the connector's own).
+    pub(crate) fn new(connector: HttpConnector, connect_timeout: Duration) -> Self {
         UpstreamConnections {
             connector,
+            connect_timeout,
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -304,10 +316,14 @@ impl UpstreamConnections {
         match &target.tls {
             None => handshake(io, upgrades).await,
             Some(tls) => {
-                let secured = tls
-                    .connect(io.into_inner())
-                    .await
-                    .map_err(|error| Opening::Handshake(error.into()))?;
+                // Nothing is written before the handshake succeeds: a server
+                // that fails it (a wrong certificate, plain HTTP) or stalls
+                // in it is one that takes no connection, for the next.
+                let secured =
+                    tokio::time::timeout(self.connect_timeout, tls.connect(io.into_inner()))
+                        .await
+                        .map_err(|_| Opening::Connect("the TLS handshake timed out".into()))?
+                        .map_err(|error| Opening::Connect(error.into()))?;
                 handshake(TokioIo::new(secured), upgrades).await
             }
         }

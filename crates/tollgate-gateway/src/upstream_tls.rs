@@ -40,6 +40,12 @@ impl UpstreamTls {
         })
     }
 
+    /// Whether `other` is made with the same client configuration (the
+    /// same `[upstream_tls]` load).
+    pub(crate) fn same_configuration(&self, other: &UpstreamTls) -> bool {
+        Arc::ptr_eq(&self.config, &other.config)
+    }
+
     /// The TLS handshake over `stream`, the upstream's name sent (SNI) and
     /// its certificate checked.
     pub(crate) async fn connect(&self, stream: TcpStream) -> std::io::Result<TlsStream<TcpStream>> {

@@ -379,6 +379,50 @@ async fn an_https_upstream_is_reached_through_the_ca_file_and_its_name_is_checke
 }
 
 #[tokio::test]
+async fn a_server_failing_its_tls_handshake_is_skipped_for_the_next() {
+    let ca = TestCa::new("pair CA");
+    let files = directory("pair");
+    std::fs::write(files.join("ca.pem"), &ca.pem).unwrap();
+    let (misnamed, misnamed_names) = tls_upstream(&ca.issue(&["other.example"])).await;
+    let (good, good_names) = tls_upstream(&ca.issue(&["localhost"])).await;
+    // The misnamed server is first, so the first request's turn is its.
+    let gateway = Gateway::start(
+        &config(&format!(
+            "[upstream_tls]\nca_file = \"{}\"\n\
+             [[routes]]\nname = \"tls_pair\"\nprefix = \"/\"\n\
+             upstreams = [\"https://localhost:{}\", \"https://localhost:{}\"]\n",
+            files.join("ca.pem").display(),
+            misnamed.port(),
+            good.port()
+        )),
+        0,
+    )
+    .await;
+    // Nothing was written to the misnamed server, so every request is
+    // answered by the good one, and the misnamed one is in back-off (10 s by
+    // default) after its one failed handshake.
+    for _ in 0..4 {
+        assert_eq!(gateway.status("/x", "sk_a").await, 200);
+    }
+    assert_eq!(*misnamed_names.lock().unwrap(), ["localhost"]);
+    assert_eq!(*good_names.lock().unwrap(), ["localhost"]);
+    assert_eq!(
+        gateway
+            .route_sample(
+                "tollgate_upstream_failures_total",
+                &[
+                    ("route", "tls_pair"),
+                    ("failure", "unreachable"),
+                    ("server", &format!("localhost:{}", misnamed.port())),
+                ]
+            )
+            .await,
+        Some(1.0)
+    );
+    gateway.running.shutdown().await;
+}
+
+#[tokio::test]
 async fn without_the_ca_file_a_private_ca_is_not_trusted() {
     let ca = TestCa::new("untrusted CA");
     let (address, names) = tls_upstream(&ca.issue(&["localhost"])).await;

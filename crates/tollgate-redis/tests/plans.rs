@@ -180,12 +180,12 @@ fn the_shared_default_plan_is_a_list_on_every_gateway() {
     );
     // The other gateway learns it by the channel.
     let mut learnt = false;
-    for _ in 0..200 {
+    for _ in 0..1000 {
         if runtime.block_on(there.default_plan()).unwrap() == second_and_minute() {
             learnt = true;
             break;
         }
-        runtime.block_on(tokio::time::sleep(Duration::from_millis(10)));
+        runtime.block_on(async { tokio::time::sleep(Duration::from_millis(10)).await });
     }
     assert!(learnt, "the other gateway never saw the list");
     let plan = [LimitUnits {

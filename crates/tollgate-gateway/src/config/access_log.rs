@@ -55,16 +55,22 @@ pub enum AccessLogFormat {
     Text,
 }
 
+/// The most lines `buffer_lines` may hold (2^20).
+pub const MAX_ACCESS_LOG_BUFFER: usize = 1 << 20;
+
 fn default_buffer() -> usize {
     DEFAULT_ACCESS_LOG_BUFFER
 }
 
 impl AccessLogConfig {
     pub(super) fn validate(&self) -> Result<(), ServeConfigError> {
-        if self.buffer_lines == 0 {
-            return Err(ServeConfigError::Invalid(
-                "access_log.buffer_lines must be at least 1".to_owned(),
-            ));
+        // The channel takes its whole buffer at start: a typo must not ask
+        // for gigabytes.
+        if !(1..=MAX_ACCESS_LOG_BUFFER).contains(&self.buffer_lines) {
+            return Err(ServeConfigError::Invalid(format!(
+                "access_log.buffer_lines must be from 1 to {MAX_ACCESS_LOG_BUFFER}, got {}",
+                self.buffer_lines
+            )));
         }
         if self
             .path
@@ -76,5 +82,34 @@ impl AccessLogConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::ServeConfig;
+
+    #[test]
+    fn the_buffer_holds_1_to_2_pow_20_lines() {
+        let error = |lines: &str| {
+            ServeConfig::from_toml_str(&format!("[access_log]\nbuffer_lines = {lines}\n"))
+                .err()
+                .map(|error| error.to_string())
+        };
+        assert_eq!(error("1"), None);
+        assert_eq!(error("1048576"), None);
+        for (lines, got) in [
+            ("0", "0"),
+            ("1048577", "1048577"),
+            ("100000000", "100000000"),
+        ] {
+            let message = error(lines).expect("refused");
+            assert!(
+                message.contains(&format!(
+                    "access_log.buffer_lines must be from 1 to 1048576, got {got}"
+                )),
+                "{message}"
+            );
+        }
     }
 }

@@ -36,7 +36,9 @@ use tollgate_tower::HostDefaults;
 
 use crate::api_key::MAX_KEY_LENGTH;
 
-pub use access_log::{AccessLogConfig, AccessLogFormat, DEFAULT_ACCESS_LOG_BUFFER};
+pub use access_log::{
+    AccessLogConfig, AccessLogFormat, DEFAULT_ACCESS_LOG_BUFFER, MAX_ACCESS_LOG_BUFFER,
+};
 pub use admin::AdminConfig;
 pub use client_ip::{ClientIpConfig, ForwardingHeader};
 pub use error::ServeConfigError;

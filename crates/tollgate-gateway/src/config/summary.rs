@@ -164,7 +164,6 @@ impl ServeConfig {
     }
 }
 
-/// `fixed_window 5 per 60 s`, `token_bucket 60 per 60 s, burst 5`.
 /// A plan: its one policy, or each named policy of its list, all held at
 /// once (`second: fixed_window 2 per 1 s and minute: ...`).
 fn describe_plan(plan: &PlanPolicies) -> String {
@@ -178,6 +177,7 @@ fn describe_plan(plan: &PlanPolicies) -> String {
     described.join(" and ")
 }
 
+/// `fixed_window 5 per 60 s`, `token_bucket 60 per 60 s, burst 5`.
 fn describe_policy(policy: &Policy) -> String {
     let mut text = format!(
         "{} {} per {} s",
