@@ -1,5 +1,6 @@
 //! `tollgate check-config FILE`: the gateway's configuration checked without
-//! starting, as `nginx -t`: what it would put in force, and every warning.
+//! starting, as `nginx -t`: what it would put in force, and every warning;
+//! the certificate files it names are read and checked, as a start would.
 
 use anyhow::Context;
 use tollgate_gateway::ServeConfig;
@@ -11,6 +12,7 @@ use crate::cli::CheckConfigArguments;
 pub(crate) fn check(arguments: &CheckConfigArguments) -> anyhow::Result<()> {
     let mut config = ServeConfig::from_file(&arguments.config)?;
     config.override_store_url(arguments.store.as_deref());
+    tollgate_gateway::check_files(&config)?;
     let mut report = String::new();
     for line in config.summary() {
         report.push_str(&line);

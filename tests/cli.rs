@@ -208,3 +208,20 @@ fn check_config_prints_what_is_in_force_and_every_warning() {
         format!("tollgate: {}: workers must be at least 1\n", bad.display())
     );
 }
+
+#[test]
+fn check_config_reads_the_certificate_files_as_a_start_would() {
+    let missing = std::env::temp_dir().join("tollgate-check-config-no-such-cert.pem");
+    let config = scratch_file(
+        "check-tls.toml",
+        &format!("[tls]\ncert = \"{0}\"\nkey = \"{0}\"\n", missing.display()),
+    );
+    let output = tollgate(&["check-config", config.to_str().unwrap()], b"");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.starts_with(&format!("tollgate: tls.cert {}: ", missing.display())),
+        "{stderr}"
+    );
+}

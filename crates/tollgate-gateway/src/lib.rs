@@ -49,6 +49,23 @@ pub use config::{ServeConfig, ServeConfigError};
 pub use error::StartError;
 pub use start::{Running, ServeOptions, run, start};
 
+/// Reads the files `config` names as a start would, without starting: the
+/// listener's certificate and key (`[tls]`, the key checked against the
+/// certificate) and the roots of `https://` upstreams (`[upstream_tls]`), for
+/// `tollgate check-config`.
+///
+/// # Errors
+///
+/// [`ServeConfigError::Invalid`] naming the setting and the file, as a start
+/// would refuse it.
+pub fn check_files(config: &ServeConfig) -> Result<(), ServeConfigError> {
+    if let Some(tls) = &config.tls {
+        tls::ListenerTls::new(tls)?;
+    }
+    upstream_tls::client_config(&config.routes, &config.upstream_tls)?;
+    Ok(())
+}
+
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]

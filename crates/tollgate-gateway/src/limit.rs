@@ -116,7 +116,7 @@ pub(crate) async fn admit(
     // the enforced ones answer, those in shadow mode are only counted.
     let mut enforced_refusal = false;
     let mut retry_after = 0;
-    let mut refused_by = tier;
+    let mut refused_by = std::borrow::Cow::Borrowed(tier);
     let mut status = reloadable.refusal.for_tier(tier);
     for (index, limit) in decisions.iter().enumerate() {
         // The longest wait of the limit's policies (a plan may list several).
@@ -144,13 +144,16 @@ pub(crate) async fn admit(
         if limit_retry_after > retry_after {
             retry_after = limit_retry_after;
             (refused_by, status) = if index == 0 {
-                (tier, reloadable.refusal.for_tier(tier))
+                (
+                    plan_refused_by(tier, limit),
+                    reloadable.refusal.for_tier(tier),
+                )
             } else {
                 let own = route
                     .filter(|route| route.budget.is_some())
                     .and_then(|route| route.refused_status);
                 (
-                    &**route_name,
+                    std::borrow::Cow::Borrowed(&**route_name),
                     own.unwrap_or_else(|| reloadable.refusal.default_status()),
                 )
             };
@@ -163,7 +166,7 @@ pub(crate) async fn admit(
     outcome.admission = Admission::Refused;
     tracing::debug!(key = %Redacted(key), route = %route_name, retry_after, "rate limited");
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
-    let mut response = respond(Problem::refused(status, refused_by, retry_after));
+    let mut response = respond(Problem::refused(status, &refused_by, retry_after));
     headers.insert_into(response.headers_mut());
     response.extensions_mut().insert(Refused);
     Err(response)
@@ -257,6 +260,33 @@ fn plan_list_headers(
         listed.push(route);
     }
     rate_limit_headers_listed(&listed, &stated)
+}
+
+/// What refused a request by its plan, named in the problem's detail: the
+/// tier, and for a plan written as a list the policy with the longest wait
+/// (the one `Retry-After` gives), as `team (day)`.
+fn plan_refused_by<'a>(tier: &'a str, plan: &LimitDecision) -> std::borrow::Cow<'a, str> {
+    if plan.further.is_empty() {
+        return std::borrow::Cow::Borrowed(tier);
+    }
+    let first = plan
+        .name
+        .as_deref()
+        .map(|name| (name, &plan.decision))
+        .into_iter();
+    let policies: Vec<(&str, &Decision)> = first
+        .chain(
+            plan.further
+                .iter()
+                .map(|further| (&*further.name, &further.decision)),
+        )
+        .collect();
+    match Decision::binding(policies.iter().map(|(_, decision)| *decision))
+        .and_then(|index| policies.get(index))
+    {
+        Some((name, _)) => std::borrow::Cow::Owned(format!("{tier} ({name})")),
+        None => std::borrow::Cow::Borrowed(tier),
+    }
 }
 
 /// The route budget's RateLimit field (listed after the plan's).

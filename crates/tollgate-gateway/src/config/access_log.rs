@@ -90,6 +90,18 @@ mod tests {
     use crate::config::ServeConfig;
 
     #[test]
+    fn a_path_without_enabled_is_warned_about() {
+        let warnings = |toml: &str| ServeConfig::from_toml_str(toml).unwrap().warnings(true);
+        let expected = "access_log.path is set but access_log.enabled is not: no access log \
+                        is written (set enabled = true)"
+            .to_owned();
+        assert!(warnings("[access_log]\npath = \"/tmp/a.log\"\n").contains(&expected));
+        assert!(
+            !warnings("[access_log]\nenabled = true\npath = \"/tmp/a.log\"\n").contains(&expected)
+        );
+    }
+
+    #[test]
     fn the_buffer_holds_1_to_2_pow_20_lines() {
         let error = |lines: &str| {
             ServeConfig::from_toml_str(&format!("[access_log]\nbuffer_lines = {lines}\n"))

@@ -20,6 +20,13 @@ impl ServeConfig {
     pub fn warnings(&self, in_memory: bool) -> Vec<String> {
         let mut warnings = self.layout_warnings();
         warnings.extend(self.upstream_tls.warning());
+        if !self.access_log.enabled && self.access_log.path.is_some() {
+            warnings.push(
+                "access_log.path is set but access_log.enabled is not: no access log is written \
+                 (set enabled = true)"
+                    .to_owned(),
+            );
+        }
         if !in_memory {
             return warnings;
         }

@@ -89,6 +89,11 @@ pub(crate) async fn the_binding_policy_speaks(gateway: &Gateway, upstream: &Upst
     );
     let problem: serde_json::Value = response.json().await.unwrap();
     assert_eq!(problem["retry_after"], json!(58));
+    // The detail names the tier and the policy that binds.
+    assert_eq!(
+        problem["detail"],
+        json!("the rate limit of default (minute) is exhausted; retry in 58 s")
+    );
     assert_eq!(upstream.requests(), 5, "refused requests never reach it");
 }
 
