@@ -91,21 +91,26 @@ pub(crate) async fn admit(
     let tier = plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
     outcome.set_tier(plan.tier.as_ref());
     let shadow = ShadowLimits::of(&reloadable.refusal, tier, route);
-    let route_field = route_limit
-        .as_ref()
-        .zip(decisions.route.as_ref())
-        .map(|(limit, decision)| route_field(route_name, limit, decision))
-        .filter(|_| shadow.sends_headers(1));
-    let headers = if plan.further.is_empty() || !shadow.sends_headers(0) {
-        let plan_field = plan_field(tier, plan).filter(|_| shadow.sends_headers(0));
-        match (plan_field, route_field) {
-            (Some(plan), Some(route)) => rate_limit_headers(&[plan, route]),
-            (Some(only), None) | (None, Some(only)) => rate_limit_headers(&[only]),
-            (None, None) => RateLimitHeaders::default(),
+    // The headers of the limits `described` says (0 the plan, 1 the route
+    // budget).
+    let headers_of = |described: &dyn Fn(usize) -> bool| {
+        let route_field = route_limit
+            .as_ref()
+            .zip(decisions.route.as_ref())
+            .map(|(limit, decision)| route_field(route_name, limit, decision))
+            .filter(|_| described(1));
+        if plan.further.is_empty() || !described(0) {
+            let plan_field = plan_field(tier, plan).filter(|_| described(0));
+            match (plan_field, route_field) {
+                (Some(plan), Some(route)) => rate_limit_headers(&[plan, route]),
+                (Some(only), None) | (None, Some(only)) => rate_limit_headers(&[only]),
+                (None, None) => RateLimitHeaders::default(),
+            }
+        } else {
+            plan_list_headers(plan, route_field)
         }
-    } else {
-        plan_list_headers(plan, route_field)
     };
+    let mut headers = headers_of(&|index| shadow.sends_headers(index));
     let allowed = decisions.iter().all(LimitDecision::is_allowed);
     reloadable.decisions.record(allowed, tier, route_name);
     if allowed {
@@ -115,6 +120,7 @@ pub(crate) async fn admit(
     // The limits that refused (the others report rejected with no wait):
     // the enforced ones answer, those in shadow mode are only counted.
     let mut enforced_refusal = false;
+    let mut shadow_refusal = false;
     let mut retry_after = 0;
     let mut refused_by = std::borrow::Cow::Borrowed(tier);
     let mut status = reloadable.refusal.for_tier(tier);
@@ -130,6 +136,7 @@ pub(crate) async fn admit(
             (_, None) => PLAN_KEY_KIND,
         };
         if shadow.is_shadow(index) {
+            shadow_refusal = true;
             record_shadow_denial(route_name, kind);
             tracing::debug!(
                 key = %Redacted(key),
@@ -164,6 +171,11 @@ pub(crate) async fn admit(
         return Ok(headers);
     }
     outcome.admission = Admission::Refused;
+    if shadow_refusal {
+        // A refusal's headers describe the enforced limits, which refused
+        // it (its `Retry-After` is theirs), never a shadow one's longer wait.
+        headers = headers_of(&|index| !shadow.is_shadow(index));
+    }
     tracing::debug!(key = %Redacted(key), route = %route_name, retry_after, "rate limited");
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
     let mut response = respond(Problem::refused(status, &refused_by, retry_after));

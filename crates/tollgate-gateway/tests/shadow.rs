@@ -350,3 +350,46 @@ fn shadow_settings_are_checked_at_load() {
         .is_err()
     );
 }
+
+/// With `shadow_headers = true`, a request refused by an enforced limit gets
+/// the headers of the enforced limits only: a shadow limit's longer wait
+/// must not contradict the `Retry-After` of the limit that refused.
+#[tokio::test]
+async fn a_refusal_describes_the_enforced_limit_not_a_longer_shadow_one() {
+    let upstream = Upstream::start().await;
+    // Plan (shadow): 1 per 60 s, fixed window. Route `/t` (enforced): a
+    // token bucket of 1 refilled every 30 s (rpm 2, burst 1). The clock
+    // stands at the start of a minute.
+    let gateway = Gateway::start(
+        &support::config(&format!(
+            "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow_s = 60\n\
+             [refusal]\nshadow_tiers = [\"default\"]\nshadow_headers = true\n\
+             [[routes]]\nname = \"sh_tight\"\nprefix = \"/t\"\nupstream = \"http://{}\"\n\
+             rpm = 2\nburst = 1\n",
+            upstream.address
+        )),
+        START_S,
+    )
+    .await;
+    // The first request fits both; with shadow_headers both are described.
+    let first = gateway.get("/t", "sk_a").await;
+    assert_eq!(first.status(), 200);
+    let policy = header(&first, "ratelimit-policy").unwrap_or_default();
+    assert!(
+        policy.contains("\"default\"") && policy.contains("\"sh_tight\""),
+        "{policy}"
+    );
+    // The second: the plan (shadow) would wait 60 s, the route (enforced)
+    // refuses it for 30 s. The answer is the route's alone.
+    let refused = gateway.get("/t", "sk_a").await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(header(&refused, "retry-after").as_deref(), Some("30"));
+    assert_eq!(header(&refused, "x-ratelimit-reset").as_deref(), Some("30"));
+    let policy = header(&refused, "ratelimit-policy").unwrap_or_default();
+    assert!(
+        policy.starts_with("\"sh_tight\"") && !policy.contains("\"default\""),
+        "{policy}"
+    );
+    assert_eq!(upstream.requests(), 1);
+    gateway.running.shutdown().await;
+}
