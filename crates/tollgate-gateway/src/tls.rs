@@ -79,7 +79,7 @@ impl ListenerTls {
     ///
     /// [`ServeConfigError::Invalid`] naming the setting and its file.
     pub(crate) fn load(config: &TlsConfig) -> Result<LoadedCertificate, ServeConfigError> {
-        let chain = read_chain(&config.cert)?;
+        let chain = read_certificates("tls.cert", &config.cert)?;
         let key = PrivateKeyDer::from_pem_file(&config.key)
             .map_err(|error| file_error("tls.key", &config.key, &error))?;
         let certified = CertifiedKey::from_der(chain, key, &provider()).map_err(|error| {
@@ -98,18 +98,22 @@ impl ListenerTls {
     }
 }
 
-/// The certificates of the PEM file `path` (`tls.cert`), at least one.
-fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, ServeConfigError> {
-    let chain = CertificateDer::pem_file_iter(path)
+/// The certificates of the PEM file `path`, named in errors as `setting`'s
+/// (`tls.cert`, `upstream_tls.ca_file`): at least one.
+pub(crate) fn read_certificates(
+    setting: &str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, ServeConfigError> {
+    let certificates = CertificateDer::pem_file_iter(path)
         .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
-        .map_err(|error| file_error("tls.cert", path, &error))?;
-    if chain.is_empty() {
+        .map_err(|error| file_error(setting, path, &error))?;
+    if certificates.is_empty() {
         return Err(ServeConfigError::Invalid(format!(
-            "tls.cert {}: no PEM certificate in the file",
+            "{setting} {}: no PEM certificate in the file",
             path.display()
         )));
     }
-    Ok(chain)
+    Ok(certificates)
 }
 
 /// `setting`'s file `path` could not be read as PEM.

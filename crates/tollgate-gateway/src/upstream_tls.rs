@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio::net::TcpStream;
@@ -16,7 +15,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use super::config::{RouteConfig, ServeConfigError, UpstreamTlsConfig};
-use super::tls::provider;
+use super::tls::{provider, read_certificates};
 
 /// How one `https://` upstream is reached: the shared client configuration
 /// and the upstream's name.
@@ -113,16 +112,10 @@ fn root_certificates(config: &UpstreamTlsConfig) -> Result<RootCertStore, ServeC
     let in_file = |reason: String| {
         ServeConfigError::Invalid(format!("upstream_tls.ca_file {}: {reason}", path.display()))
     };
-    let certificates = CertificateDer::pem_file_iter(path)
-        .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
-        .map_err(|error| in_file(error.to_string()))?;
-    for certificate in certificates {
+    for certificate in read_certificates("upstream_tls.ca_file", path)? {
         roots
             .add(certificate)
             .map_err(|error| in_file(error.to_string()))?;
-    }
-    if roots.is_empty() {
-        return Err(in_file("no PEM certificate in the file".to_owned()));
     }
     Ok(roots)
 }
