@@ -91,7 +91,7 @@ wait_port() {
 }
 
 echo "--- building (release)"
-cargo build --release -q -p tollgate -p tollgate-rls --examples
+cargo build --release -q -p tollgate -p tollgate-rls --bins --examples
 TOLLGATE=./target/release/tollgate
 LOAD=./target/release/examples/rls_load
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use redis::{Script, Value};
-use tollgate_core::{PolicyError, PreparedPolicy, StoreError};
+use tollgate_core::StoreError;
 
 use crate::connection::{self, Connection};
 use crate::context::redis_clock::{Node, RedisClock};
@@ -58,18 +58,16 @@ impl ScriptLimit {
     }
 
     /// A limit held to a policy given with the request (a route budget, an
-    /// Envoy descriptor's limit), asked for `units`.
-    pub(crate) fn policy(
-        names: Arc<KeyNames>,
-        policy: &PreparedPolicy,
-        units: u64,
-    ) -> Result<Self, PolicyError> {
-        Ok(ScriptLimit {
+    /// Envoy descriptor's limit), its `rule` ([`ScriptRule::for_prepared`],
+    /// kept by [`Context::policy_rule`](crate::context::Context::policy_rule)),
+    /// asked for `units`.
+    pub(crate) fn policy(names: Arc<KeyNames>, rule: Arc<ScriptRule>, units: u64) -> Self {
+        ScriptLimit {
             names,
             tier: None,
-            rule: Arc::new(ScriptRule::for_prepared(policy)?),
+            rule,
             units: units.min(MAX_SCRIPT_UNITS),
-        })
+        }
     }
 
     /// The same limit asked for `units` instead.
@@ -292,8 +290,10 @@ pub(crate) enum Reply {
 
 /// Reads the acquire script's flat reply for requests of `shapes[i]` limits
 /// each: Redis's `TIME` (µs) when it ran, then per request a status
-/// ([`DECIDED`], [`TIER_CHANGED`], [`FAILED`], [`EXPIRED`]) and its fields.
-/// `None` when the reply is not of that shape.
+/// ([`DECIDED`], [`TIER_CHANGED`], [`FAILED`], [`EXPIRED`]) and its fields (a
+/// decided request's outcomes as one text: [`OUTCOME_FIELDS`] numbers per
+/// limit, separated by single spaces). `None` when the reply is not of that
+/// shape.
 pub(crate) fn read_replies(value: &Value, shapes: &[usize]) -> Option<(u64, Vec<Reply>)> {
     let Value::Array(items) = value else {
         return None;
@@ -303,24 +303,7 @@ pub(crate) fn read_replies(value: &Value, shapes: &[usize]) -> Option<(u64, Vec<
     let mut replies = Vec::with_capacity(shapes.len());
     for &limits in shapes {
         let reply = match integer(items.next()?)? {
-            DECIDED => Reply::Decided(
-                (0..limits)
-                    .map(|_| {
-                        let mut fields = [0; OUTCOME_FIELDS];
-                        for field in &mut fields {
-                            *field = integer(items.next()?)?;
-                        }
-                        let [counted_at, allowed, remaining, retry_after, reset_after] = fields;
-                        Some(Outcome {
-                            counted_at,
-                            allowed,
-                            remaining,
-                            retry_after,
-                            reset_after,
-                        })
-                    })
-                    .collect::<Option<Vec<_>>>()?,
-            ),
+            DECIDED => Reply::Decided(outcomes(items.next()?, limits)?),
             TIER_CHANGED => {
                 // The script counts limits from 1.
                 let index = usize::try_from(integer(items.next()?)?)
@@ -338,6 +321,45 @@ pub(crate) fn read_replies(value: &Value, shapes: &[usize]) -> Option<(u64, Vec<
         replies.push(reply);
     }
     items.next().is_none().then_some((time, replies))
+}
+
+/// The `limits` outcomes of a decided request, from the text the script
+/// sends them in: [`OUTCOME_FIELDS`] decimal numbers per limit, each
+/// separated from the next by one space, nothing else.
+fn outcomes(value: &Value, limits: usize) -> Option<Vec<Outcome>> {
+    let Value::BulkString(bytes) = value else {
+        return None;
+    };
+    let mut numbers = bytes.split(|&byte| byte == b' ').map(decimal);
+    let mut outcomes = Vec::with_capacity(limits);
+    for _ in 0..limits {
+        let mut fields = [0; OUTCOME_FIELDS];
+        for field in &mut fields {
+            *field = numbers.next()??;
+        }
+        let [counted_at, allowed, remaining, retry_after, reset_after] = fields;
+        outcomes.push(Outcome {
+            counted_at,
+            allowed,
+            remaining,
+            retry_after,
+            reset_after,
+        });
+    }
+    numbers.next().is_none().then_some(outcomes)
+}
+
+/// A number in decimal digits only (no sign, no spaces), within `u64`.
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |number, &digit| {
+        if !digit.is_ascii_digit() {
+            return None;
+        }
+        number.checked_mul(10)?.checked_add(u64::from(digit - b'0'))
+    })
 }
 
 fn integer(value: &Value) -> Option<u64> {
@@ -440,11 +462,7 @@ mod tests {
             // Redis's TIME when the call ran.
             Value::Int(4_102_444_800_000_123),
             Value::Int(0),
-            Value::Int(1_800_000_000_000_000),
-            Value::Int(1),
-            Value::Int(4),
-            Value::Int(0),
-            Value::Int(60_000_000),
+            Value::BulkString(b"1800000000000000 1 4 0 60000000".to_vec()),
             Value::Int(1),
             Value::Int(2),
             Value::BulkString(b"pro".to_vec()),
@@ -479,13 +497,49 @@ mod tests {
         assert_eq!(read_replies(&reply, &[1, 2, 1]), None);
         let unknown = Value::Array(vec![Value::Int(7), Value::Int(4)]);
         assert_eq!(read_replies(&unknown, &[1]), None);
-        let negative = Value::Array(vec![
+        let negative = Value::Array(vec![Value::Int(-7), Value::Int(3)]);
+        assert_eq!(read_replies(&negative, &[1]), None);
+        // Outcomes: too few or too many numbers, a sign, a doubled or a
+        // trailing space, past u64, numbers sent as numbers.
+        let decided = |text: &[u8]| {
+            let reply = Value::Array(vec![
+                Value::Int(7),
+                Value::Int(0),
+                Value::BulkString(text.to_vec()),
+            ]);
+            read_replies(&reply, &[1]).map(|(_, replies)| replies)
+        };
+        let outcome = Outcome {
+            counted_at: 5,
+            allowed: 1,
+            remaining: 0,
+            retry_after: 18_446_744_073_709_551_615,
+            reset_after: 9,
+        };
+        assert_eq!(
+            decided(b"5 1 0 18446744073709551615 9"),
+            Some(vec![Reply::Decided(vec![outcome])])
+        );
+        for bad in [
+            b"5 1 0 9".as_slice(),
+            b"5 1 0 9 9 9",
+            b"5 1 -0 9 9",
+            b"5 1  0 9 9",
+            b"5 1 0 9 9 ",
+            b"5 1 0 18446744073709551616 9",
+        ] {
+            assert_eq!(decided(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+        let numbers = Value::Array(vec![
             Value::Int(7),
             Value::Int(0),
             Value::Int(5),
-            Value::Int(-1),
+            Value::Int(1),
+            Value::Int(0),
+            Value::Int(0),
+            Value::Int(9),
         ]);
-        assert_eq!(read_replies(&negative, &[1]), None);
+        assert_eq!(read_replies(&numbers, &[1]), None);
         assert_eq!(read_replies(&Value::Array(vec![]), &[]), None);
         assert_eq!(read_replies(&Value::Int(3), &[1]), None);
     }

@@ -14,15 +14,19 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use redis::Script;
-use tollgate_core::StoreError;
+use tollgate_core::{Policy, PolicyError, PreparedPolicy, StoreError};
 
 use crate::connection::{self, Connection};
 use crate::keys::{KeyNames, Space};
-use crate::plans::Plans;
+use crate::plans::{Plans, ScriptRule};
 use redis_clock::RedisClock;
 
 /// Tier assignments remembered per process before the cache starts afresh.
 const TIER_CACHE: usize = 100_000;
+
+/// Rules of policies given with requests kept before the cache starts afresh
+/// (a configuration has few distinct policies; request overrides add some).
+const RULE_CACHE: usize = 4_096;
 
 /// The store's connection, scripts, settings and plans.
 pub(crate) struct Context {
@@ -48,6 +52,9 @@ pub(crate) struct Context {
     pub(crate) plans: Arc<ArcSwap<Plans>>,
     /// The tier each plan's tier key was last seen to hold.
     tiers: Mutex<HashMap<String, Arc<str>>>,
+    /// The script rule of each policy given with a request, built once
+    /// (building one formats its version and checks its quantities).
+    policy_rules: Mutex<HashMap<Policy, Arc<ScriptRule>>>,
 }
 
 impl Context {
@@ -73,7 +80,32 @@ impl Context {
             clock: Arc::new(RedisClock::new(timeout)),
             plans,
             tiers: Mutex::new(HashMap::new()),
+            policy_rules: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The script rule of `policy`, a policy given with a request
+    /// ([`ScriptRule::for_prepared`]), built on its first use and kept.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Unsupported`] when a quantity could leave the range Lua
+    /// computes exactly (nothing is kept then).
+    pub(crate) fn policy_rule(
+        &self,
+        policy: &PreparedPolicy,
+    ) -> Result<Arc<ScriptRule>, PolicyError> {
+        let key = policy.policy();
+        if let Some(rule) = self.policy_rules.lock().get(&key) {
+            return Ok(Arc::clone(rule));
+        }
+        let rule = Arc::new(ScriptRule::for_prepared(policy)?);
+        let mut rules = self.policy_rules.lock();
+        if rules.len() >= RULE_CACHE {
+            rules.clear();
+        }
+        rules.insert(key, Arc::clone(&rule));
+        Ok(rule)
     }
 
     /// The tier last seen at the tier key `key`.

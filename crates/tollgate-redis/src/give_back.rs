@@ -90,7 +90,11 @@ pub(crate) async fn give_back(
             }
             Limit::Policy { key, policy } => {
                 let names = Arc::new(context.names(Space::Policy, key));
-                sent.push(ScriptLimit::policy(names, policy, limit.units)?);
+                sent.push(ScriptLimit::policy(
+                    names,
+                    context.policy_rule(policy)?,
+                    limit.units,
+                ));
             }
         }
         decisions.push(None);

@@ -50,15 +50,26 @@ impl KeyNames {
                 hasher.finalize().into()
             }
         };
-        let mut tag = String::with_capacity(32);
+        // "PREFIX:{TAG}:" once, then each name's ending (no `format!`: this
+        // runs for every limit of every request).
+        let mut base = String::with_capacity(prefix.len() + 32 + 8);
+        base.push_str(prefix);
+        base.push_str(":{");
         for byte in &digest[..16] {
-            tag.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
-            tag.push(char::from_digit(u32::from(byte & 15), 16).unwrap_or('0'));
+            base.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
+            base.push(char::from_digit(u32::from(byte & 15), 16).unwrap_or('0'));
         }
+        base.push_str("}:");
+        let named = |ending: &str| {
+            let mut name = String::with_capacity(base.len() + ending.len());
+            name.push_str(&base);
+            name.push_str(ending);
+            name
+        };
         KeyNames {
-            state: format!("{prefix}:{{{tag}}}:s"),
-            log: format!("{prefix}:{{{tag}}}:l"),
-            tier: format!("{prefix}:{{{tag}}}:tier"),
+            state: named("s"),
+            log: named("l"),
+            tier: named("tier"),
         }
     }
 }
@@ -105,6 +116,15 @@ mod tests {
         assert_eq!(names.hash_tag().len(), 32);
         assert!(!names.state.contains("secret"));
         assert!(names.state.starts_with("tg:{") && names.state.ends_with("}:s"));
+        // The names themselves (Redis holds them: they never change), from
+        // Python's hashlib: sha256(b"plan\0sk_live_secret"), and
+        // hmac.new(b"k", b"policy\0a", sha256), their first 16 bytes in hex.
+        let tag = "a2fcdabf8da5289013f139af00bb52a7";
+        assert_eq!(names.state, format!("tg:{{{tag}}}:s"));
+        assert_eq!(names.log, format!("tg:{{{tag}}}:l"));
+        assert_eq!(names.tier, format!("tg:{{{tag}}}:tier"));
+        let keyed = KeyNames::new("p", Space::Policy, "a", Some(b"k"));
+        assert_eq!(keyed.state, "p:{5798360512f8c8fe63852f0cc3ce2357}:s");
         // The same text in the two spaces is two keys.
         assert_ne!(
             names,

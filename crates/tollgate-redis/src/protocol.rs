@@ -47,8 +47,10 @@ pub(crate) const NO_TIER: &str = "";
 /// [`DEFAULT_TIER`](tollgate_core::DEFAULT_TIER). Lua: `DEFAULT_TIER`.
 pub(crate) const DEFAULT_TIER: &str = tollgate_core::DEFAULT_TIER;
 
-/// A request's status in the acquire script's reply: decided, followed by
-/// [`OUTCOME_FIELDS`] numbers per limit. Lua: `DECIDED`.
+/// A request's status in the acquire script's reply: decided, followed by one
+/// text of [`OUTCOME_FIELDS`] decimal numbers per limit, each separated from
+/// the next by one space (the give-back script's reply follows it with
+/// numbers). Lua: `DECIDED`.
 pub(crate) const DECIDED: u64 = 0;
 
 /// A request's status in the acquire script's reply: a plan is on another tier

@@ -255,7 +255,7 @@ impl RedisStore {
                 }
                 Limit::Policy { key, policy } => {
                     let names = Arc::new(self.context.names(Space::Policy, key));
-                    ScriptLimit::policy(names, policy, limit.units)?
+                    ScriptLimit::policy(names, self.context.policy_rule(policy)?, limit.units)
                 }
             };
             let further = script_limit.further(&plans);
