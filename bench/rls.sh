@@ -17,7 +17,9 @@
 #     counted); p50 and p99 for (a), (b), (c). Then the same at a quarter of
 #     it, for reference.
 #  3. redis-benchmark's ceiling on the same Redis: EVALSHA of `return 1`,
-#     64 clients, no pipelining.
+#     64 clients, no pipelining; and, for reference, EVALSHA of tollgate's
+#     own acquire script making one decision per call (what a client that
+#     does not batch would get).
 #  4. Envoy (2 workers) in front of a small HTTP upstream
 #     (examples/rls_upstream.rs, one thread), `wrk -t2 -c64`, each request
 #     carrying one of 1,000 `x-key` values: a listener without the rate limit
@@ -215,6 +217,20 @@ redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c 64 -P 1 -n 500000 --precision 3
     > "$OUT/rls-evalsha.txt" 2>&1
 CEILING=$(awk '/throughput summary/ {print int($3)}' "$OUT/rls-evalsha.txt")
 grep -E "throughput summary|latency summary" -A2 "$OUT/rls-evalsha.txt" | grep -vE "^--"
+# For reference: tollgate's own acquire script (crates/tollgate-redis/lua,
+# assembled as src/script.rs does), one decision per call as a client without
+# batching would make it: Redis's time, one request writing one counting
+# fixed window (the Go rule, as `tollgate rls` sends it) of 10^9 per second on
+# one of 1,000 keys (redis-benchmark's __rand_int__), a deadline far ahead.
+echo "--- for reference: redis-benchmark, EVALSHA of tollgate's acquire script, one decision per call, 64 clients"
+lua=crates/tollgate-redis/lua
+sha=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD \
+    "$(cat $lua/common.lua $lua/fixed_window.lua $lua/sliding_log.lua $lua/token_bucket.lua $lua/acquire.lua)")
+redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c 64 -P 1 -n 300000 -r 1000 --precision 3 \
+    evalsha "$sha" 1 "bench:{__rand_int__}:s" "" 0 1 c 1000000000 1000000 0 pc1 1 1 1 \
+    9000000000000000 1 1 "" > "$OUT/rls-evalsha-acquire.txt" 2>&1
+ACQUIRE_CEILING=$(awk '/throughput summary/ {print int($3)}' "$OUT/rls-evalsha-acquire.txt")
+grep -E "throughput summary" "$OUT/rls-evalsha-acquire.txt"
 
 if [ "${PERF:-0}" = 1 ] && command -v perf >/dev/null; then
     for target in "memory $MEMORY_PORT $MEMORY_PID" "redis $REDIS_RLS_PORT $REDIS_RLS_PID"; do
@@ -370,7 +386,7 @@ wrk_run no_filter_again "$NOFILTER_PORT"
 wrk_run filter_memory_again "$FILTER_MEMORY_PORT"
 
 echo "--- ratios (targets from the issue, reported, not asserted)"
-awk -v a="$BARE_RATE" -v b="$MEMORY_RATE" -v c="$REDIS_RATE" -v e="$CEILING" \
+awk -v a="$BARE_RATE" -v b="$MEMORY_RATE" -v c="$REDIS_RATE" -v e="$CEILING" -v s="$ACQUIRE_CEILING" \
     -v p99b="$(field p99_us < "$OUT/rls-open_memory.txt")" \
     -v p99c="$(field p99_us < "$OUT/rls-open_redis.txt")" \
     -v nf="$(cat "$WORK/rps-no_filter")" -v nf2="$(cat "$WORK/rps-no_filter_again")" \
@@ -380,6 +396,7 @@ awk -v a="$BARE_RATE" -v b="$MEMORY_RATE" -v c="$REDIS_RATE" -v e="$CEILING" \
     printf "(b) / (a)       %.2f   (target >= 0.8)\n", b / a
     printf "(c) / (a)       %.2f   (target >= 0.7)\n", c / a
     printf "(c) / ceiling   %.2f   (target >= 1.0)\n", c / e
+    printf "(c) / the acquire script at one decision per call (%d/s)   %.2f   (for reference)\n", s, c / s
     printf "p99 at half load: (b) %.2f ms, (c) %.2f ms   (target < 1 ms)\n", p99b / 1000, p99c / 1000
     printf "Envoy with the filter / without: memory %.2f, %.2f; redis %.2f; bare server %.2f\n", fm / nf, fm2 / nf2, fr / nf, fb / nf
 }'
