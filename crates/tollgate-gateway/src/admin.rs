@@ -166,7 +166,9 @@ async fn put_policy(State(app): State<Arc<App>>, body: Bytes) -> Result<Response
         PlanPolicies::One(policy) => PlanPolicies::One(app.store.configure(policy).await?),
         list => app.store.configure_plan(list).await?,
     };
-    tracing::info!(?plan, "default policy replaced");
+    // As the answer shows it (JSON), not in Rust's Debug form.
+    let shown = serde_json::to_string(&plan).unwrap_or_default();
+    tracing::info!(plan = %shown, "default policy replaced");
     Ok(json_response(&plan))
 }
 

@@ -70,7 +70,7 @@ impl Route {
             .trim_end_matches('/')
             .to_owned();
         let route_error = |reason: String| ServeConfigError::Route {
-            route: config.prefix.clone(),
+            route: config.label(),
             reason,
         };
         let targets = urls

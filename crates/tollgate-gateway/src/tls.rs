@@ -84,9 +84,10 @@ impl ListenerTls {
             .map_err(|error| file_error("tls.key", &config.key, &error))?;
         let certified = CertifiedKey::from_der(chain, key, &provider()).map_err(|error| {
             ServeConfigError::Invalid(format!(
-                "tls.key {} cannot sign for tls.cert {}: {error}",
+                "tls.key {} cannot sign for tls.cert {}: {}",
                 config.key.display(),
-                config.cert.display()
+                config.cert.display(),
+                key_error(&error)
             ))
         })?;
         Ok(LoadedCertificate(Arc::new(certified)))
@@ -95,6 +96,20 @@ impl ListenerTls {
     /// Puts `loaded` in force for the connections accepted from now on.
     pub(crate) fn put_in_force(&self, loaded: LoadedCertificate) {
         self.current.0.store(loaded.0);
+    }
+}
+
+/// Why a key and a certificate chain do not go together, in words (rustls
+/// shows its reasons in their Debug form, `KeyMismatch`).
+fn key_error(error: &rustls::Error) -> String {
+    match error {
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+            "the key is not the certificate's (their public keys differ)".to_owned()
+        }
+        rustls::Error::InconsistentKeys(_) => {
+            "the key's public key cannot be checked against the certificate's".to_owned()
+        }
+        other => other.to_string(),
     }
 }
 

@@ -26,7 +26,7 @@ pub enum ServeConfigError {
     /// A route is invalid.
     #[error("route {route}: {reason}")]
     Route {
-        /// The route's prefix.
+        /// The route: `NAME (PREFIX)`, or its prefix when it has no name.
         route: String,
         /// What is wrong.
         reason: String,

@@ -345,7 +345,7 @@ mod tests {
             (
                 "[[routes]]\nname = \"x\"\nprefix = \"/a\"\nupstream = \"http://h:1\"\n\
                  [[routes]]\nname = \"x\"\nprefix = \"/b\"\nupstream = \"http://h:1\"",
-                "route /b: another route has the same name",
+                "route x (/b): another route has the same name",
             ),
             (
                 "[[routes]]\nname = \"/b\"\nprefix = \"/a\"\nupstream = \"http://h:1\"\n\

@@ -138,6 +138,16 @@ impl RouteConfig {
         self.name.as_deref().unwrap_or(&self.prefix)
     }
 
+    /// How errors name the route: `NAME (PREFIX)` when it has a name, else
+    /// its prefix (a configuration has one route per prefix, and its reader
+    /// knows it by either).
+    pub fn label(&self) -> String {
+        match self.name.as_deref().filter(|name| !name.trim().is_empty()) {
+            Some(name) => format!("{name} ({})", self.prefix),
+            None => self.prefix.clone(),
+        }
+    }
+
     /// The route's upstream URLs: `upstream` alone, or `upstreams` (empty
     /// in a configuration not yet validated that sets neither).
     pub fn upstream_urls(&self) -> &[Uri] {
@@ -162,7 +172,7 @@ impl RouteConfig {
     /// of range.
     pub fn budget(&self) -> Result<Option<Budget>, ServeConfigError> {
         let error = |reason: String| ServeConfigError::Route {
-            route: self.prefix.clone(),
+            route: self.label(),
             reason,
         };
         match (self.rpm, self.burst) {
@@ -176,7 +186,7 @@ impl RouteConfig {
 
     fn validate(&self) -> Result<(), ServeConfigError> {
         let error = |reason: &str| ServeConfigError::Route {
-            route: self.prefix.clone(),
+            route: self.label(),
             reason: reason.to_owned(),
         };
         if !self.prefix.starts_with('/') {
@@ -273,13 +283,13 @@ pub(super) fn validate(routes: &[RouteConfig]) -> Result<(), ServeConfigError> {
         route.validate()?;
         if !prefixes.insert(route.prefix.trim_end_matches('/')) {
             return Err(ServeConfigError::Route {
-                route: route.prefix.clone(),
+                route: route.label(),
                 reason: "another route has the same prefix".into(),
             });
         }
         if !names.insert(route.name()) {
             return Err(ServeConfigError::Route {
-                route: route.prefix.clone(),
+                route: route.label(),
                 reason: "another route has the same name".into(),
             });
         }
@@ -310,6 +320,23 @@ mod tests {
             Some(RouteKey::Header(http::HeaderName::from_static(
                 "x-client-id"
             )))
+        );
+    }
+
+    #[test]
+    fn errors_name_the_route_by_its_name_and_prefix() {
+        let refused = |route: &str| {
+            let toml = format!("[[routes]]\nprefix = \"/api\"\nupstream = \"http://h:1\"\n{route}");
+            ServeConfig::from_toml_str(&toml).unwrap_err().to_string()
+        };
+        assert_eq!(
+            refused("name = \"orders\"\nburst = 5"),
+            "route orders (/api): burst needs rpm"
+        );
+        assert_eq!(refused("burst = 5"), "route /api: burst needs rpm");
+        assert_eq!(
+            refused("name = \" \""),
+            "route /api: the name must not be empty"
         );
     }
 
