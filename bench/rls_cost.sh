@@ -20,7 +20,8 @@
 # makes them). Breakdowns by function (inclusive) go to bench/out/.
 #
 # Usage: bench/rls_cost.sh [large, default 20000] [small, default 2000]
-# (TOLLGATE_BINARY=PATH measures that build of `tollgate` and builds nothing.)
+# (TOLLGATE_BINARY=PATH measures that build of `tollgate`; only the examples
+# are built then.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,15 +30,33 @@ SMALL="${2:-2000}"
 OUT="bench/out"
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"
-REDIS_PORT=18291
-GRPC_PORT=18292
+SERVER_PID=""
 cleanup() {
-    kill $(jobs -p) 2>/dev/null || true
+    if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
     redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
     wait 2>/dev/null || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
+
+# A port on 127.0.0.1 nobody listens on (and not handed out before).
+TAKEN=" "
+free_port() {
+    local port
+    while :; do
+        port=$(shuf -i 20000-29999 -n 1)
+        case "$TAKEN" in *" $port "*) continue ;; esac
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            TAKEN="$TAKEN$port "
+            echo "$port"
+            return
+        fi
+    done
+}
+REDIS_PORT=$(free_port)
+GRPC_PORT=$(free_port)
+HTTP_PORT=$(free_port)
+DEBUG_PORT=$(free_port)
 
 if ! command -v valgrind >/dev/null || ! command -v redis-server >/dev/null; then
     echo "--- installing valgrind and redis-server"
@@ -58,6 +77,10 @@ for _ in $(seq 100); do
     [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && break
     sleep 0.1
 done
+[ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] || {
+    echo "redis-server did not start on 127.0.0.1:$REDIS_PORT" >&2
+    exit 1
+}
 mkdir -p "$WORK/config"
 cat > "$WORK/config/bench.yaml" <<YAML
 domain: bench
@@ -69,53 +92,70 @@ descriptors:
 YAML
 
 # measure NAME CALLS: one server run under callgrind answering CALLS calls;
-# prints "TOTAL OK_CALLS".
+# leaves "TOTAL OK_CALLS" in $WORK/NAME-CALLS.result (run in this shell, not
+# in a command substitution, so that `set -e` holds and the trap sees the
+# server).
 measure() {
-    local name="$1" calls="$2" out="$WORK/$1-$2.out" pid ok total
+    local name="$1" calls="$2" out="$WORK/$1-$2.out" ok total
     local grind=(valgrind --tool=callgrind --callgrind-out-file="$out")
     case "$name" in
         bare) "${grind[@]}" ./target/release/examples/rls_bare --port "$GRPC_PORT" \
                   >"$WORK/$name.log" 2>&1 & ;;
         memory|redis)
-            env -u REDIS_URL USE_STATSD=false LOG_LEVEL=warn HOST=127.0.0.1 PORT=18293 \
-                GRPC_HOST=127.0.0.1 GRPC_PORT="$GRPC_PORT" DEBUG_HOST=127.0.0.1 DEBUG_PORT=18294 \
-                ${REDIS_URL_FOR:+REDIS_URL="$REDIS_URL_FOR"} \
+            env -u REDIS_URL USE_STATSD=false LOG_LEVEL=warn HOST=127.0.0.1 PORT="$HTTP_PORT" \
+                GRPC_HOST=127.0.0.1 GRPC_PORT="$GRPC_PORT" DEBUG_HOST=127.0.0.1 \
+                DEBUG_PORT="$DEBUG_PORT" ${REDIS_URL_FOR:+REDIS_URL="$REDIS_URL_FOR"} \
                 "${grind[@]}" "$TOLLGATE" rls --config "$WORK/config" >"$WORK/$name.log" 2>&1 & ;;
     esac
-    pid=$!
+    SERVER_PID=$!
+    # Under callgrind a server takes seconds to listen.
+    for _ in $(seq 300); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$GRPC_PORT") 2>/dev/null && break
+        kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/$name.log" >&2; exit 1; }
+        sleep 0.1
+    done
     redis-cli -p "$REDIS_PORT" config resetstat >/dev/null
-    # rls_load waits (up to 10 s) for the server to listen; calls answered
-    # slowly while callgrind starts up are counted as errors, not as OK.
-    ok=$("$LOAD" --target "http://127.0.0.1:$GRPC_PORT" --warmup 0 --seconds 600 \
-        --max-calls "$calls" --concurrency 64 --call-timeout-ms 10000 \
-        | grep -oE 'ok_calls=[0-9]+' | cut -d= -f2)
-    kill -INT "$pid"
-    wait "$pid" 2>/dev/null || true
-    total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
+    # Calls answered slowly while callgrind warms up count as errors, not OK.
+    "$LOAD" --target "http://127.0.0.1:$GRPC_PORT" --warmup 0 --seconds 600 \
+        --max-calls "$calls" --concurrency 64 --call-timeout-ms 10000 > "$WORK/$name-$calls.load"
+    ok=$(grep -oE 'ok_calls=[0-9]+' "$WORK/$name-$calls.load" | cut -d= -f2)
+    kill -INT "$SERVER_PID"
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=""
+    # (awk reads to the end: an early exit would fail the pipe under pipefail)
+    total=$(callgrind_annotate "$out" 2>/dev/null \
+        | awk '/PROGRAM TOTALS/ && !found {gsub(",", "", $1); print $1; found = 1}')
+    if [ -z "$ok" ] || [ "$ok" = 0 ] || [ -z "$total" ]; then
+        echo "$name: no OK calls or no callgrind total (see $WORK/$name.log)" >&2
+        exit 1
+    fi
     if [ "$calls" = "$LARGE" ]; then
         callgrind_annotate --inclusive=yes "$out" 2>/dev/null | cut -c1-200 | sed -n 1,80p \
             > "$OUT/rls-cost-$name.txt"
         if [ "$name" = redis ]; then
-            redis-cli -p "$REDIS_PORT" info commandstats | grep -E '^cmdstat_evalsha' \
+            redis-cli -p "$REDIS_PORT" info commandstats | grep -E '^cmdstat_evalsha:' \
                 > "$OUT/rls-cost-evalsha.txt" || true
+            echo "$ok" > "$WORK/redis-large-ok"
         fi
     fi
-    echo "$total $ok"
+    echo "$total $ok" > "$WORK/$name-$calls.result"
 }
 
 echo "--- instructions per call (callgrind), $SMALL and $LARGE calls, 64 in flight"
 for name in bare memory redis; do
     REDIS_URL_FOR=""
     [ "$name" = redis ] && REDIS_URL_FOR="redis://127.0.0.1:$REDIS_PORT"
-    read -r small_total small_ok <<< "$(measure "$name" "$SMALL")"
-    read -r large_total large_ok <<< "$(measure "$name" "$LARGE")"
+    measure "$name" "$SMALL"
+    measure "$name" "$LARGE"
+    read -r small_total small_ok < "$WORK/$name-$SMALL.result"
+    read -r large_total large_ok < "$WORK/$name-$LARGE.result"
     per_call=$(( (large_total - small_total) / (large_ok - small_ok) ))
     echo "$per_call" > "$WORK/per-call-$name"
     printf '%-8s %9d instructions per call   (%s - %s instructions over %s - %s OK calls)\n' \
         "$name" "$per_call" "$large_total" "$small_total" "$large_ok" "$small_ok"
 done
 if [ -s "$OUT/rls-cost-evalsha.txt" ]; then
-    awk -F'[=,]' -v n="$LARGE" '{ printf "redis: %s script calls, %.1f decisions per call, %s us per call inside Redis\n", $2, n / $2, $6 }' \
+    awk -F'[=,]' -v n="$(cat "$WORK/redis-large-ok")" '{ printf "redis: %s script calls, %.1f decisions per call, %s us per call inside Redis\n", $2, n / $2, $6 }' \
         "$OUT/rls-cost-evalsha.txt"
 fi
 awk -v a="$(cat "$WORK/per-call-bare")" -v b="$(cat "$WORK/per-call-memory")" \

@@ -330,6 +330,10 @@ fn outcomes(value: &Value, limits: usize) -> Option<Vec<Outcome>> {
     let Value::BulkString(bytes) = value else {
         return None;
     };
+    if limits == 0 {
+        // A request of no limits (none is sent today): an empty text.
+        return bytes.is_empty().then(Vec::new);
+    }
     let mut numbers = bytes.split(|&byte| byte == b' ').map(decimal);
     let mut outcomes = Vec::with_capacity(limits);
     for _ in 0..limits {
@@ -527,9 +531,22 @@ mod tests {
             b"5 1  0 9 9",
             b"5 1 0 9 9 ",
             b"5 1 0 18446744073709551616 9",
+            b"5 1 0 9 x",
+            b"",
         ] {
             assert_eq!(decided(bad), None, "{}", String::from_utf8_lossy(bad));
         }
+        // A request of no limits: an empty text, and nothing else.
+        let none = |text: &[u8]| {
+            let reply = Value::Array(vec![
+                Value::Int(7),
+                Value::Int(0),
+                Value::BulkString(text.to_vec()),
+            ]);
+            read_replies(&reply, &[0]).map(|(_, replies)| replies)
+        };
+        assert_eq!(none(b""), Some(vec![Reply::Decided(vec![])]));
+        assert_eq!(none(b"5 1 0 9 9"), None);
         let numbers = Value::Array(vec![
             Value::Int(7),
             Value::Int(0),
