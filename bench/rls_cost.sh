@@ -31,28 +31,20 @@ OUT="bench/out"
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"
 SERVER_PID=""
+REDIS_PORT=""
 cleanup() {
     if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
-    redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+    if [ -n "$REDIS_PORT" ]; then
+        redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+    fi
     wait 2>/dev/null || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-# A port on 127.0.0.1 nobody listens on (and not handed out before).
-TAKEN=" "
-free_port() {
-    local port
-    while :; do
-        port=$(shuf -i 20000-29999 -n 1)
-        case "$TAKEN" in *" $port "*) continue ;; esac
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            TAKEN="$TAKEN$port "
-            echo "$port"
-            return
-        fi
-    done
-}
+# free_port, start_redis.
+# shellcheck source=bench/ports.sh
+source bench/ports.sh
 REDIS_PORT=$(free_port)
 GRPC_PORT=$(free_port)
 HTTP_PORT=$(free_port)
@@ -71,25 +63,7 @@ else
 fi
 LOAD=./target/release/examples/rls_load
 
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-    --daemonize yes --dir "$WORK" --pidfile "$WORK/redis.pid" --logfile "$WORK/redis.log"
-for _ in $(seq 100); do
-    [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && break
-    sleep 0.1
-done
-[ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] || {
-    echo "redis-server did not start on 127.0.0.1:$REDIS_PORT" >&2
-    exit 1
-}
-mkdir -p "$WORK/config"
-cat > "$WORK/config/bench.yaml" <<YAML
-domain: bench
-descriptors:
-  - key: key
-    rate_limit:
-      unit: second
-      requests_per_unit: 1000000000
-YAML
+start_redis "$REDIS_PORT" "$WORK"
 
 # measure NAME CALLS: one server run under callgrind answering CALLS calls;
 # leaves "TOTAL OK_CALLS" in $WORK/NAME-CALLS.result (run in this shell, not
@@ -105,7 +79,7 @@ measure() {
             env -u REDIS_URL USE_STATSD=false LOG_LEVEL=warn HOST=127.0.0.1 PORT="$HTTP_PORT" \
                 GRPC_HOST=127.0.0.1 GRPC_PORT="$GRPC_PORT" DEBUG_HOST=127.0.0.1 \
                 DEBUG_PORT="$DEBUG_PORT" ${REDIS_URL_FOR:+REDIS_URL="$REDIS_URL_FOR"} \
-                "${grind[@]}" "$TOLLGATE" rls --config "$WORK/config" >"$WORK/$name.log" 2>&1 & ;;
+                "${grind[@]}" "$TOLLGATE" rls --config bench/rls-config >"$WORK/$name.log" 2>&1 & ;;
     esac
     SERVER_PID=$!
     # Under callgrind a server takes seconds to listen.

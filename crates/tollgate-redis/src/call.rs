@@ -505,14 +505,16 @@ mod tests {
         assert_eq!(read_replies(&negative, &[1]), None);
         // Outcomes: too few or too many numbers, a sign, a doubled or a
         // trailing space, past u64, numbers sent as numbers.
-        let decided = |text: &[u8]| {
+        // One request of `limits` limits, decided, its outcomes `text`.
+        let decided_of = |text: &[u8], limits: usize| {
             let reply = Value::Array(vec![
                 Value::Int(7),
                 Value::Int(0),
                 Value::BulkString(text.to_vec()),
             ]);
-            read_replies(&reply, &[1]).map(|(_, replies)| replies)
+            read_replies(&reply, &[limits]).map(|(_, replies)| replies)
         };
+        let decided = |text: &[u8]| decided_of(text, 1);
         let outcome = Outcome {
             counted_at: 5,
             allowed: 1,
@@ -537,16 +539,8 @@ mod tests {
             assert_eq!(decided(bad), None, "{}", String::from_utf8_lossy(bad));
         }
         // A request of no limits: an empty text, and nothing else.
-        let none = |text: &[u8]| {
-            let reply = Value::Array(vec![
-                Value::Int(7),
-                Value::Int(0),
-                Value::BulkString(text.to_vec()),
-            ]);
-            read_replies(&reply, &[0]).map(|(_, replies)| replies)
-        };
-        assert_eq!(none(b""), Some(vec![Reply::Decided(vec![])]));
-        assert_eq!(none(b"5 1 0 9 9"), None);
+        assert_eq!(decided_of(b"", 0), Some(vec![Reply::Decided(vec![])]));
+        assert_eq!(decided_of(b"5 1 0 9 9", 0), None);
         let numbers = Value::Array(vec![
             Value::Int(7),
             Value::Int(0),
