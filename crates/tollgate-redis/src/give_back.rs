@@ -5,7 +5,9 @@
 //! server; on a Redis Cluster, one call per limit (keys in different slots
 //! cannot share a call), so a refund is not atomic across keys there: each
 //! limit is given back on its own, and a call that fails may leave the
-//! others given back. A plan whose tier changed is sent again on its tier.
+//! others given back. A plan whose tier changed is sent again on its tier;
+//! a plan of several policies gives back to each of them, in the plan's call
+//! (its policies share its slot).
 //!
 //! Not to be confused with [`refund`](crate::refund), which undoes what the
 //! cluster's split steps took.
@@ -17,7 +19,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use redis::{Script, Value};
-use tollgate_core::{Decision, Limit, LimitDecision, LimitUnits, StoreError};
+use tollgate_core::{Decision, Limit, LimitDecision, LimitUnits, PolicyDecision, StoreError};
 
 use crate::call::{self, MAX_SCRIPT_UNITS, ScriptLimit};
 use crate::connection::{self, Connection};
@@ -55,7 +57,8 @@ enum Reply {
 /// the store's timeout; `minimum_ttl` is the shortest TTL to set (µs). The
 /// decisions of core's `Limiter::give_back_units` on a microsecond clock: 0
 /// allowed and rejected, and what a look sees after the refund; an exempt
-/// plan gets `Decision::exempt(0)`.
+/// plan gets `Decision::exempt(0)`; a plan of several policies gives back the
+/// units to each, its further policies' looks in `LimitDecision::further`.
 ///
 /// # Errors
 ///
@@ -86,14 +89,16 @@ pub(crate) async fn give_back(
                 let names = Arc::new(context.names(Space::Plan, key));
                 let tier = context.remembered_tier(&names.tier);
                 let tier = tier.unwrap_or_else(|| Arc::from(DEFAULT_TIER));
-                sent.push(ScriptLimit::plan(names, tier, &plans, limit.units));
+                sent.push(Group::new(
+                    ScriptLimit::plan(names, tier, &plans, limit.units),
+                    &plans,
+                ));
             }
             Limit::Policy { key, policy } => {
                 let names = Arc::new(context.names(Space::Policy, key));
-                sent.push(ScriptLimit::policy(
-                    names,
-                    context.policy_rule(policy)?,
-                    limit.units,
+                sent.push(Group::new(
+                    ScriptLimit::policy(names, context.policy_rule(policy)?, limit.units),
+                    &plans,
                 ));
             }
         }
@@ -105,45 +110,101 @@ pub(crate) async fn give_back(
             .await?;
         let mut answered = sent.iter().zip(looks);
         for slot in decisions.iter_mut().filter(|slot| slot.is_none()) {
-            let Some((limit, look)) = answered.next() else {
+            let Some((group, looks)) = answered.next() else {
                 return Err(call::unexpected());
             };
-            *slot = Some(LimitDecision {
-                decision: Decision {
-                    allowed: 0,
-                    rejected: 0,
-                    remaining: Some(look.remaining),
-                    retry_after: Duration::from_micros(look.retry_after),
-                    reset_after: Duration::from_micros(look.reset_after),
-                },
-                policy: Some(limit.rule.policy),
-                tier: limit.tier.clone().filter(|tier| &**tier != DEFAULT_TIER),
-                name: None,
-                further: Vec::new(),
-            });
+            *slot = Some(group.decision(&looks, &plans)?);
         }
     }
     Ok(decisions.into_iter().flatten().collect())
 }
 
-/// One call for every limit on a server; one per limit, all at once, on a
-/// cluster. One look per limit, in order.
+/// A limit as the script gives back to it: the limit itself and, for a plan
+/// of several policies, each further policy with its name (on the plan key's
+/// state with `:NAME` after it, in its slot), each given back the same units,
+/// as core's `Limiter::give_back_units` gives back to every policy of a plan.
+struct Group {
+    limit: ScriptLimit,
+    further: Vec<(Arc<str>, ScriptLimit)>,
+}
+
+impl Group {
+    fn new(limit: ScriptLimit, plans: &Plans) -> Group {
+        let further = limit.further(plans);
+        Group { limit, further }
+    }
+
+    /// The script limits of the group, the limit first.
+    fn limits(&self) -> impl Iterator<Item = &ScriptLimit> {
+        std::iter::once(&self.limit).chain(self.further.iter().map(|(_, limit)| limit))
+    }
+
+    fn len(&self) -> usize {
+        1 + self.further.len()
+    }
+
+    /// Moves a plan to `tier` (the one the script found it on): its rule and
+    /// its further policies are that tier's.
+    fn move_to(&mut self, tier: Arc<str>, plans: &Plans) {
+        self.limit.move_to(tier, plans);
+        self.further = self.limit.further(plans);
+    }
+
+    /// The decision of core's `give_back_units` from the looks at the
+    /// group's limits, in order (one per limit).
+    fn decision(&self, looks: &[Look], plans: &Plans) -> Result<LimitDecision, StoreError> {
+        let decision = |look: &Look| Decision {
+            allowed: 0,
+            rejected: 0,
+            remaining: Some(look.remaining),
+            retry_after: Duration::from_micros(look.retry_after),
+            reset_after: Duration::from_micros(look.reset_after),
+        };
+        let (first, rest) = looks.split_first().ok_or_else(call::unexpected)?;
+        if rest.len() != self.further.len() {
+            return Err(call::unexpected());
+        }
+        let tier = self.limit.tier.clone();
+        Ok(LimitDecision {
+            decision: decision(first),
+            policy: Some(self.limit.rule.policy),
+            name: tier
+                .as_deref()
+                .and_then(|tier| plans.list_for(tier).first_name.clone()),
+            further: self
+                .further
+                .iter()
+                .zip(rest)
+                .map(|((name, limit), look)| PolicyDecision {
+                    name: Arc::clone(name),
+                    policy: limit.rule.policy,
+                    decision: decision(look),
+                })
+                .collect(),
+            tier: tier.filter(|tier| &**tier != DEFAULT_TIER),
+        })
+    }
+}
+
+/// One call for every group on a server; one per group (a group shares one
+/// slot), all at once, on a cluster. One look per limit of each group, in
+/// order.
 async fn run(
     context: &Context,
     minimum_ttl: u64,
-    limits: &mut [ScriptLimit],
+    groups: &mut [Group],
     plans: &Plans,
-) -> Result<Vec<Look>, StoreError> {
+) -> Result<Vec<Vec<Look>>, StoreError> {
     let now = (context.now)();
-    if !context.connection.is_cluster() || limits.len() == 1 {
-        return settle(context, &now, minimum_ttl, limits, plans).await;
+    if !context.connection.is_cluster() || groups.len() == 1 {
+        return settle(context, &now, minimum_ttl, groups, plans).await;
     }
-    let calls = limits.iter_mut().map(|limit| {
+    let calls = groups.iter_mut().map(|group| {
         settle(
             context,
             &now,
             minimum_ttl,
-            std::slice::from_mut(limit),
+            std::slice::from_mut(group),
             plans,
         )
     });
@@ -154,25 +215,39 @@ async fn run(
     Ok(looks)
 }
 
-/// One call for `limits` (all in one slot), sent again on the tier the
-/// script found when a plan's tier changed.
+/// One call for `groups` (all in one slot), sent again on the tier the
+/// script found when a plan's tier changed. The looks of each group.
 async fn settle(
     context: &Context,
     now: &str,
     minimum_ttl: u64,
-    limits: &mut [ScriptLimit],
+    groups: &mut [Group],
     plans: &Plans,
-) -> Result<Vec<Look>, StoreError> {
+) -> Result<Vec<Vec<Look>>, StoreError> {
     for _ in 0..3 {
-        match call(&context.connection, now, minimum_ttl, limits).await? {
-            Reply::Looked(looks) => return Ok(looks),
+        let limits: Vec<&ScriptLimit> = groups.iter().flat_map(Group::limits).collect();
+        match call(&context.connection, now, minimum_ttl, &limits).await? {
+            Reply::Looked(looks) => {
+                let mut looks = looks.into_iter();
+                return Ok(groups
+                    .iter()
+                    .map(|group| looks.by_ref().take(group.len()).collect())
+                    .collect());
+            }
             Reply::Tier { index, tier } => {
-                let Some(limit) = limits.get_mut(index) else {
+                // Only a group's first limit, a plan's, has a tier to check.
+                let mut first = 0;
+                let group = groups.iter_mut().find(|group| {
+                    let found = first == index;
+                    first += group.len();
+                    found
+                });
+                let Some(group) = group else {
                     return Err(call::unexpected());
                 };
                 let tier: Arc<str> = Arc::from(tier.as_str());
-                context.remember_tier(&limit.names.tier, Arc::clone(&tier));
-                limit.move_to(tier, plans);
+                context.remember_tier(&group.limit.names.tier, Arc::clone(&tier));
+                group.move_to(tier, plans);
             }
         }
     }
@@ -187,7 +262,7 @@ async fn call(
     connection: &Connection,
     now: &str,
     minimum_ttl: u64,
-    limits: &[ScriptLimit],
+    limits: &[&ScriptLimit],
 ) -> Result<Reply, StoreError> {
     let mut connection = connection.clone();
     let mut invocation = SCRIPT.prepare_invoke();

@@ -1,5 +1,6 @@
 //! Refunds on Redis (`Store::give_back_units`, `lua/give_back.lua`): values
-//! worked out by hand for each algorithm, a plan followed onto its tier,
+//! worked out by hand for each algorithm, a plan followed onto its tier, a
+//! plan of several policies given back on each,
 //! and the store held to the in-memory store on the same clock, step by
 //! step, over the range the store accepts (time stepping, standing still,
 //! leaping and going back), on a server and, with `REDIS_CLUSTER_URL`, on a
@@ -16,8 +17,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate_core::{
-    Clock, Decision, Limit, LimitDecision, LimitUnits, LimiterConfig, MemoryStore, Policy,
-    PreparedPolicy, Store,
+    Clock, Decision, Limit, LimitDecision, LimitUnits, LimiterConfig, MemoryStore, NamedPolicy,
+    PlanPolicies, Policy, PreparedPolicy, Store,
 };
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
@@ -204,6 +205,99 @@ fn each_algorithm_gets_its_units_back_on_a_server() {
 )]
 fn each_algorithm_gets_its_units_back_on_a_cluster() {
     each_algorithm_gets_its_units_back(&support::require_cluster_url());
+}
+
+/// A plan of two policies on tier `t1`, 2 a second and 5 a minute (fixed
+/// windows), given back by a store that has not seen the key's tier: the
+/// script sends it to `t1`, and both policies get the units back, as core's
+/// `give_back_units` gives them (values by hand).
+fn a_plan_of_several_policies_gets_its_units_back_on_each(url: &str) {
+    let runtime = runtime();
+    let prefix = support::prefix("give-back-list");
+    let clock = Arc::new(SetClock::default());
+    let mut config = LimiterConfig {
+        tiers: Default::default(),
+        idle_eviction_s: 1 << 40,
+        ..LimiterConfig::default()
+    };
+    config.set_plan(
+        "default",
+        &PlanPolicies::One(Policy::fixed_window(9, 60).unwrap()),
+    );
+    let named = |name: &str, policy| NamedPolicy {
+        name: name.to_owned(),
+        policy,
+    };
+    config.set_plan(
+        "t1",
+        &PlanPolicies::List(vec![
+            named("second", Policy::fixed_window(2, 1).unwrap()),
+            named("minute", Policy::fixed_window(5, 60).unwrap()),
+        ]),
+    );
+    config.validate().unwrap();
+    let first = redis_store(&runtime, url, &prefix, &clock, &config);
+    let second = redis_store(&runtime, url, &prefix, &clock, &config);
+    runtime.block_on(first.assign_tier("sk_a", "t1")).unwrap();
+    // T is 10 s into a minute: 2 taken of each (0 and 3 left).
+    clock.set(T);
+    let taken = runtime
+        .block_on(first.acquire_units(&[units(Limit::Plan("sk_a"), 2)]))
+        .unwrap();
+    let plan = |decision: &LimitDecision| {
+        assert_eq!(decision.further.len(), 1, "{decision:?}");
+        assert_eq!(decision.name.as_deref(), Some("second"));
+        assert_eq!(&*decision.further[0].name, "minute");
+        assert_eq!(decision.tier.as_deref(), Some("t1"));
+        [
+            fields(&decision.decision),
+            fields(&decision.further[0].decision),
+        ]
+    };
+    assert_eq!(
+        plan(&taken[0]),
+        [(2, 0, Some(0), 0, SECOND), (2, 0, Some(3), 0, 50 * SECOND)]
+    );
+    // One back: 1 counted in each window (1 and 4 left).
+    let back = runtime
+        .block_on(second.give_back_units(&[units(Limit::Plan("sk_a"), 1)]))
+        .unwrap();
+    assert_eq!(
+        plan(&back[0]),
+        [(0, 0, Some(1), 0, SECOND), (0, 0, Some(4), 0, 50 * SECOND)]
+    );
+    // A second later, five back: the second's state is of an earlier window
+    // (fresh already, left as it is); the minute's count goes to 0, its key
+    // dropped.
+    clock.set(T + SECOND);
+    let back = runtime
+        .block_on(second.give_back_units(&[units(Limit::Plan("sk_a"), 5)]))
+        .unwrap();
+    assert_eq!(
+        plan(&back[0]),
+        [(0, 0, Some(2), 0, 0), (0, 0, Some(5), 0, 0)]
+    );
+    let keys = keys_and_ttls(url, &prefix);
+    assert!(
+        keys.iter().all(|(key, _)| !key.ends_with(":minute")),
+        "{keys:?}"
+    );
+    support::cleanup(url, &prefix);
+}
+
+#[test]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+fn a_plan_of_several_policies_gets_its_units_back_on_each_on_a_server() {
+    a_plan_of_several_policies_gets_its_units_back_on_each(&support::require_redis_url());
+}
+
+#[test]
+#[cfg_attr(
+    not(has_redis_cluster),
+    ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR)"
+)]
+fn a_plan_of_several_policies_gets_its_units_back_on_each_on_a_cluster() {
+    a_plan_of_several_policies_gets_its_units_back_on_each(&support::require_cluster_url());
 }
 
 #[test]
