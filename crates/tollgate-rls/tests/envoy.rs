@@ -12,14 +12,16 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use support::{Envoy, envoy_binary, require_redis_url, start_upstream};
+use tollgate_core::ManualClock;
 use tollgate_rls::settings::Secret;
 use tollgate_rls::{Rls, RlsArguments};
 
-/// Five requests a day per user from 127.0.0.1 (a day: no window boundary
-/// falls inside a test, but at midnight UTC).
+/// Five requests a day per user from 127.0.0.1 (the service's clock stands
+/// at noon: no window boundary falls inside a test).
 const CONFIG: &str = "\
 domain: rl
 descriptors:
@@ -52,8 +54,14 @@ fn arguments(config: &Path, redis: Option<(&str, &str)>) -> RlsArguments {
     arguments
 }
 
+/// 2100-01-01T12:00:00Z in nanoseconds: noon, twelve hours from the day's
+/// window's end.
+const NOON: u64 = 4_102_488_000_000_000_000;
+
+/// `tollgate rls` on a clock standing at [`NOON`].
 async fn start(arguments: &RlsArguments) -> Rls {
-    Rls::start_polling(arguments, Duration::from_millis(100))
+    let clock = Arc::new(ManualClock::new(NOON));
+    Rls::start_on_clock(arguments, Duration::from_millis(100), clock)
         .await
         .expect("tollgate rls starts")
 }
@@ -98,7 +106,7 @@ async fn limits_through_envoy(envoy_path: &Path, redis: Option<(&str, &str)>) {
         .unwrap()
         .parse()
         .unwrap();
-    assert!((1..=86_400).contains(&reset), "{reset}");
+    assert_eq!(reset, 12 * 3600, "noon to midnight");
     assert_eq!(first.text().await.unwrap(), "upstream");
     let stats = rls.service().stats();
     assert_eq!(

@@ -5,6 +5,7 @@
 
 mod loopback;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
@@ -12,6 +13,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use tollgate_core::ManualClock;
 use tollgate_rls::Rls;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -28,7 +30,9 @@ async fn start() -> (Rls, tempfile::TempDir) {
     std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
     let mut arguments = loopback::arguments();
     arguments.config = Some(directory.path().to_owned());
-    let rls = Rls::start_polling(&arguments, Duration::from_millis(100))
+    // 2100-01-01T12:00:00Z: no day's window ends during the test.
+    let clock = Arc::new(ManualClock::new(4_102_488_000_000_000_000));
+    let rls = Rls::start_on_clock(&arguments, Duration::from_millis(100), clock)
         .await
         .unwrap();
     (rls, directory)

@@ -87,9 +87,23 @@ impl Rls {
         arguments: &RlsArguments,
         interval: Duration,
     ) -> Result<Rls, RlsError> {
+        Rls::start_on_clock(arguments, interval, Arc::new(SystemClock::new())).await
+    }
+
+    /// [`Rls::start_polling`] with windows, resets and store times read from
+    /// `clock` (a [`ManualClock`](tollgate_core::ManualClock) in tests, so
+    /// that no window boundary falls inside one) instead of the system clock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Rls::start`].
+    pub async fn start_on_clock(
+        arguments: &RlsArguments,
+        interval: Duration,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Rls, RlsError> {
         arguments.check()?;
         let store_settings = arguments.store_settings()?;
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let store = open_store(
             &store_settings,
             &arguments.cache_key_prefix,
