@@ -2,7 +2,8 @@
 //! request path. A request's handler fills an [`Outcome`] (route, tier,
 //! decision) as it goes; [`AccessLog::follow`] wraps the response body to
 //! count the bytes sent, and when the body ends (or is dropped: the client
-//! went away) the line's [`Record`] goes into a bounded channel, which a
+//! went away) the line's [`Record`] goes into a bounded channel (a
+//! WebSocket's when its tunnel ends, with the bytes the tunnel sent), which a
 //! writer thread of its own empties every [`WRITE_INTERVAL`]. A request
 //! never waits for the log: a record finding the channel full is dropped and
 //! counted (`tollgate_access_log_dropped_total`); sending takes no lock and
@@ -30,6 +31,7 @@ use serde::Serialize;
 
 use super::config::{AccessLogConfig, AccessLogFormat};
 use super::error::StartError;
+use super::upgrade::TunnelTraffic;
 
 /// How often the writer thread writes what the channel holds.
 pub(crate) const WRITE_INTERVAL: Duration = Duration::from_millis(20);
@@ -260,6 +262,19 @@ impl AccessLog {
             outcome,
             upstream_status,
         };
+        let tunnel = response
+            .extensions()
+            .get::<TunnelTraffic>()
+            .and_then(TunnelTraffic::take);
+        if let Some(told) = tunnel {
+            // A WebSocket: its line when the tunnel ends, with the bytes it
+            // sent to the client and the whole session's duration.
+            tokio::spawn(async move {
+                let bytes = told.await.unwrap_or(0);
+                pending.send(bytes);
+            });
+            return response;
+        }
         response.map(|body| {
             Body::new(Counted {
                 body,
@@ -299,18 +314,25 @@ struct Counted {
     pending: Option<Pending>,
 }
 
+impl Pending {
+    /// Hands the line to the writer: `bytes` sent, the duration until now.
+    fn send(self, bytes: u64) {
+        let duration = self.arrival.started.elapsed();
+        self.log.send(Record {
+            arrival: self.arrival,
+            status: self.status,
+            outcome: self.outcome,
+            upstream_status: self.upstream_status,
+            duration,
+            bytes,
+        });
+    }
+}
+
 impl Counted {
     fn finish(&mut self) {
         if let Some(pending) = self.pending.take() {
-            let duration = pending.arrival.started.elapsed();
-            pending.log.send(Record {
-                arrival: pending.arrival,
-                status: pending.status,
-                outcome: pending.outcome,
-                upstream_status: pending.upstream_status,
-                duration,
-                bytes: self.bytes,
-            });
+            pending.send(self.bytes);
         }
     }
 }

@@ -22,6 +22,7 @@ use http::{HeaderMap, HeaderValue, Method, Request, Version};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 /// The one protocol tunneled.
@@ -69,32 +70,68 @@ pub(crate) enum TunnelEnd {
     Idle,
 }
 
+/// The bytes a tunnel sent to the client, told when it ends: a response
+/// extension on the 101 that opens it, for the access log's line (written
+/// at the tunnel's end, as nginx logs a WebSocket). Cloned, it is one
+/// receiver: whoever takes it first gets the count.
+#[derive(Clone)]
+pub(crate) struct TunnelTraffic(Arc<std::sync::Mutex<Option<oneshot::Receiver<u64>>>>);
+
+impl TunnelTraffic {
+    /// The extension of a tunnel that tells `told` when it ends.
+    pub(crate) fn new(told: oneshot::Receiver<u64>) -> TunnelTraffic {
+        TunnelTraffic(Arc::new(std::sync::Mutex::new(Some(told))))
+    }
+
+    /// The receiver, the first time (`None` after).
+    pub(crate) fn take(&self) -> Option<oneshot::Receiver<u64>> {
+        self.0.lock().ok().and_then(|mut told| told.take())
+    }
+}
+
 /// Waits for the client's and the upstream's connections to switch
 /// protocols, then carries bytes both ways until both sides have closed, or
-/// nothing has gone either way for `idle_timeout`.
+/// nothing has gone either way for `idle_timeout`; then sends `traffic` the
+/// bytes it sent to the client (0 when the upgrade did not complete).
 pub(crate) async fn tunnel(
     client: OnUpgrade,
     upstream: OnUpgrade,
     idle_timeout: Duration,
     route: Arc<str>,
+    traffic: oneshot::Sender<u64>,
 ) {
     let (client, upstream) = match tokio::try_join!(client, upstream) {
         Ok(both) => both,
         Err(error) => {
             tracing::debug!(%route, %error, "an upgrade did not complete");
+            let _ = traffic.send(0);
             return;
         }
     };
-    let end = splice(TokioIo::new(client), TokioIo::new(upstream), idle_timeout).await;
+    let to_client = Arc::new(AtomicU64::new(0));
+    let end = splice(
+        TokioIo::new(client),
+        TokioIo::new(upstream),
+        idle_timeout,
+        Arc::clone(&to_client),
+    )
+    .await;
     if end == TunnelEnd::Idle {
         tracing::debug!(%route, ?idle_timeout, "upgraded connection idle; closed");
     }
+    let _ = traffic.send(to_client.load(Ordering::Relaxed));
 }
 
 /// Copies bytes between `client` and `upstream` both ways (each side's end
 /// of stream passed on as a shutdown of the other's writing) until both
-/// have ended, or nothing has gone either way for `idle_timeout`.
-pub(crate) async fn splice<C, U>(client: C, mut upstream: U, idle_timeout: Duration) -> TunnelEnd
+/// have ended, or nothing has gone either way for `idle_timeout`;
+/// `to_client` counts the bytes written to the client meanwhile.
+pub(crate) async fn splice<C, U>(
+    client: C,
+    mut upstream: U,
+    idle_timeout: Duration,
+    to_client: Arc<AtomicU64>,
+) -> TunnelEnd
 where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
@@ -105,6 +142,7 @@ where
         io: client,
         started,
         last_activity: Arc::clone(&last_activity),
+        written: to_client,
     };
     let copy = tokio::io::copy_bidirectional(&mut client, &mut upstream);
     tokio::pin!(copy);
@@ -140,11 +178,13 @@ fn ended(copied: std::io::Result<(u64, u64)>) -> TunnelEnd {
 }
 
 /// The client's side of a tunnel, noting when bytes last went either way
-/// (read from the client, or written to it), in nanoseconds since `started`.
+/// (read from the client, or written to it), in nanoseconds since `started`,
+/// and counting the bytes written to the client.
 struct Watched<T> {
     io: T,
     started: Instant,
     last_activity: Arc<AtomicU64>,
+    written: Arc<AtomicU64>,
 }
 
 impl<T> Watched<T> {
@@ -176,7 +216,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         bytes: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.io).poll_write(context, bytes);
-        if matches!(polled, Poll::Ready(Ok(written)) if written > 0) {
+        if let Poll::Ready(Ok(written)) = polled
+            && written > 0
+        {
+            self.written.fetch_add(written as u64, Ordering::Relaxed);
             self.touch();
         }
         polled
@@ -248,7 +291,13 @@ mod tests {
         let (client, mut client_far) = tokio::io::duplex(64);
         let (upstream, mut upstream_far) = tokio::io::duplex(64);
         let started = Instant::now();
-        let spliced = tokio::spawn(splice(client, upstream, Duration::from_secs(10)));
+        let to_client = Arc::new(AtomicU64::new(0));
+        let spliced = tokio::spawn(splice(
+            client,
+            upstream,
+            Duration::from_secs(10),
+            Arc::clone(&to_client),
+        ));
         // 9 s, then the client sends; 9 s more, then the upstream answers:
         // each pause under 10 s, 18 s in all.
         tokio::time::sleep(Duration::from_secs(9)).await;
@@ -263,6 +312,8 @@ mod tests {
         // Then silence: closed 10 s after the last bytes, at 28 s.
         assert_eq!(spliced.await.unwrap(), TunnelEnd::Idle);
         assert_eq!(started.elapsed(), Duration::from_secs(28));
+        // "pong" reached the client: 4 bytes, counted though it ended idle.
+        assert_eq!(to_client.load(Ordering::Relaxed), 4);
         // Both far ends see their connection end.
         assert_eq!(client_far.read(&mut four).await.unwrap(), 0);
         assert_eq!(upstream_far.read(&mut four).await.unwrap(), 0);
@@ -272,7 +323,13 @@ mod tests {
     async fn a_tunnel_ends_when_both_sides_close() {
         let (client, mut client_far) = tokio::io::duplex(64);
         let (upstream, mut upstream_far) = tokio::io::duplex(64);
-        let spliced = tokio::spawn(splice(client, upstream, Duration::from_secs(10)));
+        let to_client = Arc::new(AtomicU64::new(0));
+        let spliced = tokio::spawn(splice(
+            client,
+            upstream,
+            Duration::from_secs(10),
+            Arc::clone(&to_client),
+        ));
         client_far.write_all(b"bye").await.unwrap();
         client_far.shutdown().await.unwrap();
         let mut received = Vec::new();
@@ -286,5 +343,6 @@ mod tests {
         assert_eq!(answer, b"ok");
         // 3 bytes from the client, 2 from the upstream.
         assert_eq!(spliced.await.unwrap(), TunnelEnd::Closed(3, 2));
+        assert_eq!(to_client.load(Ordering::Relaxed), 2);
     }
 }

@@ -1,8 +1,9 @@
 //! WebSockets through `tollgate serve`, end to end with tokio-tungstenite's
 //! client and server: messages both ways, a close from either side, the
 //! upgrade limited once (in memory and on Redis), a refused upgrade that
-//! never reaches the upstream, an idle tunnel closed, and upgrades the
-//! gateway does not tunnel. Expected values by hand.
+//! never reaches the upstream, an idle tunnel closed, the access log's line
+//! written at the tunnel's end, and upgrades the gateway does not tunnel.
+//! Expected values by hand.
 
 mod support;
 
@@ -160,6 +161,54 @@ async fn a_silent_websocket_is_closed_after_the_body_idle_timeout() {
         matches!(ended, None | Some(Err(_))),
         "expected the end, got {ended:?}"
     );
+}
+
+/// The access log's line of a WebSocket is written when its tunnel ends,
+/// with the bytes the tunnel sent to the client: the upstream's two frames,
+/// counted by hand (RFC 6455 section 5.2: a server's frames are unmasked,
+/// two bytes of header for a payload under 126 bytes): the text
+/// `echo: hello` (11 bytes) is 13; the close frame, code 1000 (2 bytes) and
+/// the reason `the upstream closes` (19), is 23. 36 in all.
+#[tokio::test]
+async fn the_access_log_line_of_a_websocket_counts_what_its_tunnel_sent() {
+    let upstream = WebSocketUpstream::start().await;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("access.log");
+    let toml = gateway_config(
+        upstream.address,
+        "ws-logged",
+        &format!(
+            "[access_log]\nenabled = true\npath = \"{}\"\nformat = \"json\"",
+            path.display()
+        ),
+    );
+    let gateway = Gateway::start(&toml, 0).await;
+    let (mut socket, _) = connect(gateway.running.address, "/chat", "sk_a", &[])
+        .await
+        .unwrap();
+    assert_eq!(round_trip(&mut socket, "hello").await, "echo: hello");
+    socket.send(Message::text(CLOSE_PLEASE)).await.unwrap();
+    assert!(matches!(next(&mut socket).await, Some(Message::Close(_))));
+    assert_eq!(next(&mut socket).await, None);
+    // The client's connection closes too: the tunnel ends.
+    drop(socket);
+    // The writer writes every 20 ms: wait for the line, 10 s at most.
+    let mut text = String::new();
+    for _ in 0..500 {
+        text = std::fs::read_to_string(&path).unwrap_or_default();
+        if !text.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let line: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(line["status"], 101, "{line}");
+    assert_eq!(line["upstream_status"], 101, "{line}");
+    assert_eq!(line["route"], "ws-logged", "{line}");
+    assert_eq!(line["decision"], "allowed", "{line}");
+    assert_eq!(line["bytes"], 36, "{line}");
 }
 
 #[tokio::test]
