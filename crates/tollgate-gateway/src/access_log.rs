@@ -31,7 +31,7 @@ use serde::Serialize;
 
 use super::config::{AccessLogConfig, AccessLogFormat};
 use super::error::StartError;
-use super::upgrade::TunnelTraffic;
+use super::upgrade::TunnelLog;
 
 /// How often the writer thread writes what the channel holds.
 pub(crate) const WRITE_INTERVAL: Duration = Duration::from_millis(20);
@@ -262,17 +262,11 @@ impl AccessLog {
             outcome,
             upstream_status,
         };
-        let tunnel = response
-            .extensions()
-            .get::<TunnelTraffic>()
-            .and_then(TunnelTraffic::take);
-        if let Some(told) = tunnel {
-            // A WebSocket: its line when the tunnel ends, with the bytes it
-            // sent to the client and the whole session's duration.
-            tokio::spawn(async move {
-                let bytes = told.await.unwrap_or(0);
-                pending.send(bytes);
-            });
+        if let Some(tunnel) = response.extensions().get::<TunnelLog>() {
+            // A WebSocket: its line when the tunnel ends (or is cut off at
+            // shutdown), with the bytes it sent to the client and the whole
+            // session's duration.
+            tunnel.set(Box::new(move |bytes| pending.send(bytes)));
             return response;
         }
         response.map(|body| {

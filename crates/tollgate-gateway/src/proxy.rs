@@ -24,7 +24,7 @@ use super::hop_by_hop::remove_hop_by_hop;
 use super::metrics::{UpstreamFailure, record_client_body_error, record_upstream_failure};
 use super::problem::problem;
 use super::routes::Route;
-use super::upgrade::{TunnelTraffic, keep_upgrade_headers, tunnel, websocket_upgrade};
+use super::upgrade::{TunnelLog, keep_upgrade_headers, tunnel, websocket_upgrade};
 use super::upstream::{BoxError, ReturnWhenDone, SendError, UpstreamConnections, UpstreamTarget};
 
 /// The HTTP client to the upstreams of one worker: its keep-alive
@@ -159,21 +159,24 @@ impl Proxy {
         }
         let route_name = Arc::clone(&route.name);
         let idle_timeout = limits.body_idle_timeout;
-        let (traffic, told) = tokio::sync::oneshot::channel();
+        // Whoever reads the 101 (the access log) sets what to do when the
+        // tunnel ends.
+        let log = TunnelLog::default();
+        let tunnel_log = log.clone();
         tokio::spawn(async move {
             tunnel(
                 client_upgrade,
                 upstream_upgrade,
                 idle_timeout,
                 route_name,
-                traffic,
+                tunnel_log,
             )
             .await;
             drop(sender);
         });
         let (parts, _) = response.into_parts();
         let mut response = Response::from_parts(parts, Body::empty());
-        response.extensions_mut().insert(TunnelTraffic::new(told));
+        response.extensions_mut().insert(log);
         response
     }
 

@@ -22,7 +22,6 @@ use http::{HeaderMap, HeaderValue, Method, Request, Version};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 /// The one protocol tunneled.
@@ -70,45 +69,68 @@ pub(crate) enum TunnelEnd {
     Idle,
 }
 
-/// The bytes a tunnel sent to the client, told when it ends: a response
-/// extension on the 101 that opens it, for the access log's line (written
-/// at the tunnel's end, as nginx logs a WebSocket). Cloned, it is one
-/// receiver: whoever takes it first gets the count.
-#[derive(Clone)]
-pub(crate) struct TunnelTraffic(Arc<std::sync::Mutex<Option<oneshot::Receiver<u64>>>>);
+/// What to do when a tunnel ends, given the bytes it sent to the client
+/// (the access log's line).
+pub(crate) type OnTunnelEnd = Box<dyn FnOnce(u64) + Send>;
 
-impl TunnelTraffic {
-    /// The extension of a tunnel that tells `told` when it ends.
-    pub(crate) fn new(told: oneshot::Receiver<u64>) -> TunnelTraffic {
-        TunnelTraffic(Arc::new(std::sync::Mutex::new(Some(told))))
+/// A response extension on the 101 that opens a tunnel: whoever reads the
+/// response may [`set`](TunnelLog::set) what to do when the tunnel ends (the
+/// access log writes its line then, with the bytes sent, as nginx logs a
+/// WebSocket). It runs once, however the tunnel ends: closed, idle, failed,
+/// or cut off when the gateway stops (the tunnel's task dropped with its
+/// runtime).
+#[derive(Clone, Default)]
+pub(crate) struct TunnelLog(Arc<std::sync::Mutex<Option<OnTunnelEnd>>>);
+
+impl TunnelLog {
+    /// Runs `on_end` when the tunnel ends (in place of anything set before).
+    pub(crate) fn set(&self, on_end: OnTunnelEnd) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some(on_end);
+        }
     }
+}
 
-    /// The receiver, the first time (`None` after).
-    pub(crate) fn take(&self) -> Option<oneshot::Receiver<u64>> {
-        self.0.lock().ok().and_then(|mut told| told.take())
+/// Held by a tunnel's task: when it is dropped (the tunnel ended, or its task
+/// was), it runs what its [`TunnelLog`] was set to, with the bytes counted.
+struct TunnelGuard {
+    log: TunnelLog,
+    to_client: Arc<AtomicU64>,
+}
+
+impl Drop for TunnelGuard {
+    fn drop(&mut self) {
+        let on_end = self.log.0.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(on_end) = on_end {
+            on_end(self.to_client.load(Ordering::Relaxed));
+        }
     }
 }
 
 /// Waits for the client's and the upstream's connections to switch
 /// protocols, then carries bytes both ways until both sides have closed, or
-/// nothing has gone either way for `idle_timeout`; then sends `traffic` the
-/// bytes it sent to the client (0 when the upgrade did not complete).
+/// nothing has gone either way for `idle_timeout`; then (or when this future
+/// is dropped) runs what `log` was set to, with the bytes sent to the client
+/// (0 when the upgrade did not complete).
 pub(crate) async fn tunnel(
     client: OnUpgrade,
     upstream: OnUpgrade,
     idle_timeout: Duration,
     route: Arc<str>,
-    traffic: oneshot::Sender<u64>,
+    log: TunnelLog,
 ) {
+    let to_client = Arc::new(AtomicU64::new(0));
+    let _guard = TunnelGuard {
+        log,
+        to_client: Arc::clone(&to_client),
+    };
     let (client, upstream) = match tokio::try_join!(client, upstream) {
         Ok(both) => both,
         Err(error) => {
             tracing::debug!(%route, %error, "an upgrade did not complete");
-            let _ = traffic.send(0);
             return;
         }
     };
-    let to_client = Arc::new(AtomicU64::new(0));
     let end = splice(
         TokioIo::new(client),
         TokioIo::new(upstream),
@@ -119,7 +141,6 @@ pub(crate) async fn tunnel(
     if end == TunnelEnd::Idle {
         tracing::debug!(%route, ?idle_timeout, "upgraded connection idle; closed");
     }
-    let _ = traffic.send(to_client.load(Ordering::Relaxed));
 }
 
 /// Copies bytes between `client` and `upstream` both ways (each side's end

@@ -211,6 +211,40 @@ async fn the_access_log_line_of_a_websocket_counts_what_its_tunnel_sent() {
     assert_eq!(line["bytes"], 36, "{line}");
 }
 
+/// A WebSocket still open when the gateway stops is cut off, and its line
+/// written then, with what the tunnel had sent: the 13 bytes of the frame
+/// `echo: hello` (2 of header, 11 of payload).
+#[tokio::test]
+async fn a_websocket_cut_off_at_shutdown_still_gets_its_line() {
+    let upstream = WebSocketUpstream::start().await;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("access.log");
+    let toml = gateway_config(
+        upstream.address,
+        "ws-cut",
+        &format!(
+            "[access_log]\nenabled = true\npath = \"{}\"\nformat = \"json\"",
+            path.display()
+        ),
+    );
+    let gateway = Gateway::start(&toml, 0).await;
+    let (mut socket, _) = connect(gateway.running.address, "/chat", "sk_a", &[])
+        .await
+        .unwrap();
+    assert_eq!(round_trip(&mut socket, "hello").await, "echo: hello");
+    // Stopping writes out every line before it returns.
+    gateway.running.shutdown().await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let line: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(
+        (&line["status"], &line["bytes"]),
+        (&101.into(), &13.into()),
+        "{line}"
+    );
+}
+
 #[tokio::test]
 async fn an_upgrade_the_upstream_declines_is_a_plain_response() {
     // An HTTP upstream that does not speak WebSocket answers 200.
