@@ -264,7 +264,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
     fn request(version: Version, method: Method, headers: &[(&str, &str)]) -> Request<()> {
         let mut request = Request::builder().version(version).method(method);
@@ -307,18 +307,31 @@ mod tests {
         assert_eq!(upgrade(Version::HTTP_11, Method::GET, &not_named), None);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_tunnel_passes_pauses_shorter_than_the_timeout_and_closes_after_a_longer_one() {
-        let (client, mut client_far) = tokio::io::duplex(64);
-        let (upstream, mut upstream_far) = tokio::io::duplex(64);
-        let started = Instant::now();
+    /// A tunnel between two in-memory connections, idle timeout 10 s: the
+    /// client's far end, the upstream's, the tunnel's task and its count of
+    /// bytes sent to the client.
+    fn spliced() -> (
+        DuplexStream,
+        DuplexStream,
+        tokio::task::JoinHandle<TunnelEnd>,
+        Arc<AtomicU64>,
+    ) {
+        let (client, client_far) = tokio::io::duplex(64);
+        let (upstream, upstream_far) = tokio::io::duplex(64);
         let to_client = Arc::new(AtomicU64::new(0));
-        let spliced = tokio::spawn(splice(
+        let tunnel = tokio::spawn(splice(
             client,
             upstream,
             Duration::from_secs(10),
             Arc::clone(&to_client),
         ));
+        (client_far, upstream_far, tunnel, to_client)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tunnel_passes_pauses_shorter_than_the_timeout_and_closes_after_a_longer_one() {
+        let started = Instant::now();
+        let (mut client_far, mut upstream_far, spliced, to_client) = spliced();
         // 9 s, then the client sends; 9 s more, then the upstream answers:
         // each pause under 10 s, 18 s in all.
         tokio::time::sleep(Duration::from_secs(9)).await;
@@ -342,15 +355,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_tunnel_ends_when_both_sides_close() {
-        let (client, mut client_far) = tokio::io::duplex(64);
-        let (upstream, mut upstream_far) = tokio::io::duplex(64);
-        let to_client = Arc::new(AtomicU64::new(0));
-        let spliced = tokio::spawn(splice(
-            client,
-            upstream,
-            Duration::from_secs(10),
-            Arc::clone(&to_client),
-        ));
+        let (mut client_far, mut upstream_far, spliced, to_client) = spliced();
         client_far.write_all(b"bye").await.unwrap();
         client_far.shutdown().await.unwrap();
         let mut received = Vec::new();

@@ -163,6 +163,32 @@ async fn a_silent_websocket_is_closed_after_the_body_idle_timeout() {
     );
 }
 
+/// A gateway as [`gateway_config`] with route `route`, logging JSON lines
+/// to a file in `directory`; the file's path.
+async fn logging_gateway(
+    upstream: &WebSocketUpstream,
+    route: &str,
+    directory: &tempfile::TempDir,
+) -> (Gateway, std::path::PathBuf) {
+    let path = directory.path().join("access.log");
+    let toml = gateway_config(
+        upstream.address,
+        route,
+        &format!(
+            "[access_log]\nenabled = true\npath = \"{}\"\nformat = \"json\"",
+            path.display()
+        ),
+    );
+    (Gateway::start(&toml, 0).await, path)
+}
+
+/// The one line of an access log whose text is `text`, read as JSON.
+fn only_line(text: &str) -> serde_json::Value {
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    serde_json::from_str(lines[0]).unwrap()
+}
+
 /// The access log's line of a WebSocket is written when its tunnel ends,
 /// with the bytes the tunnel sent to the client: the upstream's two frames,
 /// counted by hand (RFC 6455 section 5.2: a server's frames are unmasked,
@@ -173,16 +199,7 @@ async fn a_silent_websocket_is_closed_after_the_body_idle_timeout() {
 async fn the_access_log_line_of_a_websocket_counts_what_its_tunnel_sent() {
     let upstream = WebSocketUpstream::start().await;
     let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("access.log");
-    let toml = gateway_config(
-        upstream.address,
-        "ws-logged",
-        &format!(
-            "[access_log]\nenabled = true\npath = \"{}\"\nformat = \"json\"",
-            path.display()
-        ),
-    );
-    let gateway = Gateway::start(&toml, 0).await;
+    let (gateway, path) = logging_gateway(&upstream, "ws-logged", &directory).await;
     let (mut socket, _) = connect(gateway.running.address, "/chat", "sk_a", &[])
         .await
         .unwrap();
@@ -201,9 +218,7 @@ async fn the_access_log_line_of_a_websocket_counts_what_its_tunnel_sent() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 1, "{text}");
-    let line: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    let line = only_line(&text);
     assert_eq!(line["status"], 101, "{line}");
     assert_eq!(line["upstream_status"], 101, "{line}");
     assert_eq!(line["route"], "ws-logged", "{line}");
@@ -218,26 +233,14 @@ async fn the_access_log_line_of_a_websocket_counts_what_its_tunnel_sent() {
 async fn a_websocket_cut_off_at_shutdown_still_gets_its_line() {
     let upstream = WebSocketUpstream::start().await;
     let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("access.log");
-    let toml = gateway_config(
-        upstream.address,
-        "ws-cut",
-        &format!(
-            "[access_log]\nenabled = true\npath = \"{}\"\nformat = \"json\"",
-            path.display()
-        ),
-    );
-    let gateway = Gateway::start(&toml, 0).await;
+    let (gateway, path) = logging_gateway(&upstream, "ws-cut", &directory).await;
     let (mut socket, _) = connect(gateway.running.address, "/chat", "sk_a", &[])
         .await
         .unwrap();
     assert_eq!(round_trip(&mut socket, "hello").await, "echo: hello");
     // Stopping writes out every line before it returns.
     gateway.running.shutdown().await;
-    let text = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 1, "{text}");
-    let line: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    let line = only_line(&std::fs::read_to_string(&path).unwrap());
     assert_eq!(
         (&line["status"], &line["bytes"]),
         (&101.into(), &13.into()),
