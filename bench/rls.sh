@@ -192,7 +192,7 @@ grep -E "throughput summary|latency summary" -A2 "$OUT/rls-evalsha.txt" | grep -
 echo "--- for reference: redis-benchmark, EVALSHA of tollgate's acquire script, one decision per call, 64 clients"
 lua=crates/tollgate-redis/lua
 sha=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD \
-    "$(cat $lua/common.lua $lua/fixed_window.lua $lua/sliding_log.lua $lua/token_bucket.lua $lua/acquire.lua)")
+    "$(cat $lua/common.lua $lua/fixed_window.lua $lua/counting_window.lua $lua/sliding_log.lua $lua/token_bucket.lua $lua/acquire.lua)")
 acquire_args=(0 1 c 1000000000 1000000 0 pc1 1 1 1 9000000000000000 1 1 "")
 # The script answers a failing request FAILED rather than failing the call:
 # check that these arguments are decided (status DECIDED, 0) before timing.

@@ -79,12 +79,13 @@ local function read_limits(limits, at, key)
 end
 
 -- One limit's outcome as the reply carries it: its OUTCOME_FIELDS numbers,
--- exact (string.format's %d), separated by single spaces. One string per
+-- exact (common.lua's decimal), separated by single spaces. One string per
 -- request rather than one reply element per number: the caller's RESP
 -- parser spends about a thousand instructions on each element, and Redis
 -- converts each too.
 local function outcome_text(counted_at, allowed, remaining, retry_after, reset_after)
-  return string.format('%d %d %d %d %d', counted_at, allowed, remaining, retry_after, reset_after)
+  return decimal(counted_at) .. ' ' .. decimal(allowed) .. ' ' .. decimal(remaining) .. ' '
+    .. decimal(retry_after) .. ' ' .. decimal(reset_after)
 end
 
 local function decide(index, units, write)
@@ -96,9 +97,9 @@ local function decide(index, units, write)
   local algorithm, limit, window, burst, version = rule[1], rule[2], rule[3], rule[4], rule[5]
   local key, state = state_keys[index], states[index]
   if algorithm == FIXED_WINDOW then
-    return fixed_window(key, state, version, limit, window, now, units, write, false)
+    return fixed_window(key, state, version, limit, window, now, units, write)
   elseif algorithm == COUNTING_FIXED_WINDOW then
-    return fixed_window(key, state, version, limit, window, now, units, write, true)
+    return counting_window(key, version, limit, window, now, units, write)
   elseif algorithm == SLIDING_LOG then
     return sliding_log(key, log_keys[index], state, version, limit, window, now, units, write)
   end
@@ -114,10 +115,19 @@ local function handle(replies, limits, write)
     if limit_rules[index] == nil then
       error('unknown rule')
     end
+    -- A counting window reads its own state as it counts (counting_window.lua).
+    local counting = limit_rules[index][1] == COUNTING_FIXED_WINDOW
     if expected == NO_TIER then
-      states[index] = redis.call('GET', state_keys[index])
+      if not counting then
+        states[index] = read_string(state_keys[index])
+      end
     else
-      local found = redis.call('MGET', state_keys[index], tier_keys[index])
+      local found
+      if counting then
+        found = {false, redis.call('GET', tier_keys[index])}
+      else
+        found = redis.call('MGET', state_keys[index], tier_keys[index])
+      end
       local actual = found[2]
       if not actual or actual == '' then
         -- No tier (an empty one, written by something else, counts as none:

@@ -3,8 +3,9 @@
 -- sum, difference and product is exact, and floor_div corrects the one step
 -- where a double division could round. A state is one string value,
 -- "version:a:b", read with the key's tier in one MGET and written with its TTL
--- in one SET: each Redis call inside a script costs about as much as all the
--- arithmetic.
+-- in one SET (a counting window's is a hash, one HINCRBY a hit: see
+-- counting_window.lua): each Redis call inside a script costs about as much
+-- as all the arithmetic.
 --
 -- Rust twins: src/protocol.rs holds the constants below under the same names
 -- (its tests compare the two); src/script.rs puts every script together, this
@@ -37,6 +38,20 @@ local CONFIG_GENERATION = 'generation' -- protocol::CONFIG_GENERATION: field of 
 -- Numbers become text exactly through string.format('%d') (Lua's own
 -- conversion, used by `..` and tostring, keeps only 14 significant digits);
 -- numbers passed to redis.call are converted exactly by Redis.
+
+-- `n` in decimal, exact (string.format's %d), remembered for the rest of
+-- the call: a call's decisions repeat the same few numbers (0, the units,
+-- a window's start and end), and each string.format costs more than all of
+-- a decision's arithmetic.
+local decimals = {}
+local function decimal(n)
+  local text = decimals[n]
+  if not text then
+    text = string.format('%d', n)
+    decimals[n] = text
+  end
+  return text
+end
 
 local function floor_div(a, b)
   local q = math.floor(a / b)
@@ -96,6 +111,13 @@ local function store(key, value, ttl)
   end
   redis.call('SET', key, value, 'PX', ms)
   return value
+end
+
+-- The string state at `key`, or false. MGET rather than GET: a key holding
+-- a counting window's hash (counting_window.lua: a policy since changed)
+-- reads as none instead of failing with WRONGTYPE.
+local function read_string(key)
+  return redis.call('MGET', key)[1]
 end
 
 -- The two numbers of a state written under `version`; nil when the state is

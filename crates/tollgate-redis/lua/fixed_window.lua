@@ -3,37 +3,29 @@
 -- reset_after (microseconds), the state the key holds afterwards and the
 -- time the units count at (the start of the window counted in).
 --
--- With `counting` (algorithm COUNTING_FIXED_WINDOW, envoyproxy/ratelimit's
--- rule: INCRBY the hits, then compare) every unit asked for is counted,
--- refused ones too, so the count may pass the limit: allowed is
--- min(units, limit - count) (0 at or over it), remaining limit - count (0 at
--- or over it). The core counts up to 2^64-1; here the count stops at
--- count_cap (2^52, above any limit the store accepts), which changes no
--- decision: past the limit only "past the limit" matters. count and units
--- are each at most 2^52 (units are capped by the caller), so their sum is
--- exact.
+-- window_outcome is the arithmetic of both fixed windows. With `counting`
+-- (algorithm COUNTING_FIXED_WINDOW, envoyproxy/ratelimit's rule: INCRBY the
+-- hits, then compare; its state is kept by counting_window.lua) every unit
+-- asked for is counted, refused ones too, so the count may pass the limit:
+-- allowed is min(units, limit - count) (0 at or over it), remaining
+-- limit - count (0 at or over it). The core counts up to 2^64-1; here the
+-- count stops at count_cap (2^52, above any limit the store accepts), which
+-- changes no decision: past the limit only "past the limit" matters. count
+-- and units are each at most 2^52 (units are capped by the caller), so
+-- their sum is exact.
 --
 -- Rust twins: crates/tollgate-core/src/algorithm/fixed_window.rs, the
 -- engine's transition this mirrors; src/call.rs sends its rule's fields
 -- (algorithm FIXED_WINDOW or COUNTING_FIXED_WINDOW) and reads what it
--- returns; src/refund.rs gives its units back through refund.lua (never a
--- counting window's: its units count whatever happens).
+-- returns; src/refund.rs gives its units back through refund.lua.
 
 local count_cap = 4503599627370496 -- 2^52
 
-local function fixed_window(key, state, version, limit, window, now, units, write, counting)
-  local index = floor_div(now, window)
-  local count = 0
-  local stored, stored_count = read_state(state, version)
-  if stored then
-    -- A time older than the stored window counts against the stored window.
-    if stored > index then
-      index = stored
-    end
-    if stored == index then
-      count = stored_count
-    end
-  end
+-- The window's arithmetic, whatever keeps its count: `units` asked at `now`
+-- of the window `index` that had counted `count`. Returns allowed,
+-- remaining, retry_after, reset_after (microseconds) and the count
+-- afterwards (count_cap at most).
+local function window_outcome(limit, window, now, index, count, units, counting)
   local room = limit - count
   if room < 0 then
     room = 0
@@ -61,6 +53,25 @@ local function fixed_window(key, state, version, limit, window, now, units, writ
   if count > 0 then
     reset_after = until_end
   end
+  return allowed, remaining, retry_after, reset_after, count
+end
+
+local function fixed_window(key, state, version, limit, window, now, units, write)
+  local index = floor_div(now, window)
+  local count = 0
+  local stored, stored_count = read_state(state, version)
+  if stored then
+    -- A time older than the stored window counts against the stored window.
+    if stored > index then
+      index = stored
+    end
+    if stored == index then
+      count = stored_count
+    end
+  end
+  local allowed, remaining, retry_after, reset_after
+  allowed, remaining, retry_after, reset_after, count =
+    window_outcome(limit, window, now, index, count, units, false)
   if write then
     state = store(key, string.format('%s:%d:%d', version, index, count), reset_after)
   end
@@ -71,12 +82,11 @@ end
 -- come off the count of the window a request at `now` counts in (the stored
 -- one when `now` is older), not below 0, the key kept to that window's end;
 -- a count brought to 0 drops the key (fresh, as if never charged); a state
--- of an earlier window is left as it is (it counts nothing at `now`). A
--- count at count_cap gives nothing back: what was counted past it is no
--- longer known. Returns the state the key holds afterwards (false: none).
+-- of an earlier window is left as it is (it counts nothing at `now`).
+-- Returns the state the key holds afterwards (false: none).
 local function fixed_window_give_back(key, state, version, window, now, units)
   local index, count = read_state(state, version)
-  if not index or floor_div(now, window) > index or count >= count_cap then
+  if not index or floor_div(now, window) > index then
     return state
   end
   count = count - units

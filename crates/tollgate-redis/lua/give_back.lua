@@ -1,7 +1,8 @@
 -- Refunds: units given back to limits that took them (Envoy's
 -- is_negative_hits), each limit on its own and never past what its rule
 -- allows, by the engine's rule (crates/tollgate-core/src/limiter/give_back.rs,
--- `Limiter::give_back_units`): fixed_window_give_back, sliding_log_give_back
+-- `Limiter::give_back_units`): fixed_window_give_back,
+-- counting_window_give_back, sliding_log_give_back
 -- and token_bucket_give_back (in the algorithms' files) change the state,
 -- then each limit is answered as a look (0 units) at `now` would be. A
 -- refund is not a request: it moves no time, writes nothing for a key with
@@ -70,13 +71,19 @@ end
 local reply = {DECIDED}
 for _, limit in ipairs(limits) do
   local algorithm, version = limit.algorithm, limit.version
-  local state = redis.call('GET', limit.state)
+  local state
+  if algorithm ~= COUNTING_FIXED_WINDOW then
+    state = read_string(limit.state)
+  end
   local _, remaining, retry_after, reset_after
-  if algorithm == FIXED_WINDOW or algorithm == COUNTING_FIXED_WINDOW then
+  if algorithm == FIXED_WINDOW then
     state = fixed_window_give_back(limit.state, state, version, limit.window, now, limit.units)
     _, remaining, retry_after, reset_after = fixed_window(
-      limit.state, state, version, limit.limit, limit.window, now, 0, false,
-      algorithm == COUNTING_FIXED_WINDOW)
+      limit.state, state, version, limit.limit, limit.window, now, 0, false)
+  elseif algorithm == COUNTING_FIXED_WINDOW then
+    counting_window_give_back(limit.state, version, limit.window, now, limit.units)
+    _, remaining, retry_after, reset_after = counting_window(
+      limit.state, version, limit.limit, limit.window, now, 0, false)
   elseif algorithm == SLIDING_LOG then
     state = sliding_log_give_back(limit.state, limit.log, state, version, limit.window, now, limit.units)
     _, remaining, retry_after, reset_after = sliding_log(

@@ -16,11 +16,11 @@
 -- shortest TTL (us). Returns the units given back (0 when the state has moved
 -- on: a new window, a new version, the run gone; and for a counting window
 -- whose count reached fixed_window.lua's count_cap, where what was counted
--- is no longer known).
+-- is no longer known: counting_window.lua's counting_window_refund).
 --
 -- Rust twin: src/refund.rs (`refund`, called by src/split.rs) builds these
 -- arguments and reads the reply; the transitions it undoes are those of
--- fixed_window.lua, sliding_log.lua and token_bucket.lua.
+-- fixed_window.lua, counting_window.lua, sliding_log.lua and token_bucket.lua.
 --
 -- Exact when nothing else happened between the charge and the refund, and
 -- for the fixed window and the sliding log whatever happened; a token bucket
@@ -40,15 +40,14 @@ minimum_ttl = tonumber(ARGV[9])
 if now < counted_at then
   now = counted_at
 end
-local state = redis.call('GET', KEYS[1])
+if algorithm == COUNTING_FIXED_WINDOW then
+  return counting_window_refund(KEYS[1], version, window, counted_at, units)
+end
+local state = read_string(KEYS[1])
 
-if algorithm == FIXED_WINDOW or algorithm == COUNTING_FIXED_WINDOW then
+if algorithm == FIXED_WINDOW then
   local index, count = read_state(state, version)
   if not index or index ~= floor_div(counted_at, window) or count < units then
-    return 0
-  end
-  if algorithm == COUNTING_FIXED_WINDOW and count >= 4503599627370496 then
-    -- At fixed_window.lua's count_cap (2^52) the count stopped growing.
     return 0
   end
   count = count - units

@@ -2,9 +2,9 @@
 //! requests it carries, each a list of [`ScriptLimit`]s and (when it may
 //! write) a deadline; the arguments they become ([`decide`], [`invoke`] for
 //! reads); the flat reply read back ([`read_replies`]). Each
-//! limit's rule runs `lua/fixed_window.lua`, `lua/sliding_log.lua` or
-//! `lua/token_bucket.lua` (`lua/fixed_window.lua` counting refused units
-//! for [`COUNTING_FIXED_WINDOW`](crate::protocol::COUNTING_FIXED_WINDOW)).
+//! limit's rule runs `lua/fixed_window.lua`, `lua/counting_window.lua` (for
+//! [`COUNTING_FIXED_WINDOW`](crate::protocol::COUNTING_FIXED_WINDOW)),
+//! `lua/sliding_log.lua` or `lua/token_bucket.lua`.
 //! The codes of both directions are the constants of
 //! [`protocol`](crate::protocol).
 //! Every call goes through here: the batcher's shared calls, a lone request's

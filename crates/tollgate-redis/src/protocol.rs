@@ -12,8 +12,9 @@ pub(crate) const REDIS_TIME: &str = "";
 pub(crate) const FIXED_WINDOW: &str = "f";
 
 /// A rule's algorithm code: the fixed window that counts refused units too
-/// (`lua/fixed_window.lua` with its `counting` flag; core's
-/// `Policy::counts_refused`, envoyproxy/ratelimit's `INCRBY` then compare).
+/// (`lua/counting_window.lua`, its state a hash counted with one `HINCRBY`;
+/// core's `Policy::counts_refused`, envoyproxy/ratelimit's `INCRBY` then
+/// compare).
 /// Its limits are charged whatever the request's other limits decide, and
 /// given back only when the request fails (a cluster's split request whose
 /// last step fails, as past its deadline). Lua: `COUNTING_FIXED_WINDOW`.

@@ -7,12 +7,14 @@
 
 use redis::Script;
 
-/// The acquire script: the shared helpers, the three algorithms, the entry
+/// The acquire script: the shared helpers, the algorithms (the fixed window,
+/// the one counting refused units, the sliding log, the token bucket), the entry
 /// (`lua/acquire.lua`).
 pub(crate) fn acquire() -> Script {
     Script::new(concat!(
         include_str!("../lua/common.lua"),
         include_str!("../lua/fixed_window.lua"),
+        include_str!("../lua/counting_window.lua"),
         include_str!("../lua/sliding_log.lua"),
         include_str!("../lua/token_bucket.lua"),
         include_str!("../lua/acquire.lua"),
@@ -24,6 +26,8 @@ pub(crate) fn acquire() -> Script {
 pub(crate) fn refund() -> Script {
     Script::new(concat!(
         include_str!("../lua/common.lua"),
+        include_str!("../lua/fixed_window.lua"),
+        include_str!("../lua/counting_window.lua"),
         include_str!("../lua/sliding_log.lua"),
         include_str!("../lua/refund.lua"),
     ))
@@ -35,6 +39,7 @@ pub(crate) fn give_back() -> Script {
     Script::new(concat!(
         include_str!("../lua/common.lua"),
         include_str!("../lua/fixed_window.lua"),
+        include_str!("../lua/counting_window.lua"),
         include_str!("../lua/sliding_log.lua"),
         include_str!("../lua/token_bucket.lua"),
         include_str!("../lua/give_back.lua"),

@@ -3,7 +3,8 @@
 //! naming the quantity; decisions next to 2^52 are exact; units past 2^52 (up
 //! to 2^64 - 1) are decided whole; a token bucket or a sliding log asked at
 //! a time behind its state (a lagging clock) grants nothing it would not
-//! have granted then; and a batch of 10^15 units costs one script call.
+//! have granted then, and a counting window counts it in its newest window;
+//! a key whose policy changes rule starts afresh; and a batch of 10^15 units costs one script call.
 
 mod support;
 
@@ -225,6 +226,81 @@ async fn a_bucket_asked_by_a_lagging_clock_grants_nothing() {
     assert_eq!(
         numbers(decide(&store, fast, "fast", 1, T - 5).await),
         (0, 1, Some(0), 6, 6)
+    );
+    support::cleanup(&url, &prefix);
+}
+
+#[tokio::test]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+async fn a_counting_window_asked_by_a_lagging_clock_counts_in_its_newest_window() {
+    let url = support::require_redis_url();
+    let (store, prefix) = store(&url, "bounds-counting-lagging");
+    // 5 a minute, counting refused hits. 3 at T + 60 s (the next minute, 50 s
+    // before its end); then a clock a minute behind (T) counts in that newest
+    // window, as the engine does: its end is 110 s after T.
+    let counting = Policy::fixed_window_counting_refused(5, 60).unwrap();
+    assert_eq!(
+        numbers(decide(&store, counting, "late", 3, T + 60 * SECOND).await),
+        (3, 0, Some(2), 0, 50 * S)
+    );
+    assert_eq!(
+        numbers(decide(&store, counting, "late", 1, T).await),
+        (1, 0, Some(1), 0, 110 * S)
+    );
+    // 2 more: one fits, both count (6 of 5).
+    assert_eq!(
+        numbers(decide(&store, counting, "late", 2, T).await),
+        (1, 1, Some(0), 110 * S, 110 * S)
+    );
+    // The next minute's clock sees the same 6.
+    assert_eq!(
+        numbers(decide(&store, counting, "late", 0, T + 60 * SECOND).await),
+        (0, 0, Some(0), 50 * S, 50 * S)
+    );
+    // Redis holds one hash of one field (the newest window's count), with a
+    // TTL (beside the store's shared configuration).
+    let keys: Vec<(String, i64)> = support::keys_and_ttls(&url, &prefix)
+        .into_iter()
+        .filter(|(key, _)| !key.ends_with(":config"))
+        .collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(keys[0].1 > 0, "{keys:?}");
+    let mut connection = support::connect(&url);
+    let fields: Vec<(String, u64)> = redis::cmd("HGETALL")
+        .arg(&keys[0].0)
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(fields.len(), 1, "{fields:?}");
+    assert_eq!(fields[0].1, 6);
+    support::cleanup(&url, &prefix);
+}
+
+#[tokio::test]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+async fn a_key_whose_policy_changes_rule_starts_afresh() {
+    let url = support::require_redis_url();
+    let (store, prefix) = store(&url, "bounds-rule-change");
+    // One key under a token bucket (a string state), then a window counting
+    // refused hits (a hash), then the bucket again: each change of rule is a
+    // new state, as a new version is, whatever Redis held.
+    let bucket = Policy::token_bucket(1, 1, 1).unwrap();
+    let counting = Policy::fixed_window_counting_refused(2, 60).unwrap();
+    assert_eq!(
+        numbers(decide(&store, bucket, "changing", 1, T).await),
+        (1, 0, Some(0), 0, S)
+    );
+    assert_eq!(
+        numbers(decide(&store, counting, "changing", 1, T).await),
+        (1, 0, Some(1), 0, 50 * S)
+    );
+    assert_eq!(
+        numbers(decide(&store, bucket, "changing", 1, T).await),
+        (1, 0, Some(0), 0, S)
+    );
+    // Fresh again: 1 of 2, not 2 of 2.
+    assert_eq!(
+        numbers(decide(&store, counting, "changing", 1, T).await),
+        (1, 0, Some(1), 0, 50 * S)
     );
     support::cleanup(&url, &prefix);
 }
