@@ -3,9 +3,9 @@
 -- sum, difference and product is exact, and floor_div corrects the one step
 -- where a double division could round. A state is one string value,
 -- "version:a:b", read with the key's tier in one MGET and written with its TTL
--- in one SET (a counting window's is a hash, one HINCRBY a hit: see
--- counting_window.lua): each Redis call inside a script costs about as much
--- as all the arithmetic.
+-- in one SET (a counting window's is a hash, one HINCRBY a hit, its tier
+-- read with GET: see counting_window.lua): each Redis call inside a script
+-- costs about as much as all the arithmetic.
 --
 -- Rust twins: src/protocol.rs holds the constants below under the same names
 -- (its tests compare the two); src/script.rs puts every script together, this

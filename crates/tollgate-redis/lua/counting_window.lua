@@ -11,10 +11,15 @@
 -- So the hash never holds more than one field of its version, and a field
 -- that HINCRBY finds already there is the newest window's.
 --
--- A state of another rule (a string: a fixed window, a token bucket, a
--- sliding log's state of a policy since changed) is another version's, so
--- none: HINCRBY's WRONGTYPE drops it and counts afresh; the other rules read
--- states with MGET (read_string), which reads this hash as none.
+-- A string at the key is another rule's state (a fixed window, a token
+-- bucket, a sliding log's state of a policy since changed), or a counting
+-- window's written by a build before this one, which kept it as a string:
+-- HINCRBY's WRONGTYPE drops it and counts afresh (so after that upgrade a
+-- window starts again at 0). The other rules read states with MGET
+-- (read_string), which reads this hash as none. A build before this one
+-- reads the hash with GET and fails (WRONGTYPE): replicas sharing a Redis
+-- are upgraded across this change together, or the new ones given a prefix
+-- of their own (DESIGN.md, the Redis store).
 --
 -- The decisions are window_outcome's (fixed_window.lua), counting; the
 -- returns are fixed_window's (allowed, remaining, retry_after, reset_after,
@@ -84,7 +89,11 @@ local function counting_first_units(key, version, window, now, index, field, uni
     redis.call('HDEL', key, unpack(others))
   end
   if counted_index == index then
-    redis.call('PEXPIRE', key, ttl_ms((index + 1) * window - now))
+    -- To the window's end and one window more: later hits set no TTL, so
+    -- the margin keeps the count for callers whose clocks lag the first
+    -- one's (replicas on their own clocks, as `tollgate rls` runs; the Go
+    -- service's EXPIRE of a whole unit after each hit keeps its keys as long).
+    redis.call('PEXPIRE', key, ttl_ms((index + 2) * window - now))
   end
   return counted_index, counted_field, count
 end
@@ -109,7 +118,13 @@ local function counting_window(key, version, limit, window, now, units, write)
   local field = counting_field(version, index)
   local count = redis.pcall('HINCRBY', key, field, units)
   if type(count) == 'table' then
-    -- WRONGTYPE: another rule's state, which counts nothing here.
+    if not string.find(count.err, '^WRONGTYPE') then
+      -- Any other failure (Redis out of memory, say) fails the request,
+      -- with nothing dropped.
+      error(count)
+    end
+    -- A string: another rule's state, or a counting window's written by a
+    -- build before this one (see the top of this file): it counts nothing here.
     redis.call('DEL', key)
     count = redis.call('HINCRBY', key, field, units)
   end

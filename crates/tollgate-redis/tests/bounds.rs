@@ -258,7 +258,8 @@ async fn a_counting_window_asked_by_a_lagging_clock_counts_in_its_newest_window(
         (0, 0, Some(0), 50 * S, 50 * S)
     );
     // Redis holds one hash of one field (the newest window's count), with a
-    // TTL (beside the store's shared configuration).
+    // TTL (beside the store's shared configuration; the TTL itself is
+    // checked by the next test, without this store's minimum).
     let keys: Vec<(String, i64)> = support::keys_and_ttls(&url, &prefix)
         .into_iter()
         .filter(|(key, _)| !key.ends_with(":config"))
@@ -272,6 +273,31 @@ async fn a_counting_window_asked_by_a_lagging_clock_counts_in_its_newest_window(
         .unwrap();
     assert_eq!(fields.len(), 1, "{fields:?}");
     assert_eq!(fields[0].1, 6);
+    support::cleanup(&url, &prefix);
+}
+
+#[tokio::test]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+async fn a_counting_window_lives_one_window_past_its_end() {
+    let url = support::require_redis_url();
+    let prefix = support::prefix("bounds-counting-ttl");
+    let mut config = RedisConfig::new(&url);
+    config.prefix = prefix.clone();
+    config.timeout = Duration::from_secs(5);
+    let store = RedisStore::connect(config, &LimiterConfig::default()).unwrap();
+    // At T, 50 s before its minute ends: kept 50 s + one more minute, so a
+    // caller whose clock lags by less than a window still finds the count.
+    // Later hits leave the TTL as it is.
+    let counting = Policy::fixed_window_counting_refused(5, 60).unwrap();
+    decide(&store, counting, "kept", 1, T).await;
+    decide(&store, counting, "kept", 1, T + 40 * SECOND).await;
+    let keys: Vec<(String, i64)> = support::keys_and_ttls(&url, &prefix)
+        .into_iter()
+        .filter(|(key, _)| !key.ends_with(":config"))
+        .collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let ttl_ms = keys[0].1;
+    assert!((100_000..=110_000).contains(&ttl_ms), "{keys:?}");
     support::cleanup(&url, &prefix);
 }
 

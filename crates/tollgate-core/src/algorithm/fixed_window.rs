@@ -9,9 +9,11 @@
 //! (0 units) included: envoyproxy/ratelimit answers a look (`hits_addend` 0)
 //! OK at exactly the limit and OVER_LIMIT past it.
 //! Its Redis twin, the same transition in Lua: `crates/tollgate-redis/lua/fixed_window.lua`
-//! (its `counting` flag, rule code `COUNTING_FIXED_WINDOW`, for the policies
-//! counting refused units).
-//! Its refund, `give_back`, is `fixed_window_give_back` in the same Lua file, run by
+//! (`window_outcome`, the arithmetic of both, and `fixed_window`), and for the
+//! policies counting refused units (rule code `COUNTING_FIXED_WINDOW`)
+//! `crates/tollgate-redis/lua/counting_window.lua`, which keeps the count in a
+//! hash. Its refund, `give_back`, is `fixed_window_give_back` and
+//! `counting_window_give_back` in those files, run by
 //! `crates/tollgate-redis/lua/give_back.lua`.
 
 use super::{Rule, Verdict, saturate};
