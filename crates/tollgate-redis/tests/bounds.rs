@@ -43,15 +43,6 @@ fn store_keeping_at_least(url: &str, test: &str, minimum_ttl: Duration) -> (Redi
     (store, prefix)
 }
 
-/// The state keys under `prefix` with their TTLs in milliseconds (every key
-/// but the store's shared configuration).
-fn state_keys(url: &str, prefix: &str) -> Vec<(String, i64)> {
-    support::keys_and_ttls(url, prefix)
-        .into_iter()
-        .filter(|(key, _)| !key.ends_with(":config"))
-        .collect()
-}
-
 /// What `store` decides for `units` of the policy limit `key` at `now`.
 async fn decide(store: &RedisStore, policy: Policy, key: &str, units: u64, now: u64) -> Decision {
     let policy = store.prepare(policy).unwrap();
@@ -275,7 +266,7 @@ async fn a_counting_window_asked_by_a_lagging_clock_counts_in_its_newest_window(
     // Redis holds one hash of one field (the newest window's count), with a
     // TTL (beside the store's shared configuration; the TTL itself is
     // checked by the next test, without this store's minimum).
-    let keys = state_keys(&url, &prefix);
+    let keys = support::state_keys_and_ttls(&url, &prefix);
     assert_eq!(keys.len(), 1, "{keys:?}");
     assert!(keys[0].1 > 0, "{keys:?}");
     let mut connection = support::connect(&url);
@@ -299,7 +290,7 @@ async fn a_counting_window_lives_one_window_past_its_end() {
     let counting = Policy::fixed_window_counting_refused(5, 60).unwrap();
     decide(&store, counting, "kept", 1, T).await;
     decide(&store, counting, "kept", 1, T + 40 * SECOND).await;
-    let keys = state_keys(&url, &prefix);
+    let keys = support::state_keys_and_ttls(&url, &prefix);
     assert_eq!(keys.len(), 1, "{keys:?}");
     let ttl_ms = keys[0].1;
     assert!((100_000..=110_000).contains(&ttl_ms), "{keys:?}");

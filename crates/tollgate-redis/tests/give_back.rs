@@ -153,7 +153,7 @@ fn each_algorithm_gets_its_units_back(url: &str) {
     );
     assert_eq!(back[0].policy, Some(counting.policy()));
     // With nothing counted, the log and the bucket hold no key.
-    let keys = keys_and_ttls(url, &prefix);
+    let keys = support::state_keys_and_ttls(url, &prefix);
     assert_eq!(keys.len(), 1, "the window's state only: {keys:?}");
     assert!(keys[0].1 > 0, "with a TTL: {keys:?}");
     // What a request then finds: exactly that.
@@ -173,23 +173,8 @@ fn each_algorithm_gets_its_units_back(url: &str) {
         .block_on(store.give_back_units(&[units(Limit::Plan("sk_new"), 3)]))
         .unwrap();
     assert_eq!(all_fields(&fresh), [(0, 0, Some(5), 0, 0)]);
-    assert_eq!(keys_and_ttls(url, &prefix).len(), 1);
+    assert_eq!(support::state_keys_and_ttls(url, &prefix).len(), 1);
     support::cleanup(url, &prefix);
-}
-
-/// Every key of a limited key under `prefix` (not the shared `config`)
-/// with its TTL (ms), on a server or on every node of a cluster.
-fn keys_and_ttls(url: &str, prefix: &str) -> Vec<(String, i64)> {
-    let nodes = if url.starts_with("redis-cluster://") {
-        support::cluster_nodes(url)
-    } else {
-        vec![url.to_owned()]
-    };
-    nodes
-        .iter()
-        .flat_map(|node| support::keys_and_ttls(node, prefix))
-        .filter(|(key, _)| key.contains(":{"))
-        .collect()
 }
 
 #[test]
@@ -277,7 +262,7 @@ fn a_plan_of_several_policies_gets_its_units_back_on_each(url: &str) {
         plan(&back[0]),
         [(0, 0, Some(2), 0, 0), (0, 0, Some(5), 0, 0)]
     );
-    let keys = keys_and_ttls(url, &prefix);
+    let keys = support::state_keys_and_ttls(url, &prefix);
     assert!(
         keys.iter().all(|(key, _)| !key.ends_with(":minute")),
         "{keys:?}"

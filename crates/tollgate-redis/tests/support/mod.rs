@@ -131,6 +131,21 @@ pub fn keys_and_ttls(url: &str, prefix: &str) -> Vec<(String, i64)> {
         .collect()
 }
 
+/// Every key of a limited key under `prefix` (not the store's shared
+/// `config`) with its TTL (ms), on a server or on every node of a cluster.
+pub fn state_keys_and_ttls(url: &str, prefix: &str) -> Vec<(String, i64)> {
+    let nodes = if url.starts_with("redis-cluster://") {
+        cluster_nodes(url)
+    } else {
+        vec![url.to_owned()]
+    };
+    nodes
+        .iter()
+        .flat_map(|node| keys_and_ttls(node, prefix))
+        .filter(|(key, _)| key.contains(":{"))
+        .collect()
+}
+
 /// A redis-server of the test's own, without persistence, on a free port,
 /// that the test can stop, start again and restart; stopped when dropped.
 /// The place for tests that stop Redis or count its commands (`INFO
