@@ -203,6 +203,17 @@ impl Batcher {
         Batcher { jobs }
     }
 
+    /// Whether the dispatcher has stopped (its runtime shut down).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.jobs.is_closed()
+    }
+
+    /// Whether both queue at the same dispatcher.
+    #[cfg(test)]
+    pub(crate) fn same_queue(&self, other: &Batcher) -> bool {
+        self.jobs.same_channel(&other.jobs)
+    }
+
     /// Queues `request`, whose caller waits until `deadline`, and waits for its
     /// reply.
     pub(crate) async fn submit(

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{Cmd, IntoConnectionInfo as _, Pipeline, RedisFuture, Value};
 use tokio::sync::OnceCell;
 use tollgate_core::StoreError;
 
@@ -70,6 +70,16 @@ impl Target {
     }
 }
 
+/// The connection settings of `url`, with `TCP_NODELAY` set: the redis
+/// crate leaves Nagle's algorithm on, which holds a script call written while
+/// another is unanswered until Redis acknowledges the first (a delayed
+/// acknowledgement can take 40 ms).
+fn with_nodelay(url: &str) -> redis::RedisResult<redis::ConnectionInfo> {
+    let info = url.into_connection_info()?;
+    let settings = info.tcp_settings().clone().set_nodelay(true);
+    Ok(info.set_tcp_settings(settings))
+}
+
 /// A connection to a standalone Redis or to a cluster; cheap to clone (every
 /// clone shares the one multiplexed connection). Both connect lazily and
 /// reconnect on their own.
@@ -111,15 +121,18 @@ impl Connection {
             // rustls on ring, unless the process chose its own provider.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
-        let client = |url: &str| match root_certificates {
-            None => redis::Client::open(url),
-            Some(pem) => redis::Client::build_with_tls(
-                url,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.to_vec()),
-                },
-            ),
+        let client = |url: &str| {
+            let info = with_nodelay(url)?;
+            match root_certificates {
+                None => redis::Client::open(info),
+                Some(pem) => redis::Client::build_with_tls(
+                    info,
+                    redis::TlsCertificates {
+                        client_tls: None,
+                        root_cert: Some(pem.to_vec()),
+                    },
+                ),
+            }
         };
         match target {
             Target::Standalone(url) => {
@@ -137,7 +150,11 @@ impl Connection {
                     .iter()
                     .map(|node| client(node))
                     .collect::<Result<Vec<_>, _>>()?;
-                let mut builder = ClusterClient::builder(nodes.iter().map(String::as_str))
+                let nodes = nodes
+                    .iter()
+                    .map(|node| with_nodelay(node))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut builder = ClusterClient::builder(nodes)
                     .connection_timeout(timeout)
                     .response_timeout(timeout)
                     .retries(1);

@@ -33,6 +33,7 @@
 
 mod admin;
 mod batch;
+mod batchers;
 mod call;
 mod config;
 mod connection;

@@ -16,6 +16,7 @@ use futures_util::StreamExt;
 use redis::AsyncCommands;
 use tollgate_core::PlanPolicies;
 
+use crate::batchers::Renewals;
 use crate::config::RedisConfig;
 use crate::connection::Connection;
 use crate::keys::config_key;
@@ -59,8 +60,11 @@ impl Periods {
 /// timeout. Without the channel it reads the policy every `resubscribe_after`
 /// while subscribing is refused, and every subscribe timeout plus that while
 /// it hangs; it warns once per outage and logs when the channel is back.
+/// Each time the channel is lost, and when it is back after an outage, it
+/// has the store's per-thread connections made anew (`renewals`).
 pub(crate) async fn sync_default_policy(
     clients: Vec<redis::Client>,
+    renewals: Renewals,
     mut connection: Connection,
     prefix: String,
     configured: PlanPolicies,
@@ -94,12 +98,19 @@ pub(crate) async fn sync_default_policy(
                 if warned {
                     tracing::info!("subscribed to the default policy's channel again");
                     warned = false;
+                    // Redis is back: connections made during the outage may
+                    // have given up.
+                    renewals.renew();
                 }
                 // Read again once subscribed: a change published between the
                 // read above and the subscription would otherwise wait for a
                 // re-read.
                 sync.refresh(&mut connection).await;
-                if !follow_channel(pubsub, &mut connection, &mut sync, periods).await {
+                let answering = follow_channel(pubsub, &mut connection, &mut sync, periods).await;
+                // The channel's connection closed or its node stopped
+                // answering: so may the others' (a restart).
+                renewals.renew();
+                if !answering {
                     tracing::warn!(
                         "the node of the default policy's channel did not answer a ping \
                          within {} ms; subscribing on the next",

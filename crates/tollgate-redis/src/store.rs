@@ -17,7 +17,7 @@ use tollgate_core::{
 };
 
 use crate::admin;
-use crate::batch::Batcher;
+use crate::batchers::{BatcherParts, Batchers, Renewals};
 use crate::call::{self, Outcome, Reply, Request, ScriptLimit};
 use crate::config::{RedisConfig, TimeSource};
 use crate::connection::{Connection, Target};
@@ -43,8 +43,10 @@ use crate::split;
 /// units taken from each in a fixed order, given back if one refuses, then
 /// the counting limits charged (in two to four round trips; near a limit,
 /// units briefly held this way can refuse another request). Calls are
-/// pipelined on one multiplexed connection that
-/// reconnects by itself; each decision gives up after the configured timeout
+/// pipelined on multiplexed connections that reconnect by themselves: on one
+/// server, one per thread running a single-threaded event loop (each with
+/// its own batcher, so a request never changes threads) and one shared by
+/// the threads of a multi-threaded runtime; on a cluster, one shared; each decision gives up after the configured timeout
 /// with [`StoreError::Unavailable`], and then uses no budget: every call that
 /// writes carries its caller's deadline on Redis's own clock, and a call
 /// Redis runs past it (resuming from a stall) charges nothing.
@@ -57,9 +59,10 @@ use crate::split;
 pub struct RedisStore {
     context: Context,
     minimum_ttl_us: u64,
-    /// Shares script calls between concurrent requests; none on a cluster,
-    /// where requests for different keys cannot share a call.
-    batcher: Option<Batcher>,
+    /// Share script calls between concurrent requests, one per event-loop
+    /// thread; none on a cluster, where requests for different keys cannot
+    /// share a call.
+    batchers: Option<Batchers>,
     allowed: AtomicU64,
     rejected: AtomicU64,
     tracked: TrackedKeys,
@@ -152,8 +155,10 @@ impl RedisStore {
         let plans =
             Plans::new(limits, &limits.default_plan(), 0).map_err(RedisStoreError::Policy)?;
         let plans = Arc::new(ArcSwap::from_pointee(plans));
+        let renewals = Renewals::default();
         let sync = tokio::spawn(sync_default_policy(
             clients,
+            renewals.clone(),
             connection.clone(),
             config.prefix.clone(),
             limits.default_plan(),
@@ -176,25 +181,29 @@ impl RedisStore {
             now,
             plans,
         );
-        let batcher = (!context.connection.is_cluster()).then(|| {
+        let batchers = (!context.connection.is_cluster()).then(|| {
             // Redis's clock, learnt before the first decision needs it.
             let clock = Arc::clone(&context.clock);
             let connection = context.connection.clone();
             tokio::spawn(async move {
                 let _ = clock.sample(&connection, Node::Server).await;
             });
-            Batcher::start(
-                context.connection.clone(),
-                Arc::clone(&context.acquire),
-                Arc::clone(&context.clock),
-                Arc::clone(&context.now),
-                minimum_ttl_us,
-            )
+            Batchers::new(BatcherParts {
+                connection: context.connection.clone(),
+                target,
+                timeout: config.timeout,
+                root_certificates,
+                script: Arc::clone(&context.acquire),
+                clock: Arc::clone(&context.clock),
+                now: Arc::clone(&context.now),
+                minimum_ttl: minimum_ttl_us,
+                renewals,
+            })
         });
         Ok(RedisStore {
             context,
             minimum_ttl_us,
-            batcher,
+            batchers,
             allowed: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             tracked: TrackedKeys::default(),
@@ -362,7 +371,8 @@ impl RedisStore {
                         .map_err(|error| StoreError::Unavailable(error.to_string()))?
                 };
                 Some(context.before(deadline, joined).await?)
-            } else if let (Some(batcher), None) = (&self.batcher, now) {
+            } else if let (Some(batchers), None) = (&self.batchers, now) {
+                let batcher = batchers.current();
                 Some(
                     context
                         .before(deadline, batcher.submit(request, deadline))

@@ -1,7 +1,9 @@
 //! A bare tonic `RateLimitService` for `bench/rls.sh`: answers every
 //! `ShouldRateLimit` with OK (one OK status per descriptor) without deciding
-//! anything, on tokio's multi-threaded runtime with mimalloc, as `tollgate rls`
-//! runs. The floor of what serving the call over tonic costs.
+//! anything, on tokio's multi-threaded runtime with mimalloc: what serving the
+//! call over tonic costs, as tonic serves by default (`tollgate rls` serves on
+//! single-threaded event loops of its own, `TOLLGATE_WORKERS`, which cost
+//! less per call).
 //!
 //! `cargo run --release -p tollgate-rls --example rls_bare -- --port 18181`
 

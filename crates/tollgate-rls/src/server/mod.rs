@@ -18,6 +18,7 @@ mod health;
 mod http;
 mod serve;
 mod stats_export;
+mod workers;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -29,6 +30,8 @@ use futures_util::FutureExt as _;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+
+use workers::Workers;
 
 use crate::proto::{RateLimitRequest, RateLimitResponse};
 
@@ -157,10 +160,13 @@ impl Listeners {
             .and_then(|listener| listener.local_addr().ok())
     }
 
-    /// Serves every listener on the current tokio runtime, answering with
-    /// `decider`, until [`RunningServer::shutdown`].
+    /// Serves every listener, answering with `decider`, until
+    /// [`RunningServer::shutdown`]: gRPC on `workers` threads of their own,
+    /// each a single-threaded event loop taking every `workers`-th
+    /// connection; HTTP and debug on the current tokio runtime.
     pub fn serve(
         self,
+        workers: usize,
         decider: Arc<dyn Decide>,
         health: Health,
         debug: DebugPages,
@@ -173,20 +179,22 @@ impl Listeners {
         let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
 
-        let grpc_service = grpc::service(Arc::clone(&decider));
-        let health_service = health.grpc_service();
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(self.grpc);
-        let grpc_stop = until_stopped(stopped.clone());
-        tasks.spawn(async move {
-            let served = tonic::transport::Server::builder()
-                .add_service(health_service)
-                .add_service(grpc_service)
-                .serve_with_incoming_shutdown(incoming, grpc_stop)
-                .await;
-            if let Err(error) = served {
-                tracing::error!(%error, "the gRPC listener failed");
+        match Workers::start(workers, &decider, &health, &stopped) {
+            Ok((workers, threads)) => {
+                tasks.spawn(workers.accept(self.grpc, stopped.clone()));
+                for thread in threads {
+                    tasks.spawn(async move {
+                        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+                    });
+                }
             }
-        });
+            // The task ends at once: `wait_for_failure` sees it.
+            Err(error) => {
+                tasks.spawn(async move {
+                    tracing::error!(%error, "the gRPC listener's workers cannot start");
+                });
+            }
+        }
 
         let router = http::router(decider, health.clone());
         let http_stop = until_stopped(stopped.clone());

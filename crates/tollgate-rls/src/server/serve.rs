@@ -158,7 +158,12 @@ impl Rls {
         };
         let health = Health::serving().await;
         let pages = debug_pages(Arc::clone(&counter_source), Arc::clone(&service));
-        let server = listeners.serve(Arc::clone(&service) as Arc<dyn Decide>, health, pages);
+        let server = listeners.serve(
+            arguments.worker_count(),
+            Arc::clone(&service) as Arc<dyn Decide>,
+            health,
+            pages,
+        );
 
         let mut tasks = vec![watch(
             source,

@@ -8,6 +8,9 @@ use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser};
 
 use super::error::SettingsError;
 
+/// The most gRPC worker threads (`TOLLGATE_WORKERS`).
+pub(crate) const MAX_WORKERS: usize = 1024;
+
 /// `tollgate rls`'s settings. Each flag also reads the environment variable of
 /// envoyproxy/ratelimit's `settings.go` named in its help (`PORT`, `REDIS_URL`,
 /// ...), with the Go service's default; a flag given wins over its variable.
@@ -261,6 +264,13 @@ pub struct RlsArguments {
     #[arg(long, env = "TOLLGATE_STORE_TIMEOUT", value_parser = go_duration, default_value = "50ms",
         value_name = "DURATION")]
     pub store_timeout: Duration,
+    /// Threads serving the gRPC listener, each a single-threaded event loop
+    /// of its own taking every n-th connection (default: the number of CPUs
+    /// the process may use). A tollgate extension: the Go service's runtime
+    /// uses `GOMAXPROCS`.
+    #[arg(long, env = "TOLLGATE_WORKERS", value_name = "COUNT",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_WORKERS as u64))]
+    pub workers: Option<usize>,
 
     /// Send no stats anywhere.
     #[arg(long, env = "DISABLE_STATS", value_parser = go_bool, num_args = 0..=1,
@@ -391,6 +401,19 @@ impl RlsArguments {
         Standalone::try_parse_from(arguments).map(|standalone| standalone.arguments)
     }
 
+    /// The gRPC worker threads: `TOLLGATE_WORKERS`; else tokio's
+    /// `TOKIO_WORKER_THREADS`, which set them before the workers had a
+    /// setting of their own, when it is a count from 1 to 1024;
+    /// else the CPUs the process may use (1 when the system cannot tell).
+    pub fn worker_count(&self) -> usize {
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        worker_count(
+            self.workers,
+            std::env::var("TOKIO_WORKER_THREADS").ok().as_deref(),
+            cpus,
+        )
+    }
+
     /// Checks what no flag's parser can: the combinations the Go service
     /// refuses at start.
     ///
@@ -407,6 +430,18 @@ impl RlsArguments {
         }
         Ok(())
     }
+}
+
+/// [`RlsArguments::worker_count`] from the setting, `TOKIO_WORKER_THREADS`'s
+/// text and the CPUs.
+fn worker_count(setting: Option<usize>, tokio_threads: Option<&str>, cpus: usize) -> usize {
+    setting
+        .or_else(|| {
+            tokio_threads
+                .and_then(|count| count.trim().parse::<usize>().ok())
+                .filter(|count| (1..=MAX_WORKERS).contains(count))
+        })
+        .unwrap_or(cpus)
 }
 
 /// Go's `strconv.ParseBool`: `1 t T TRUE true True` and `0 f F FALSE false False`.
@@ -505,6 +540,17 @@ mod tests {
         assert_eq!(defaults.store_failure, None);
         assert_eq!(defaults.log_level, "WARN");
         assert!(defaults.check().is_ok());
+    }
+
+    #[test]
+    fn workers_are_the_setting_else_tokios_count_else_the_cpus() {
+        assert_eq!(worker_count(Some(3), Some("5"), 8), 3);
+        assert_eq!(worker_count(None, Some("5"), 8), 5);
+        assert_eq!(worker_count(None, Some(" 2 "), 8), 2);
+        for unusable in ["0", "-1", "two", "", "1025"] {
+            assert_eq!(worker_count(None, Some(unusable), 8), 8, "{unusable:?}");
+        }
+        assert_eq!(worker_count(None, None, 8), 8);
     }
 
     #[test]

@@ -1,0 +1,93 @@
+//! The gRPC listener's worker threads (`TOLLGATE_WORKERS`): each a
+//! single-threaded event loop of its own, taking every n-th connection; all
+//! of them deciding on one budget, and all of them ended by a shutdown.
+
+mod loopback;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
+    RateLimitDescriptor, rate_limit_descriptor::Entry,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use tollgate_core::ManualClock;
+use tollgate_rls::Rls;
+
+const CONFIG: &str = "\
+domain: rl
+descriptors:
+  - key: tenant
+    rate_limit: {unit: day, requests_per_unit: 5}
+";
+
+/// The names of this process's threads that serve gRPC.
+fn worker_threads() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_owned())
+        .filter(|name| name.starts_with("tollgate-rls-"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn connections_spread_over_the_workers_share_one_budget_and_shutdown_ends_them() {
+    let directory = tempfile::tempdir().unwrap();
+    std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
+    let mut arguments = loopback::arguments();
+    arguments.config = Some(directory.path().to_owned());
+    arguments.workers = Some(3);
+    // 2100-01-01T12:00:00Z: no day's window ends during the test.
+    let clock = Arc::new(ManualClock::new(4_102_488_000_000_000_000));
+    let rls = Rls::start_on_clock(&arguments, Duration::from_millis(100), clock)
+        .await
+        .unwrap();
+    let address = format!("http://{}", rls.server().grpc_address().unwrap());
+    let request = RateLimitRequest {
+        domain: "rl".to_owned(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "tenant".to_owned(),
+                value: "acme".to_owned(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 0,
+    };
+    // Seven connections, one call each, one after another: whichever worker
+    // serves a connection, the budget of 5 a day is one.
+    let mut codes = Vec::new();
+    for _ in 0..7 {
+        let mut client = RateLimitServiceClient::connect(address.clone())
+            .await
+            .unwrap();
+        let response = client
+            .should_rate_limit(request.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        codes.push(response.overall_code);
+    }
+    // 1 is OK, 2 OVER_LIMIT.
+    assert_eq!(codes, [1, 1, 1, 1, 1, 2, 2]);
+    // Named once running (each has served connections by now).
+    assert_eq!(
+        worker_threads(),
+        ["tollgate-rls-0", "tollgate-rls-1", "tollgate-rls-2"]
+    );
+    rls.shutdown().await;
+    assert_eq!(worker_threads(), Vec::<String>::new());
+}
+
+#[test]
+fn a_worker_count_of_zero_or_past_1024_is_refused() {
+    let refused = tollgate_rls::RlsArguments::try_parse_from(["tollgate", "--workers", "0"]);
+    assert!(refused.is_err());
+    let taken = tollgate_rls::RlsArguments::try_parse_from(["tollgate", "--workers", "4"]).unwrap();
+    assert_eq!(taken.workers, Some(4));
+    assert_eq!(taken.worker_count(), 4);
+}
