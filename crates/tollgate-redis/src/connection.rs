@@ -154,7 +154,11 @@ impl Connection {
                     .iter()
                     .map(|node| with_nodelay(node))
                     .collect::<Result<Vec<_>, _>>()?;
+                // The nodes found from `CLUSTER SLOTS` take the builder's
+                // settings, the seed nodes their own.
+                let nodelay = redis::io::tcp::TcpSettings::default().set_nodelay(true);
                 let mut builder = ClusterClient::builder(nodes)
+                    .tcp_settings(nodelay)
                     .connection_timeout(timeout)
                     .response_timeout(timeout)
                     .retries(1);

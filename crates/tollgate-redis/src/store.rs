@@ -196,7 +196,7 @@ impl RedisStore {
                 script: Arc::clone(&context.acquire),
                 clock: Arc::clone(&context.clock),
                 now: Arc::clone(&context.now),
-                minimum_ttl: minimum_ttl_us,
+                minimum_ttl_us,
                 renewals,
             })
         });

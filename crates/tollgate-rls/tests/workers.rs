@@ -1,6 +1,7 @@
 //! The gRPC listener's worker threads (`TOLLGATE_WORKERS`): each a
-//! single-threaded event loop of its own, taking every n-th connection; all
-//! of them deciding on one budget, and all of them ended by a shutdown.
+//! single-threaded event loop of its own (thread names are read from
+//! Linux's `/proc`); all of them deciding on one budget, and all of them ended
+//! by a shutdown.
 
 mod loopback;
 
@@ -22,20 +23,27 @@ descriptors:
     rate_limit: {unit: day, requests_per_unit: 5}
 ";
 
+/// Held by each test that starts a service: they count the process's worker
+/// threads, so they run one at a time.
+static ONE_SERVICE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The names of this process's threads that serve gRPC.
+#[cfg(target_os = "linux")]
 fn worker_threads() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir("/proc/self/task")
         .unwrap()
         .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
         .map(|name| name.trim_end().to_owned())
-        .filter(|name| name.starts_with("tollgate-rls-"))
+        .filter(|name| name.starts_with("rls-worker-"))
         .collect();
     names.sort();
     names
 }
 
+#[cfg(target_os = "linux")]
 #[tokio::test]
-async fn connections_spread_over_the_workers_share_one_budget_and_shutdown_ends_them() {
+async fn the_workers_share_one_budget_and_shutdown_ends_them() {
+    let _alone = ONE_SERVICE_AT_A_TIME.lock().await;
     let directory = tempfile::tempdir().unwrap();
     std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
     let mut arguments = loopback::arguments();
@@ -74,19 +82,70 @@ async fn connections_spread_over_the_workers_share_one_budget_and_shutdown_ends_
     }
     // 1 is OK, 2 OVER_LIMIT.
     assert_eq!(codes, [1, 1, 1, 1, 1, 2, 2]);
-    // Named once running (each has served connections by now).
+    // A thread names itself as it starts; by now each has.
     assert_eq!(
         worker_threads(),
-        ["tollgate-rls-0", "tollgate-rls-1", "tollgate-rls-2"]
+        ["rls-worker-0", "rls-worker-1", "rls-worker-2"]
     );
     rls.shutdown().await;
     assert_eq!(worker_threads(), Vec::<String>::new());
+}
+
+/// A health watch stream never ends on its own: the graceful shutdown waits
+/// for it through `SHUTDOWN_GRACE`, then closes it and ends the workers.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_shutdown_closes_what_is_still_open_after_the_grace_period() {
+    let _alone = ONE_SERVICE_AT_A_TIME.lock().await;
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    let directory = tempfile::tempdir().unwrap();
+    std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
+    let mut arguments = loopback::arguments();
+    arguments.config = Some(directory.path().to_owned());
+    arguments.workers = Some(2);
+    let clock = Arc::new(ManualClock::new(4_102_488_000_000_000_000));
+    let rls = Rls::start_on_clock(&arguments, Duration::from_millis(100), clock)
+        .await
+        .unwrap();
+    let address = format!("http://{}", rls.server().grpc_address().unwrap());
+    let channel = tonic::transport::Channel::from_shared(address)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel);
+    let mut watch = health
+        .watch(HealthCheckRequest {
+            service: "ratelimit".to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    // 1 is SERVING: the stream is open on a worker.
+    assert_eq!(watch.message().await.unwrap().unwrap().status, 1);
+    let bound = tollgate_rls::server::SHUTDOWN_GRACE + Duration::from_secs(20);
+    tokio::time::timeout(bound, rls.shutdown())
+        .await
+        .expect("the shutdown ends");
+    assert_eq!(worker_threads(), Vec::<String>::new());
+    // The stream reported NOT_SERVING (2) as the shutdown began, then was
+    // closed.
+    let mut rest = Vec::new();
+    while let Ok(Some(message)) = watch.message().await {
+        rest.push(message.status);
+    }
+    assert_eq!(rest, [2]);
 }
 
 #[test]
 fn a_worker_count_of_zero_or_past_1024_is_refused() {
     let refused = tollgate_rls::RlsArguments::try_parse_from(["tollgate", "--workers", "0"]);
     assert!(refused.is_err());
+    let past = tollgate_rls::RlsArguments::try_parse_from(["tollgate", "--workers", "1025"]);
+    assert!(past.is_err());
+    let most = tollgate_rls::RlsArguments::try_parse_from(["tollgate", "--workers", "1024"]);
+    assert_eq!(most.unwrap().workers, Some(1024));
     let taken = tollgate_rls::RlsArguments::try_parse_from(["tollgate", "--workers", "4"]).unwrap();
     assert_eq!(taken.workers, Some(4));
     assert_eq!(taken.worker_count(), 4);

@@ -13,6 +13,7 @@
 //! requests in flight finish.
 
 mod convert;
+mod counted_stream;
 mod grpc;
 mod health;
 mod http;
@@ -31,7 +32,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use workers::Workers;
+use workers::{Signals, Workers};
 
 use crate::proto::{RateLimitRequest, RateLimitResponse};
 
@@ -104,6 +105,12 @@ pub enum ServerError {
         /// Why.
         source: std::io::Error,
     },
+    /// A gRPC worker thread cannot be started.
+    #[error("Failed to start the gRPC workers")]
+    Workers {
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// The listeners, bound and not yet served.
@@ -162,38 +169,37 @@ impl Listeners {
 
     /// Serves every listener, answering with `decider`, until
     /// [`RunningServer::shutdown`]: gRPC on `workers` threads of their own,
-    /// each a single-threaded event loop taking every `workers`-th
-    /// connection; HTTP and debug on the current tokio runtime.
+    /// each a single-threaded event loop, each new connection going to the
+    /// one with the fewest open; HTTP and debug on the current tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::Workers`] when a worker thread cannot be started.
     pub fn serve(
         self,
         workers: usize,
         decider: Arc<dyn Decide>,
         health: Health,
         debug: DebugPages,
-    ) -> RunningServer {
+    ) -> Result<RunningServer, ServerError> {
         let addresses = (
             self.grpc_address(),
             self.http_address(),
             self.debug_address(),
         );
         let (stop, stopped) = watch::channel(false);
+        let (force, forced) = watch::channel(false);
         let mut tasks = JoinSet::new();
 
-        match Workers::start(workers, &decider, &health, &stopped) {
-            Ok((workers, threads)) => {
-                tasks.spawn(workers.accept(self.grpc, stopped.clone()));
-                for thread in threads {
-                    tasks.spawn(async move {
-                        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-                    });
-                }
-            }
-            // The task ends at once: `wait_for_failure` sees it.
-            Err(error) => {
-                tasks.spawn(async move {
-                    tracing::error!(%error, "the gRPC listener's workers cannot start");
-                });
-            }
+        let signals = Signals {
+            stopped: stopped.clone(),
+            forced,
+        };
+        let (workers, ended) = Workers::start(workers, &decider, &health, &signals)
+            .map_err(|source| ServerError::Workers { source })?;
+        tasks.spawn(workers.accept(self.grpc, stopped.clone()));
+        for ending in ended {
+            tasks.spawn(ending.wait());
         }
 
         let router = http::router(decider, health.clone());
@@ -221,14 +227,15 @@ impl Listeners {
             });
         }
 
-        RunningServer {
+        Ok(RunningServer {
             grpc: addresses.0,
             http: addresses.1,
             debug: addresses.2,
             health,
             stop,
+            force,
             tasks,
-        }
+        })
     }
 }
 
@@ -253,6 +260,10 @@ async fn until_stopped(mut stopped: watch::Receiver<bool>) {
 /// How long [`RunningServer::shutdown`] waits for requests in flight.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long [`RunningServer::shutdown`] waits for the gRPC workers once it
+/// has closed their connections.
+const FORCED_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The listeners being served.
 pub struct RunningServer {
     grpc: Option<SocketAddr>,
@@ -260,6 +271,8 @@ pub struct RunningServer {
     debug: Option<SocketAddr>,
     health: Health,
     stop: watch::Sender<bool>,
+    /// Ends the gRPC workers' event loops at once, connections and all.
+    force: watch::Sender<bool>,
     tasks: JoinSet<()>,
 }
 
@@ -284,7 +297,9 @@ impl RunningServer {
         &self.health
     }
 
-    /// Reports unhealthy, stops accepting, and waits for requests in flight.
+    /// Reports unhealthy, stops accepting, and waits for requests in flight,
+    /// at most [`SHUTDOWN_GRACE`]; then closes the connections still open
+    /// and waits for the gRPC workers' threads to end.
     pub async fn shutdown(mut self) {
         self.health.fail().await;
         let _ = self.stop.send(true);
@@ -294,8 +309,17 @@ impl RunningServer {
         .await;
         if drained.is_err() {
             tracing::warn!("connections still open after the grace period; closing them");
-            self.tasks.abort_all();
-            while self.tasks.join_next().await.is_some() {}
+            let _ = self.force.send(true);
+            // A worker's event loop ends at its next turn; the HTTP and
+            // debug listeners' tasks are aborted.
+            let ended = tokio::time::timeout(FORCED_GRACE, async {
+                while self.tasks.join_next().await.is_some() {}
+            })
+            .await;
+            if ended.is_err() {
+                self.tasks.abort_all();
+                while self.tasks.join_next().await.is_some() {}
+            }
         }
     }
 
@@ -307,6 +331,7 @@ impl RunningServer {
     ) -> RunningServer {
         let address = listener.local_addr().ok();
         let (stop, stopped) = watch::channel(false);
+        let (force, _) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let until = until_stopped(stopped);
         tasks.spawn(async move {
@@ -323,6 +348,7 @@ impl RunningServer {
             debug: None,
             health,
             stop,
+            force,
             tasks,
         }
     }

@@ -163,7 +163,7 @@ impl Rls {
             Arc::clone(&service) as Arc<dyn Decide>,
             health,
             pages,
-        );
+        )?;
 
         let mut tasks = vec![watch(
             source,
