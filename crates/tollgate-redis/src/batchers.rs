@@ -124,8 +124,8 @@ impl Batchers {
         let runtime = handle.id();
         let renewals = self.parts.renewals.count();
         match &*slot {
-            // Another runtime on this thread (one after another, or one
-            // inside another) gets a batcher of its own.
+            // Another runtime on this thread (one after another, or two
+            // alive and run in turn) gets a batcher of its own.
             Some(started)
                 if started.runtime == runtime
                     && started.renewals == renewals

@@ -264,7 +264,8 @@ pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(1
 /// has closed their connections.
 const FORCED_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The listeners being served.
+/// The listeners being served. Dropped without [`RunningServer::shutdown`],
+/// the gRPC workers close their connections at once and end on their own.
 pub struct RunningServer {
     grpc: Option<SocketAddr>,
     http: Option<SocketAddr>,
@@ -311,7 +312,8 @@ impl RunningServer {
             tracing::warn!("connections still open after the grace period; closing them");
             let _ = self.force.send(true);
             // A worker's event loop ends at its next turn; the HTTP and
-            // debug listeners' tasks are aborted.
+            // debug listeners' tasks are aborted if they have not ended
+            // within FORCED_GRACE.
             let ended = tokio::time::timeout(FORCED_GRACE, async {
                 while self.tasks.join_next().await.is_some() {}
             })

@@ -20,6 +20,9 @@ use super::counted_stream::{CountedStream, Live};
 use super::health::Health;
 use super::{Decide, grpc, until_stopped};
 
+/// The longest a worker's ended event loop waits for its blocking tasks.
+const EVENT_LOOP_END: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// How long the listener pauses after failing to accept a connection.
 const ACCEPT_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
 
@@ -110,7 +113,7 @@ impl Workers {
                             return;
                         }
                     };
-                    event_loop.block_on(async move {
+                    let served = async move {
                         // Registered with this thread's event loop as it
                         // takes them.
                         let incoming = UnboundedReceiverStream::new(connections).map(
@@ -129,7 +132,11 @@ impl Workers {
                             },
                             () = force => {}
                         }
-                    });
+                    };
+                    event_loop.block_on(served);
+                    // Its connections are dropped with it; a blocking task
+                    // (a DNS lookup) is not waited for past this.
+                    event_loop.shutdown_timeout(EVENT_LOOP_END);
                 })?;
             workers.push(Worker {
                 connections: queue,
@@ -145,10 +152,13 @@ impl Workers {
     /// `TCP_NODELAY` set (HTTP/2 frames are small: Nagle's algorithm would
     /// hold an answer back until the peer's delayed acknowledgement).
     pub(crate) async fn accept(mut self, listener: TcpListener, stopped: watch::Receiver<bool>) {
-        let stop = until_stopped(stopped);
+        let stop = until_stopped(stopped.clone());
         tokio::pin!(stop);
         loop {
             let accepted = tokio::select! {
+                // Stopping wins over a connection arriving at that moment:
+                // the workers no longer take any.
+                biased;
                 () = &mut stop => return,
                 accepted = listener.accept() => accepted,
             };
@@ -191,6 +201,11 @@ impl Workers {
                 {
                     Ok(()) => break,
                     Err(mpsc::error::SendError((returned, _))) => {
+                        if *stopped.borrow() {
+                            // Shutting down: the workers stopped taking
+                            // connections.
+                            return;
+                        }
                         tracing::error!(
                             "a gRPC worker has stopped; its connections go to the others"
                         );
