@@ -18,19 +18,16 @@
 //! only after a call has failed on it; the shared connection is kept
 //! reconnected by the policy-sync task's own calls).
 
+use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-
-use parking_lot::Mutex;
-use redis::Script;
 use thread_local::ThreadLocal;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 use crate::batch::Batcher;
 use crate::connection::{Connection, Target};
-use crate::context::redis_clock::RedisClock;
+use crate::context::Context;
 
 /// How many times the store's connections were found dropped; cheap to clone
 /// (the clones count together).
@@ -49,23 +46,14 @@ impl Renewals {
     }
 }
 
-/// What a batcher is started with.
+/// What a batcher is started with beside the store's [`Context`] (its
+/// connection, the shared batcher's; its script, clock, time and timeout).
 pub(crate) struct BatcherParts {
-    /// The connection of the shared batcher (the store's first connection).
-    pub(crate) connection: Connection,
     /// Where each thread's own connection goes.
     pub(crate) target: Target,
-    /// The timeout of each connection attempt and response.
-    pub(crate) timeout: Duration,
     /// The CA certificates (PEM) a TLS server's certificate must chain to,
     /// when given.
     pub(crate) root_certificates: Option<Vec<u8>>,
-    /// The acquire script.
-    pub(crate) script: Arc<Script>,
-    /// Redis's clock, for the calls' deadlines.
-    pub(crate) clock: Arc<RedisClock>,
-    /// Each call's time as the script takes it.
-    pub(crate) now: Arc<dyn Fn() -> String + Send + Sync>,
     /// The shortest TTL of a state key, in microseconds.
     pub(crate) minimum_ttl_us: u64,
     /// When every thread's batcher is to be made anew.
@@ -102,9 +90,10 @@ impl Batchers {
         }
     }
 
-    /// The batcher of the calling thread's runtime, started now if it is not
-    /// (or no longer) running. Must be called inside a Tokio runtime.
-    pub(crate) fn current(&self) -> Batcher {
+    /// The batcher of the calling thread's runtime for the store of
+    /// `context`, started now if it is not (or no longer) running. Must be
+    /// called inside a Tokio runtime.
+    pub(crate) fn current(&self, context: &Context) -> Batcher {
         let single_threaded = Handle::try_current()
             .ok()
             .filter(|handle| handle.runtime_flavor() == RuntimeFlavor::CurrentThread);
@@ -113,7 +102,7 @@ impl Batchers {
             return match &*shared {
                 Some(batcher) if !batcher.is_closed() => batcher.clone(),
                 _ => {
-                    let batcher = self.start(self.parts.connection.clone());
+                    let batcher = self.start(context, context.connection.clone());
                     *shared = Some(batcher.clone());
                     batcher
                 }
@@ -140,17 +129,17 @@ impl Batchers {
                 // fail; should it, the shared connection serves.
                 let connection = match Connection::open_with(
                     &self.parts.target,
-                    self.parts.timeout,
+                    context.timeout,
                     self.parts.root_certificates.as_deref(),
                 ) {
                     Ok((connection, _)) => connection,
                     Err(error) => {
                         tracing::warn!(%error, "cannot open a Redis connection for this thread; \
                             using the shared one");
-                        self.parts.connection.clone()
+                        context.connection.clone()
                     }
                 };
-                let batcher = self.start(connection);
+                let batcher = self.start(context, connection);
                 *slot = Some(Started {
                     runtime,
                     renewals,
@@ -161,12 +150,12 @@ impl Batchers {
         }
     }
 
-    fn start(&self, connection: Connection) -> Batcher {
+    fn start(&self, context: &Context, connection: Connection) -> Batcher {
         Batcher::start(
             connection,
-            Arc::clone(&self.parts.script),
-            Arc::clone(&self.parts.clock),
-            Arc::clone(&self.parts.now),
+            Arc::clone(&context.acquire),
+            Arc::clone(&context.clock),
+            Arc::clone(&context.now),
             self.parts.minimum_ttl_us,
         )
     }
@@ -176,25 +165,31 @@ impl Batchers {
 mod tests {
     use super::*;
 
-    /// Batchers whose shared connection is made on `runtime` (a connection
-    /// starts a task as it is made).
-    fn batchers(runtime: &tokio::runtime::Runtime) -> Batchers {
+    /// Batchers, and the context of their store, whose connection is made on
+    /// `runtime` (a connection starts a task as it is made).
+    fn batchers(runtime: &tokio::runtime::Runtime) -> (Batchers, Context) {
         let _inside = runtime.enter();
         // Nothing listens on port 1: no test here sends a request.
         let target = Target::parse("redis://127.0.0.1:1").unwrap();
-        let timeout = Duration::from_millis(50);
+        let timeout = std::time::Duration::from_millis(50);
         let (connection, _) = Connection::open(&target, timeout).unwrap();
-        Batchers::new(BatcherParts {
+        let limits = tollgate_core::LimiterConfig::default();
+        let plans = crate::plans::Plans::new(&limits, &limits.default_plan(), 0).unwrap();
+        let context = Context::new(
             connection,
-            target,
+            "test".to_owned(),
+            None,
             timeout,
+            Arc::new(String::new),
+            Arc::new(arc_swap::ArcSwap::from_pointee(plans)),
+        );
+        let batchers = Batchers::new(BatcherParts {
+            target,
             root_certificates: None,
-            script: Arc::new(crate::script::acquire()),
-            clock: Arc::new(RedisClock::new(timeout)),
-            now: Arc::new(String::new),
             minimum_ttl_us: 0,
             renewals: Renewals::default(),
-        })
+        });
+        (batchers, context)
     }
 
     #[test]
@@ -204,18 +199,23 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let batchers = Arc::new(batchers(&many));
+        let (batchers, context) = batchers(&many);
+        let batchers = Arc::new((batchers, context));
         let single = || {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .unwrap()
         };
-        let on_a_thread = |batchers: Arc<Batchers>| {
+        let on_a_thread = |store: Arc<(Batchers, Context)>| {
             std::thread::spawn(move || {
                 single().block_on(async move {
-                    let first = batchers.current();
-                    assert!(first.same_queue(&batchers.current()), "one per thread");
+                    let (batchers, context) = &*store;
+                    let first = batchers.current(context);
+                    assert!(
+                        first.same_queue(&batchers.current(context)),
+                        "one per thread"
+                    );
                     first
                 })
             })
@@ -226,11 +226,11 @@ mod tests {
         let b = on_a_thread(Arc::clone(&batchers));
         assert!(!a.same_queue(&b), "each thread its own");
         let (c, d) = many.block_on({
-            let batchers = Arc::clone(&batchers);
+            let store = Arc::clone(&batchers);
             async move {
-                let other = Arc::clone(&batchers);
-                let elsewhere = tokio::spawn(async move { other.current() });
-                (batchers.current(), elsewhere.await.unwrap())
+                let other = Arc::clone(&store);
+                let elsewhere = tokio::spawn(async move { other.0.current(&other.1) });
+                (store.0.current(&store.1), elsewhere.await.unwrap())
             }
         });
         assert!(c.same_queue(&d), "one for the runtime");
@@ -246,23 +246,23 @@ mod tests {
                 .unwrap()
         };
         let runtime = single();
-        let batchers = batchers(&runtime);
-        let first = single().block_on(async { batchers.current() });
+        let (batchers, context) = batchers(&runtime);
+        let first = single().block_on(async { batchers.current(&context) });
         // That runtime is gone, and its batcher's task with it.
         assert!(first.is_closed());
-        let second = runtime.block_on(async { batchers.current() });
+        let second = runtime.block_on(async { batchers.current(&context) });
         assert!(!first.same_queue(&second));
         // Another runtime alive on the same thread gets its own.
         let other = single();
-        let elsewhere = other.block_on(async { batchers.current() });
+        let elsewhere = other.block_on(async { batchers.current(&context) });
         assert!(!elsewhere.same_queue(&second));
-        let second = runtime.block_on(async { batchers.current() });
+        let second = runtime.block_on(async { batchers.current(&context) });
         assert!(!second.is_closed());
-        assert!(second.same_queue(&runtime.block_on(async { batchers.current() })));
+        assert!(second.same_queue(&runtime.block_on(async { batchers.current(&context) })));
         // Renewed: a new one, on a new connection.
         batchers.parts.renewals.renew();
-        let third = runtime.block_on(async { batchers.current() });
+        let third = runtime.block_on(async { batchers.current(&context) });
         assert!(!second.same_queue(&third));
-        assert!(third.same_queue(&runtime.block_on(async { batchers.current() })));
+        assert!(third.same_queue(&runtime.block_on(async { batchers.current(&context) })));
     }
 }

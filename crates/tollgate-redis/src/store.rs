@@ -46,8 +46,9 @@ use crate::split;
 /// pipelined on multiplexed connections that reconnect by themselves: on one
 /// server, one per thread running a single-threaded event loop (each with
 /// its own batcher, so a request never changes threads) and one shared by
-/// the threads of a multi-threaded runtime; on a cluster, one shared; each decision gives up after the configured timeout
-/// with [`StoreError::Unavailable`], and then uses no budget: every call that
+/// the threads of a multi-threaded runtime; on a cluster, one shared. Each
+/// decision gives up after the configured timeout with
+/// [`StoreError::Unavailable`], and then uses no budget: every call that
 /// writes carries its caller's deadline on Redis's own clock, and a call
 /// Redis runs past it (resuming from a stall) charges nothing.
 ///
@@ -189,13 +190,8 @@ impl RedisStore {
                 let _ = clock.sample(&connection, Node::Server).await;
             });
             Batchers::new(BatcherParts {
-                connection: context.connection.clone(),
                 target,
-                timeout: config.timeout,
                 root_certificates,
-                script: Arc::clone(&context.acquire),
-                clock: Arc::clone(&context.clock),
-                now: Arc::clone(&context.now),
                 minimum_ttl_us,
                 renewals,
             })
@@ -372,7 +368,7 @@ impl RedisStore {
                 };
                 Some(context.before(deadline, joined).await?)
             } else if let (Some(batchers), None) = (&self.batchers, now) {
-                let batcher = batchers.current();
+                let batcher = batchers.current(context);
                 Some(
                     context
                         .before(deadline, batcher.submit(request, deadline))

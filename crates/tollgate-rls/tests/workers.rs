@@ -23,6 +23,23 @@ descriptors:
     rate_limit: {unit: day, requests_per_unit: 5}
 ";
 
+/// The service on `CONFIG` with `workers` gRPC workers, and the directory
+/// of its file.
+#[cfg(target_os = "linux")]
+async fn start(workers: usize) -> (Rls, tempfile::TempDir) {
+    let directory = tempfile::tempdir().unwrap();
+    std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
+    let mut arguments = loopback::arguments();
+    arguments.config = Some(directory.path().to_owned());
+    arguments.workers = Some(workers);
+    // 2100-01-01T12:00:00Z: no day's window ends during the test.
+    let clock = Arc::new(ManualClock::new(4_102_488_000_000_000_000));
+    let rls = Rls::start_on_clock(&arguments, Duration::from_millis(100), clock)
+        .await
+        .unwrap();
+    (rls, directory)
+}
+
 /// Held by each test that starts a service: they count the process's worker
 /// threads, so they run one at a time.
 static ONE_SERVICE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -58,16 +75,7 @@ fn worker_threads() -> Vec<String> {
 #[tokio::test]
 async fn the_workers_share_one_budget_and_shutdown_ends_them() {
     let _alone = ONE_SERVICE_AT_A_TIME.lock().await;
-    let directory = tempfile::tempdir().unwrap();
-    std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
-    let mut arguments = loopback::arguments();
-    arguments.config = Some(directory.path().to_owned());
-    arguments.workers = Some(3);
-    // 2100-01-01T12:00:00Z: no day's window ends during the test.
-    let clock = Arc::new(ManualClock::new(4_102_488_000_000_000_000));
-    let rls = Rls::start_on_clock(&arguments, Duration::from_millis(100), clock)
-        .await
-        .unwrap();
+    let (rls, _directory) = start(3).await;
     let address = format!("http://{}", rls.server().grpc_address().unwrap());
     let request = RateLimitRequest {
         domain: "rl".to_owned(),
@@ -113,15 +121,7 @@ async fn a_shutdown_closes_what_is_still_open_after_the_grace_period() {
     let _alone = ONE_SERVICE_AT_A_TIME.lock().await;
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_client::HealthClient;
-    let directory = tempfile::tempdir().unwrap();
-    std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
-    let mut arguments = loopback::arguments();
-    arguments.config = Some(directory.path().to_owned());
-    arguments.workers = Some(2);
-    let clock = Arc::new(ManualClock::new(4_102_488_000_000_000_000));
-    let rls = Rls::start_on_clock(&arguments, Duration::from_millis(100), clock)
-        .await
-        .unwrap();
+    let (rls, _directory) = start(2).await;
     let address = format!("http://{}", rls.server().grpc_address().unwrap());
     let channel = tonic::transport::Channel::from_shared(address)
         .unwrap()
