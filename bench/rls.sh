@@ -10,7 +10,10 @@
 #     on Redis; ROUNDS rounds, a b c in turn. One descriptor (`key`, one of
 #     1,000 values in turn) whose limit (10^9 per second) refuses nothing: the
 #     run measures deciding, not refusing. Also the CPU time the answering
-#     process spent per call (all its threads, from /proc).
+#     process spent per call (all its threads, from /proc), and how the
+#     machine's cores were shared while it ran: the cores the client, the
+#     server and redis-server used, the cores left idle, and how long their
+#     threads were runnable but waited for a core (/proc/PID/task/*/schedstat).
 #  2. Latency at a fixed offered rate, half of (a)'s saturating rate (the mean
 #     of its rounds), open loop: calls scheduled at fixed intervals whatever
 #     the answers, latency from the scheduled time (coordinated omission
@@ -19,7 +22,8 @@
 #  3. redis-benchmark's ceiling on the same Redis: EVALSHA of `return 1`,
 #     64 clients, no pipelining; and, for reference, EVALSHA of tollgate's
 #     own acquire script making one decision per call (what a client that
-#     does not batch would get).
+#     does not batch would get), then carrying as many decisions per call as
+#     (c)'s batcher sent (Redis's side of (c) with a core to itself).
 #  4. Envoy (2 workers) in front of a small HTTP upstream
 #     (examples/rls_upstream.rs, one thread), `wrk -t2 -c64`, each request
 #     carrying one of 1,000 `x-key` values: a listener without the rate limit
@@ -117,16 +121,60 @@ cpu_ticks() {
 }
 field() { grep -oE "(^| )$1=[^ ]+" | head -1 | cut -d= -f2; }
 
+# threads_ns PIDS...: the nanoseconds all threads of PIDS have run and have
+# waited, runnable, for a core (/proc/PID/task/TID/schedstat), "run wait".
+threads_ns() {
+    local pid
+    for pid in "$@"; do cat /proc/"$pid"/task/*/schedstat 2>/dev/null || true; done \
+        | awk '{ run += $1; wait += $2 } END { printf "%d %d\n", run, wait }'
+}
+# machine_ticks: the machine's busy and idle (with iowait) ticks, all cores.
+machine_ticks() {
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat
+}
+
 # load NAME PORT PIDS -- ARGS...: rls_load against PORT; prints one line and
 # leaves rls_load's output in $OUT/rls-NAME.txt. CPU per call is that of PIDS.
+# Closed loops also print, over the counted seconds but the last, how the
+# machine's cores were shared: the cores used by the client (rls_load), by
+# PIDS and left idle, and the time their threads were runnable but waited
+# for a core (ms per second; /proc/PID/task/*/schedstat).
 load() {
     local name="$1" port="$2" pids="$3"
     shift 4
-    local before after line calls cpu
+    local before after line calls cpu client share="" t0 t1 m0 m1 c0 c1 s0 s1 r0 r1
+    local server="${pids%% *}" others=""
+    [ "$server" = "$pids" ] || others="${pids#* }"
     # shellcheck disable=SC2086 # a list of PIDs
     before=$(cpu_ticks $pids)
-    line=$("$LOAD" --target "http://127.0.0.1:$port" --warmup "$WARMUP" \
-        --seconds "$SECONDS_PER_RUN" --keys "$KEYS" "$@")
+    "$LOAD" --target "http://127.0.0.1:$port" --warmup "$WARMUP" \
+        --seconds "$SECONDS_PER_RUN" --keys "$KEYS" "$@" > "$WORK/load.txt" &
+    client=$!
+    # (Whole seconds, at least 3: one after the warm-up, one at the end left out.)
+    if [[ "$SECONDS_PER_RUN" =~ ^[0-9]+$ ]] && [ "$SECONDS_PER_RUN" -ge 3 ] \
+        && ! printf '%s ' "$@" | grep -q -- '--mode open'; then
+        sleep "$((WARMUP + 1))"
+        t0=$(date +%s%N); m0=$(machine_ticks); c0=$(threads_ns "$client")
+        s0=$(threads_ns "$server")
+        # shellcheck disable=SC2086 # a list of PIDs, maybe none
+        r0=$(threads_ns $others)
+        sleep "$((SECONDS_PER_RUN - 2))"
+        t1=$(date +%s%N); m1=$(machine_ticks); c1=$(threads_ns "$client")
+        s1=$(threads_ns "$server")
+        # shellcheck disable=SC2086
+        r1=$(threads_ns $others)
+        share=$(echo "$t0 $t1 $m0 $m1 $c0 $c1 $s0 $s1 $r0 $r1" | awk -v cores="$(nproc)" -v redis="$others" '{
+            wall = ($2 - $1) / 1e9
+            busy = $5 - $3; idle = $6 - $4
+            printf "cores: client %.2f, server %.2f", ($9 - $7) / 1e9 / wall, ($13 - $11) / 1e9 / wall
+            if (redis != "") printf ", redis-server %.2f", ($17 - $15) / 1e9 / wall
+            printf ", idle %.2f of %d; waiting for a core (ms/s): client %.0f, server %.0f",
+                cores * idle / (busy + idle), cores, ($10 - $8) / 1e6 / wall, ($14 - $12) / 1e6 / wall
+            if (redis != "") printf ", redis-server %.0f", ($18 - $16) / 1e6 / wall
+        }')
+    fi
+    wait "$client"
+    line=$(cat "$WORK/load.txt")
     # shellcheck disable=SC2086
     after=$(cpu_ticks $pids)
     echo "$line" > "$OUT/rls-$name.txt"
@@ -138,10 +186,12 @@ load() {
         "$name" "$(echo "$line" | field calls_per_second)" "$(echo "$line" | field p50_us)" \
         "$(echo "$line" | field p99_us)" "$cpu" "$(echo "$line" | field errors)" \
         "$(echo "$line" | field not_ok)"
+    [ -z "$share" ] || echo "    $share"
 }
 
 echo "--- closed loop: $CONCURRENCY calls in flight, ${WARMUP} s warm-up + ${SECONDS_PER_RUN} s, $KEYS keys, $ROUNDS rounds"
 echo "    (CPU: the answering process; for redis, tollgate + redis-server)"
+redis-cli -p "$REDIS_PORT" config resetstat >/dev/null
 for round in $(seq "$ROUNDS"); do
     load "bare_$round" "$BARE_PORT" "$BARE_PID" -- --concurrency "$CONCURRENCY"
     load "memory_$round" "$MEMORY_PORT" "$MEMORY_PID" -- --concurrency "$CONCURRENCY"
@@ -151,6 +201,14 @@ mean_rate() {
     for round in $(seq "$ROUNDS"); do field calls_per_second < "$OUT/rls-$1_$round.txt"; done \
         | awk '{ s += $1 } END { printf "%.0f", s / NR }'
 }
+# Decisions per script call in (c)'s closed loops: the calls issued to it
+# over Redis's EVALSHA count (INFO commandstats), for the batched reference
+# below.
+REDIS_SCRIPT_CALLS=$(redis-cli -p "$REDIS_PORT" info commandstats | tr -d '\r' \
+    | awk -F'[=,]' '/^cmdstat_evalsha:/ {print $2}')
+BATCH=$(for round in $(seq "$ROUNDS"); do field issued < "$OUT/rls-redis_$round.txt"; done \
+    | awk -v scripts="${REDIS_SCRIPT_CALLS:-0}" '{ s += $1 } END { b = scripts > 0 ? int(s / scripts + 0.5) : 1; print (b < 1 ? 1 : b) }')
+echo "    (c) sent $BATCH decisions per script call (the calls it was issued over Redis's EVALSHA count)"
 BARE_RATE=$(mean_rate bare)
 MEMORY_RATE=$(mean_rate memory)
 REDIS_RATE=$(mean_rate redis)
@@ -188,12 +246,30 @@ status=$(redis-cli -p "$REDIS_PORT" evalsha "$sha" 1 "bench:{check}:s" "" "${acq
 if [ "$status" != 0 ]; then
     echo "the acquire script did not decide the reference request (status $status)" >&2
     ACQUIRE_CEILING=0
+    BATCHED_CEILING=0
 else
     redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c 64 -P 1 -n 300000 -r 1000 --precision 3 \
         evalsha "$sha" 1 "bench:{__rand_int__}:s" "" "${acquire_args[@]}" \
         > "$OUT/rls-evalsha-acquire.txt" 2>&1
     ACQUIRE_CEILING=$(awk '/throughput summary/ {print int($3)}' "$OUT/rls-evalsha-acquire.txt")
     grep -E "throughput summary" "$OUT/rls-evalsha-acquire.txt"
+    # Redis's side of (c) on its own: the same script carrying BATCH
+    # decisions per call, as (c)'s batcher sent them, each on its own key
+    # (redis-benchmark draws each __rand_int__ anew), 64 clients. The
+    # decisions per second Redis can make for tollgate when it has a core to
+    # itself, to hold against the ceiling.
+    echo "--- for reference: redis-benchmark, EVALSHA of tollgate's acquire script, $BATCH decisions per call, 64 clients"
+    batch_keys=()
+    batch_args=("" 0 1 c 1000000000 1000000 0 pc1 "$BATCH")
+    for _ in $(seq "$BATCH"); do
+        batch_keys+=("bench:{__rand_int__}:s")
+        batch_args+=(1 1 9000000000000000 1 1 "")
+    done
+    redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c 64 -P 1 -n $((3000000 / BATCH)) -r 1000 --precision 3 \
+        evalsha "$sha" "$BATCH" "${batch_keys[@]}" "${batch_args[@]}" \
+        > "$OUT/rls-evalsha-batched.txt" 2>&1
+    BATCHED_CEILING=$(awk -v b="$BATCH" '/throughput summary/ {print int($3 * b)}' "$OUT/rls-evalsha-batched.txt")
+    echo "  $BATCHED_CEILING decisions per second"
 fi
 
 if [ "${PERF:-0}" = 1 ] && command -v perf >/dev/null; then
@@ -351,6 +427,7 @@ wrk_run filter_memory_again "$FILTER_MEMORY_PORT"
 
 echo "--- ratios (targets from the issue, reported, not asserted)"
 awk -v a="$BARE_RATE" -v b="$MEMORY_RATE" -v c="$REDIS_RATE" -v e="$CEILING" -v s="$ACQUIRE_CEILING" \
+    -v batched="$BATCHED_CEILING" -v batch="$BATCH" \
     -v p99b="$(field p99_us < "$OUT/rls-open_memory.txt")" \
     -v p99c="$(field p99_us < "$OUT/rls-open_redis.txt")" \
     -v nf="$(cat "$WORK/rps-no_filter")" -v nf2="$(cat "$WORK/rps-no_filter_again")" \
@@ -361,6 +438,7 @@ awk -v a="$BARE_RATE" -v b="$MEMORY_RATE" -v c="$REDIS_RATE" -v e="$CEILING" -v 
     printf "(c) / (a)       %.2f   (target >= 0.7)\n", c / a
     printf "(c) / ceiling   %.2f   (target >= 1.0)\n", c / e
     if (s > 0) printf "(c) / the acquire script at one decision per call (%d/s)   %.2f   (for reference)\n", s, c / s
+    if (batched > 0) printf "Redis alone, tollgate'"'"'s script at %d decisions per call: %d decisions/s, %.2f of the ceiling   (for reference)\n", batch, batched, batched / e
     printf "p99 at half load: (b) %.2f ms, (c) %.2f ms   (target < 1 ms)\n", p99b / 1000, p99c / 1000
     printf "Envoy with the filter / without: memory %.2f, %.2f; redis %.2f; bare server %.2f\n", fm / nf, fm2 / nf2, fr / nf, fb / nf
 }'
