@@ -135,7 +135,8 @@ machine_ticks() {
 
 # load NAME PORT PIDS -- ARGS...: rls_load against PORT; prints one line and
 # leaves rls_load's output in $OUT/rls-NAME.txt. CPU per call is that of PIDS.
-# Closed loops also print, over the counted seconds but the last, how the
+# Closed loops also print, over the counted seconds but the first and the
+# last, how the
 # machine's cores were shared: the cores used by the client (rls_load), by
 # PIDS and left idle, and the time their threads were runnable but waited
 # for a core (ms per second; /proc/PID/task/*/schedstat).
@@ -150,6 +151,7 @@ load() {
     "$LOAD" --target "http://127.0.0.1:$port" --warmup "$WARMUP" \
         --seconds "$SECONDS_PER_RUN" --keys "$KEYS" "$@" > "$WORK/load.txt" &
     client=$!
+    PIDS+=("$client")
     # (Whole seconds, at least 3: one after the warm-up, one at the end left out.)
     if [[ "$SECONDS_PER_RUN" =~ ^[0-9]+$ ]] && [ "$SECONDS_PER_RUN" -ge 3 ] \
         && ! printf '%s ' "$@" | grep -q -- '--mode open'; then
@@ -163,7 +165,7 @@ load() {
         s1=$(threads_ns "$server")
         # shellcheck disable=SC2086
         r1=$(threads_ns $others)
-        share=$(echo "$t0 $t1 $m0 $m1 $c0 $c1 $s0 $s1 $r0 $r1" | awk -v cores="$(nproc)" -v redis="$others" '{
+        share=$(echo "$t0 $t1 $m0 $m1 $c0 $c1 $s0 $s1 $r0 $r1" | awk -v cores="$(grep -c '^cpu[0-9]' /proc/stat)" -v redis="$others" '{
             wall = ($2 - $1) / 1e9
             busy = $5 - $3; idle = $6 - $4
             printf "cores: client %.2f, server %.2f", ($9 - $7) / 1e9 / wall, ($13 - $11) / 1e9 / wall
@@ -206,9 +208,14 @@ mean_rate() {
 # below.
 REDIS_SCRIPT_CALLS=$(redis-cli -p "$REDIS_PORT" info commandstats | tr -d '\r' \
     | awk -F'[=,]' '/^cmdstat_evalsha:/ {print $2}')
-BATCH=$(for round in $(seq "$ROUNDS"); do field issued < "$OUT/rls-redis_$round.txt"; done \
-    | awk -v scripts="${REDIS_SCRIPT_CALLS:-0}" '{ s += $1 } END { b = scripts > 0 ? int(s / scripts + 0.5) : 1; print (b < 1 ? 1 : b) }')
-echo "    (c) sent $BATCH decisions per script call (the calls it was issued over Redis's EVALSHA count)"
+BATCH=0
+if [ "${REDIS_SCRIPT_CALLS:-0}" -gt 0 ]; then
+    BATCH=$(for round in $(seq "$ROUNDS"); do field issued < "$OUT/rls-redis_$round.txt"; done \
+        | awk -v scripts="$REDIS_SCRIPT_CALLS" '{ s += $1 } END { b = int(s / scripts + 0.5); print (b < 1 ? 1 : b) }')
+    echo "    (c) sent $BATCH decisions per script call (the calls it was issued over Redis's EVALSHA count)"
+else
+    echo "    (c)'s decisions per script call: unknown (Redis counted no EVALSHA)"
+fi
 BARE_RATE=$(mean_rate bare)
 MEMORY_RATE=$(mean_rate memory)
 REDIS_RATE=$(mean_rate redis)
@@ -246,18 +253,20 @@ status=$(redis-cli -p "$REDIS_PORT" evalsha "$sha" 1 "bench:{check}:s" "" "${acq
 if [ "$status" != 0 ]; then
     echo "the acquire script did not decide the reference request (status $status)" >&2
     ACQUIRE_CEILING=0
-    BATCHED_CEILING=0
 else
     redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c 64 -P 1 -n 300000 -r 1000 --precision 3 \
         evalsha "$sha" 1 "bench:{__rand_int__}:s" "" "${acquire_args[@]}" \
         > "$OUT/rls-evalsha-acquire.txt" 2>&1
     ACQUIRE_CEILING=$(awk '/throughput summary/ {print int($3)}' "$OUT/rls-evalsha-acquire.txt")
     grep -E "throughput summary" "$OUT/rls-evalsha-acquire.txt"
-    # Redis's side of (c) on its own: the same script carrying BATCH
-    # decisions per call, as (c)'s batcher sent them, each on its own key
-    # (redis-benchmark draws each __rand_int__ anew), 64 clients. The
-    # decisions per second Redis can make for tollgate when it has a core to
-    # itself, to hold against the ceiling.
+fi
+# Redis's side of (c) on its own: the same script carrying BATCH decisions
+# per call, as (c)'s batcher sent them, their keys drawn independently from
+# 1,000 (redis-benchmark draws each __rand_int__ anew), 64 clients. The
+# decisions per second Redis can make for tollgate when it has a core to
+# itself, to hold against the ceiling.
+BATCHED_CEILING=0
+if [ "$ACQUIRE_CEILING" != 0 ] && [ "$BATCH" -gt 0 ]; then
     echo "--- for reference: redis-benchmark, EVALSHA of tollgate's acquire script, $BATCH decisions per call, 64 clients"
     batch_keys=()
     batch_args=("" 0 1 c 1000000000 1000000 0 pc1 "$BATCH")
@@ -265,11 +274,22 @@ else
         batch_keys+=("bench:{__rand_int__}:s")
         batch_args+=(1 1 9000000000000000 1 1 "")
     done
-    redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c 64 -P 1 -n $((3000000 / BATCH)) -r 1000 --precision 3 \
-        evalsha "$sha" "$BATCH" "${batch_keys[@]}" "${batch_args[@]}" \
-        > "$OUT/rls-evalsha-batched.txt" 2>&1
-    BATCHED_CEILING=$(awk -v b="$BATCH" '/throughput summary/ {print int($3 * b)}' "$OUT/rls-evalsha-batched.txt")
-    echo "  $BATCHED_CEILING decisions per second"
+    # Each request decided (DECIDED, 0, the second element and every other
+    # one after it), as for the one-decision call above.
+    check_keys=()
+    for index in $(seq "$BATCH"); do check_keys+=("bench:{check$index}:s"); done
+    decided=$(redis-cli -p "$REDIS_PORT" evalsha "$sha" "$BATCH" "${check_keys[@]}" "${batch_args[@]}" \
+        | awk 'NR % 2 == 0 && $0 == "0" { n++ } END { print n + 0 }')
+    if [ "$decided" != "$BATCH" ]; then
+        echo "the acquire script decided $decided of the $BATCH requests of the batched call" >&2
+    else
+        redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c 64 -P 1 -n $((3000000 / BATCH)) -r 1000 \
+            --precision 3 evalsha "$sha" "$BATCH" "${batch_keys[@]}" "${batch_args[@]}" \
+            > "$OUT/rls-evalsha-batched.txt" 2>&1
+        BATCHED_CEILING=$(awk -v b="$BATCH" '/throughput summary/ {print int($3 * b)}' \
+            "$OUT/rls-evalsha-batched.txt")
+        echo "  $BATCHED_CEILING decisions per second"
+    fi
 fi
 
 if [ "${PERF:-0}" = 1 ] && command -v perf >/dev/null; then
