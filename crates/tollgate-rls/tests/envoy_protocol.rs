@@ -5,15 +5,11 @@
 
 mod loopback;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
     RateLimitDescriptor, rate_limit_descriptor::Entry,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use tollgate_core::ManualClock;
 use tollgate_rls::Rls;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -26,16 +22,7 @@ descriptors:
 ";
 
 async fn start() -> (Rls, tempfile::TempDir) {
-    let directory = tempfile::tempdir().unwrap();
-    std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
-    let mut arguments = loopback::arguments();
-    arguments.config = Some(directory.path().to_owned());
-    // 2100-01-01T12:00:00Z: no day's window ends during the test.
-    let clock = Arc::new(ManualClock::new(4_102_488_000_000_000_000));
-    let rls = Rls::start_on_clock(&arguments, Duration::from_millis(100), clock)
-        .await
-        .unwrap();
-    (rls, directory)
+    loopback::start_at_noon(CONFIG, loopback::arguments()).await
 }
 
 fn request(domain: &str, value: &str) -> RateLimitRequest {

@@ -5,7 +5,6 @@
 
 mod loopback;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
@@ -13,7 +12,6 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use tollgate_core::ManualClock;
 use tollgate_rls::Rls;
 
 const CONFIG: &str = "\
@@ -27,17 +25,9 @@ descriptors:
 /// of its file.
 #[cfg(target_os = "linux")]
 async fn start(workers: usize) -> (Rls, tempfile::TempDir) {
-    let directory = tempfile::tempdir().unwrap();
-    std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
     let mut arguments = loopback::arguments();
-    arguments.config = Some(directory.path().to_owned());
     arguments.workers = Some(workers);
-    // 2100-01-01T12:00:00Z: no day's window ends during the test.
-    let clock = Arc::new(ManualClock::new(4_102_488_000_000_000_000));
-    let rls = Rls::start_on_clock(&arguments, Duration::from_millis(100), clock)
-        .await
-        .unwrap();
-    (rls, directory)
+    loopback::start_at_noon(CONFIG, arguments).await
 }
 
 /// Held by each test that starts a service: they count the process's worker

@@ -1,9 +1,14 @@
 //! `tollgate rls` settings for a test: every listener on 127.0.0.1 on a port
-//! the kernel picks, statsd off.
+//! the kernel picks, statsd off; and a service started on them with one
+//! configuration file, on a manual clock.
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
-use tollgate_rls::RlsArguments;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate_core::ManualClock;
+use tollgate_rls::{Rls, RlsArguments};
 
 /// The defaults, on loopback with kernel-chosen ports and no statsd.
 pub fn arguments() -> RlsArguments {
@@ -16,4 +21,19 @@ pub fn arguments() -> RlsArguments {
     arguments.debug_port = 0;
     arguments.use_statsd = false;
     arguments
+}
+
+/// The service on `arguments` with `config` as its one file (`rl.yaml`, in
+/// the directory returned with it), on a manual clock at
+/// 2100-01-01T12:00:00Z (no day's window ends during a test), its shutdown
+/// grace 100 ms.
+pub async fn start_at_noon(config: &str, mut arguments: RlsArguments) -> (Rls, tempfile::TempDir) {
+    let directory = tempfile::tempdir().unwrap();
+    std::fs::write(directory.path().join("rl.yaml"), config).unwrap();
+    arguments.config = Some(directory.path().to_owned());
+    let clock = Arc::new(ManualClock::new(4_102_488_000_000_000_000));
+    let rls = Rls::start_on_clock(&arguments, Duration::from_millis(100), clock)
+        .await
+        .unwrap();
+    (rls, directory)
 }
