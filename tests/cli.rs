@@ -205,7 +205,10 @@ fn check_config_prints_what_is_in_force_and_every_warning() {
     assert!(output.stdout.is_empty());
     assert_eq!(
         String::from_utf8(output.stderr).unwrap(),
-        format!("tollgate: {}: workers must be at least 1\n", bad.display())
+        format!(
+            "tollgate: {}: workers must be from 1 to 1024\n",
+            bad.display()
+        )
     );
 }
 

@@ -39,6 +39,7 @@ mod key;
 mod limiter;
 mod plan;
 mod policy;
+mod ratelimit_fields;
 mod resolution;
 mod route_budget;
 mod store;
@@ -60,6 +61,9 @@ pub use plan::{
     MAX_PLAN_POLICIES, MAX_POLICY_NAME, NamedPolicy, PlanError, PlanPolicies, PolicyList,
 };
 pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};
+pub use ratelimit_fields::{
+    RateLimitItem, advertised_quota, push_structured_string, rate_limit_fields,
+};
 pub use resolution::Resolution;
 pub use route_budget::{
     RouteBudgetChoice, RouteBudgets, RouteKeyKind, route_store_key, route_store_key_prefix,

@@ -14,18 +14,16 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::net::TcpListener;
+use tollgate_serve::Stopping;
 
 use super::app::{self, Worker};
 use super::client::ClientConnection;
 
-/// Serves `listener` until `stopped` turns true, then drains its connections.
-pub(crate) async fn serve(
-    listener: TcpListener,
-    worker: Worker,
-    mut stopped: watch::Receiver<bool>,
-) -> std::io::Result<()> {
+/// Serves `listener` until `stopping` says stop, then drains its
+/// connections. Accepting follows `tollgate_serve::accept`'s error policy,
+/// and every connection has `TCP_NODELAY`.
+pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopping) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // An HTTP/1 client gets hyper's 30 s to send a request's headers (an idle
     // keep-alive connection is closed after 30 s), so such a connection
@@ -37,23 +35,7 @@ pub(crate) async fn serve(
         .listener_tls
         .as_ref()
         .map(|tls| (tls.acceptor.clone(), Arc::new(builder.clone())));
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = stopped.wait_for(|stopped| *stopped) => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                if must_pause(&error) {
-                    tokio::select! {
-                        () = tokio::time::sleep(ACCEPT_PAUSE) => {}
-                        _ = stopped.wait_for(|stopped| *stopped) => break,
-                    }
-                }
-                continue;
-            }
-        };
+    while let Some((stream, peer)) = tollgate_serve::accept(&listener, &stopping).await {
         let worker = worker.clone();
         let client = Arc::new(match tls {
             Some(_) => ClientConnection::over_tls(peer),
@@ -67,7 +49,7 @@ pub(crate) async fn serve(
             }
         });
         if let Some((acceptor, builder)) = &tls {
-            let accepting = acceptor.accept(without_nagle(stream));
+            let accepting = acceptor.accept(stream);
             let (builder, watcher) = (Arc::clone(builder), graceful.watcher());
             tokio::spawn(async move {
                 let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, accepting).await {
@@ -92,7 +74,7 @@ pub(crate) async fn serve(
         // With upgrades: a WebSocket's connection leaves hyper after its 101
         // (see `upgrade.rs`).
         let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(without_nagle(stream)), service)
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
@@ -103,36 +85,8 @@ pub(crate) async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
-    Ok(())
-}
-
-/// `stream` with `TCP_NODELAY`: requests and responses are small, each goes
-/// out at once instead of waiting for the peer's acknowledgement (Nagle).
-fn without_nagle(stream: TcpStream) -> TcpStream {
-    if let Err(error) = stream.set_nodelay(true) {
-        tracing::debug!(%error, "cannot set TCP_NODELAY");
-    }
-    stream
 }
 
 /// How long a client has for its TLS handshake before its connection is
 /// closed.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long the listener pauses after an `accept` error that is not the
-/// connection's own (out of file descriptors, say), rather than spin.
-const ACCEPT_PAUSE: Duration = Duration::from_secs(1);
-
-/// Whether an `accept` error calls for a pause (and a log line): not when a
-/// connection failed on its own way in.
-fn must_pause(error: &std::io::Error) -> bool {
-    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
-    if matches!(
-        error.kind(),
-        ConnectionAborted | ConnectionRefused | ConnectionReset
-    ) {
-        return false;
-    }
-    tracing::error!(%error, "cannot accept a connection");
-    true
-}

@@ -40,6 +40,9 @@ pub(crate) fn record_client_body_error(route: &Arc<str>) {
 /// How an upstream failed a forwarded request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum UpstreamFailure {
+    /// It answered 101 Switching Protocols to a request that asked for no
+    /// upgrade (502).
+    SwitchedUnasked,
     /// It could not be reached: no connection (the request then goes to the
     /// route's next server, if any, else the client gets 502), or the
     /// connection failed before the response headers (502).
@@ -63,6 +66,7 @@ impl UpstreamFailure {
             UpstreamFailure::Timeout => "timeout",
             UpstreamFailure::BodyStalled => "body_stalled",
             UpstreamFailure::BodyBroken => "body_broken",
+            UpstreamFailure::SwitchedUnasked => "switched_unasked",
         }
     }
 }

@@ -105,6 +105,24 @@ impl Proxy {
         let exchange = self.send(route, request, Kind::Plain, limits.backoff, &mut tried);
         let answered = tokio::time::timeout(timeout, exchange).await;
         match answered {
+            Ok(Ok((Answer::Plain(response), server)))
+                if response.status() == StatusCode::SWITCHING_PROTOCOLS =>
+            {
+                // RFC 9110 section 15.2.2: a server switches only to a
+                // protocol the request's `Upgrade` asked for, and this one
+                // asked for none; over HTTP/2 a 101 is no answer at all (RFC
+                // 9113 section 8.6).
+                record_upstream_failure(
+                    &route.name,
+                    &server.server,
+                    UpstreamFailure::SwitchedUnasked,
+                );
+                tracing::warn!(route = %route.name, "the upstream switched protocols unasked");
+                problem(
+                    StatusCode::BAD_GATEWAY,
+                    format!("the upstream of {} switched protocols unasked", route.name),
+                )
+            }
             Ok(Ok((Answer::Plain(response), server))) => {
                 passed_on(response, client_version, route, server, limits)
             }

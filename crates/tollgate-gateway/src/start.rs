@@ -10,9 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arc_swap::ArcSwap;
 use axum::Router;
 use tokio::net::TcpListener;
+use tokio::signal::unix::SignalKind;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tollgate_core::{Clock, Store, SystemClock};
+use tollgate_serve::{Drained, Shutdown, Signals, WorkerThread};
 
 use super::access_log::AccessLog;
 use super::admin_guard::AdminGuard;
@@ -61,12 +63,12 @@ pub struct Running {
     /// Where the admin API and operations endpoints listen.
     pub admin_address: SocketAddr,
     app: Arc<App>,
-    /// Stops the gateway listener's workers.
-    shutdown: watch::Sender<bool>,
+    /// Stops the gateway listener's workers: drains, then forces.
+    shutdown: Shutdown,
     /// Stops the admin listener, once the workers are done.
     shutdown_admin: watch::Sender<bool>,
     admin: JoinHandle<std::io::Result<()>>,
-    workers: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
+    workers: Vec<WorkerThread>,
 }
 
 impl Running {
@@ -80,30 +82,39 @@ impl Running {
         self.app.reload()
     }
 
-    /// Stops accepting connections, lets in-flight requests finish, and
-    /// returns when every listener is done. The admin listener stays up (with
-    /// `/readyz` answering 503) until the gateway's requests are done.
+    /// Stops accepting connections and lets in-flight requests finish for
+    /// at most the configuration's `drain_timeout` (the one in force: a
+    /// reload may have changed it); then closes the connections still open
+    /// (`tollgate_serve::Shutdown::drain`). Returns when every listener is
+    /// done. The admin listener stays up (with `/readyz` answering 503)
+    /// until the gateway's requests are done.
     pub async fn shutdown(self) {
         self.app.draining.store(true, Ordering::Release);
         // Logged once `/readyz` says so: what reads the log may rely on it.
         tracing::info!("draining in-flight requests");
-        let _ = self.shutdown.send(true);
+        let drain_timeout = self.app.in_force.load().config.drain_timeout;
         let workers = self.workers;
-        let workers = tokio::task::spawn_blocking(move || {
-            workers
-                .into_iter()
-                .map(|worker| worker.join().unwrap_or(Ok(())))
-                .collect::<Vec<_>>()
-        });
-        let mut results = workers.await.unwrap_or_default();
+        let drained = self
+            .shutdown
+            .drain(drain_timeout, async move {
+                for worker in workers {
+                    worker.ended().await;
+                }
+            })
+            .await;
+        if drained != Drained::InTime {
+            tracing::warn!(
+                drain_timeout = %humantime::format_duration(drain_timeout),
+                "in-flight requests still running after the drain timeout were cut off"
+            );
+        }
         // No request is in flight: the access log's last lines are written.
         if let Some(access_log) = self.app.access_log.clone() {
             let _ = tokio::task::spawn_blocking(move || access_log.stop()).await;
         }
         let _ = self.shutdown_admin.send(true);
-        results.push(self.admin.await.unwrap_or(Ok(())));
-        for error in results.into_iter().filter_map(Result::err) {
-            tracing::warn!(%error, "listener stopped with an error");
+        if let Ok(Err(error)) = self.admin.await {
+            tracing::warn!(%error, "the admin listener stopped with an error");
         }
     }
 }
@@ -148,8 +159,8 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     let config = &app.started.config;
     let (address, listeners) = workers::bind(config.listen, app.started.workers)?;
     let (admin, admin_address) = bind_admin(config.admin.listen).await?;
-    let (shutdown, stopped) = watch::channel(false);
-    let workers = workers::spawn(listeners, &app, config.upstream.connect_timeout, &stopped)?;
+    let (shutdown, stopping) = Shutdown::new();
+    let workers = workers::spawn(listeners, &app, config.upstream.connect_timeout, &stopping)?;
     let (shutdown_admin, admin_stopped) = watch::channel(false);
     let admin = tokio::spawn(serve_admin(
         admin,
@@ -224,45 +235,29 @@ async fn serve_admin(
     .await
 }
 
-/// Runs a gateway until SIGTERM or Ctrl-C, reloading on SIGHUP. Stopping
-/// drains in-flight requests for at most `drain_timeout`; a second signal
-/// stops at once. Either way the requests still running are cut off when the
-/// process exits.
+/// Runs a gateway until SIGTERM or Ctrl-C (SIGINT), reloading on SIGHUP.
+/// Stopping drains in-flight requests for at most `drain_timeout`, then
+/// closes their connections; a second SIGTERM or SIGINT stops at once.
 ///
 /// # Errors
 ///
 /// When the gateway cannot start.
 pub async fn run(options: ServeOptions) -> Result<(), StartError> {
-    use tokio::signal::unix::{SignalKind, signal};
     let running = start(options).await?;
-    let handler = |kind| {
-        signal(kind).map_err(|source| StartError::Start {
-            what: "the signal handlers",
-            source,
-        })
-    };
-    let mut hangup = handler(SignalKind::hangup())?;
-    let mut terminate = handler(SignalKind::terminate())?;
+    let mut hangup = Signals::listen(&[SignalKind::hangup()]);
+    let mut stop = Signals::listen(&[SignalKind::terminate(), SignalKind::interrupt()]);
     loop {
         tokio::select! {
-            _ = hangup.recv() => match running.reload() {
+            () = hangup.next() => match running.reload() {
                 Ok(()) => tracing::info!("configuration reloaded"),
                 Err(error) => tracing::error!(%error, "configuration rejected; the previous one stays in force"),
             },
-            _ = terminate.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
+            () = stop.next() => break,
         }
     }
-    // A reload may have changed it.
-    let drain_timeout = running.app.in_force.load().config.drain_timeout;
     tokio::select! {
         () = running.shutdown() => tracing::info!("stopped"),
-        () = tokio::time::sleep(drain_timeout) => tracing::warn!(
-            drain_timeout = %humantime::format_duration(drain_timeout),
-            "in-flight requests still running after the drain timeout are cut off"
-        ),
-        _ = terminate.recv() => tracing::warn!("a second signal: stopping at once"),
-        _ = tokio::signal::ctrl_c() => tracing::warn!("a second signal: stopping at once"),
+        () = stop.next() => tracing::warn!("a second signal: stopping at once"),
     }
     Ok(())
 }

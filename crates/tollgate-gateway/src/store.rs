@@ -1,12 +1,13 @@
-//! Opening the limit store a configuration names: the in-memory store, or
-//! the Redis store (one server or a cluster) for limits shared by several
-//! gateways.
+//! The limit store a configuration names, opened through
+//! `tollgate_serve::open_store`: the in-memory store, or the Redis store (one
+//! server or a cluster) for limits shared by several gateways.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use tollgate_core::{Clock, MemoryStore, Store};
-use tollgate_redis::{RedisConfig, RedisStore, RedisStoreError, TimeSource};
+use tollgate_core::{Clock, Store};
+use tollgate_redis::{RedisConfig, RedisStoreError, TimeSource};
+use tollgate_serve::{OpenStoreError, StoreLocation};
 
 use super::config::{ServeConfig, StoreTime};
 use super::error::StartError;
@@ -18,29 +19,35 @@ pub(crate) fn open(
     clock: Arc<dyn Clock>,
     config_path: Option<&Path>,
 ) -> Result<Arc<dyn Store>, StartError> {
+    tollgate_serve::open_store(&location(config, &clock), &config.limits, clock).map_err(|error| {
+        match error {
+            OpenStoreError::Memory(error) => StartError::from(error),
+            OpenStoreError::Redis(error) => match (error, config_path) {
+                (error @ RedisStoreError::Policy(_), Some(path)) => StartError::RedisPolicy {
+                    file: path.display().to_string(),
+                    source: error,
+                },
+                (RedisStoreError::Url(_), path) => StartError::StoreUrl {
+                    file: path.map(|path| path.display().to_string()),
+                },
+                (error, _) => StartError::Redis(error),
+            },
+        }
+    })
+}
+
+/// Where `config` keeps its limits.
+fn location(config: &ServeConfig, clock: &Arc<dyn Clock>) -> StoreLocation {
     let Some(url) = &config.store.url else {
-        return Ok(Arc::new(MemoryStore::new(&config.limits, clock)?));
+        return StoreLocation::Memory;
     };
     let mut redis = RedisConfig::new(url.as_str());
     redis.prefix.clone_from(&config.store.prefix);
     redis.ca_file.clone_from(&config.store.ca_file);
     redis.timeout = config.store.timeout;
     if config.store.time == StoreTime::Local {
-        redis.time = TimeSource::Clock(clock);
+        redis.time = TimeSource::Clock(Arc::clone(clock));
     }
     redis.key_secret = config.store.key_secret();
-    let prefix = redis.prefix.clone();
-    let store =
-        RedisStore::connect(redis, &config.limits).map_err(|error| match (error, config_path) {
-            (error @ RedisStoreError::Policy(_), Some(path)) => StartError::RedisPolicy {
-                file: path.display().to_string(),
-                source: error,
-            },
-            (RedisStoreError::Url(_), path) => StartError::StoreUrl {
-                file: path.map(|path| path.display().to_string()),
-            },
-            (error, _) => StartError::Redis(error),
-        })?;
-    tracing::info!(server = config.store.server(), %prefix, "limits in Redis");
-    Ok(Arc::new(store))
+    StoreLocation::Redis(Box::new(redis))
 }

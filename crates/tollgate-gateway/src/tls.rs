@@ -80,7 +80,8 @@ impl ListenerTls {
     /// [`ServeConfigError::Invalid`] naming the setting and its file.
     pub(crate) fn load(config: &TlsConfig) -> Result<LoadedCertificate, ServeConfigError> {
         let chain = read_certificates("tls.cert", &config.cert)?;
-        let key = PrivateKeyDer::from_pem_file(&config.key)
+        let key_pem = read_pem_file("tls.key", &config.key)?;
+        let key = PrivateKeyDer::from_pem_slice(&key_pem)
             .map_err(|error| file_error("tls.key", &config.key, &error))?;
         let certified = CertifiedKey::from_der(chain, key, &provider()).map_err(|error| {
             ServeConfigError::Invalid(format!(
@@ -119,8 +120,9 @@ pub(crate) fn read_certificates(
     setting: &str,
     path: &Path,
 ) -> Result<Vec<CertificateDer<'static>>, ServeConfigError> {
-    let certificates = CertificateDer::pem_file_iter(path)
-        .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
+    let pem = read_pem_file(setting, path)?;
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|error| file_error(setting, path, &error))?;
     if certificates.is_empty() {
         return Err(ServeConfigError::Invalid(format!(
@@ -129,6 +131,15 @@ pub(crate) fn read_certificates(
         )));
     }
     Ok(certificates)
+}
+
+/// The bytes of `setting`'s file `path`: a regular file of at most
+/// `tollgate_serve::MAX_FILE_BYTES` (a reload naming `/dev/zero` or a FIFO is
+/// refused, not read for ever).
+fn read_pem_file(setting: &str, path: &Path) -> Result<Vec<u8>, ServeConfigError> {
+    tollgate_serve::read_regular_file(path, tollgate_serve::MAX_FILE_BYTES).map_err(|error| {
+        ServeConfigError::Invalid(format!("{setting} {}: {error}", path.display()))
+    })
 }
 
 /// `setting`'s file `path` could not be read as PEM.

@@ -1,102 +1,81 @@
 //! The gateway listener's worker threads: one `SO_REUSEPORT` socket of the
 //! gateway port and one single-threaded event loop each, so a request never
-//! changes threads.
+//! changes threads (`tollgate_serve::spread` and `tollgate_serve::workers`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tollgate_serve::{Stopping, WorkerThread};
 
 use super::app::{App, Worker};
 use super::error::StartError;
 use super::listener;
 use super::proxy::Proxy;
 
-/// `count` listening sockets sharing `address` (`SO_REUSEPORT`: the kernel
-/// spreads connections over them), and the address bound (its port chosen by
-/// the system when `address`'s is 0).
-///
-/// Fails when another process listens on `address` already: with
-/// `SO_REUSEPORT`, a second gateway would otherwise share the port silently
-/// and split its clients between two budgets.
+/// `count` listening sockets sharing `address`, and the address bound (see
+/// [`tollgate_serve::bind_reuse_port`]: a port another process listens on
+/// is refused).
 pub(crate) fn bind(
     address: SocketAddr,
     count: usize,
 ) -> Result<(SocketAddr, Vec<std::net::TcpListener>), StartError> {
-    let listen_error = |address, source| StartError::Listen {
-        address,
+    tollgate_serve::bind_reuse_port(address, count).map_err(|error| StartError::Listen {
+        address: error.address,
         admin: false,
-        source,
-    };
-    if address.port() != 0 {
-        std::net::TcpListener::bind(address).map_err(|error| listen_error(address, error))?;
-    }
-    let first = reuse_port_listener(address).map_err(|error| listen_error(address, error))?;
-    let bound = first
-        .local_addr()
-        .map_err(|error| listen_error(address, error))?;
-    let mut listeners = vec![first];
-    for _ in 1..count {
-        listeners.push(reuse_port_listener(bound).map_err(|error| listen_error(bound, error))?);
-    }
-    Ok((bound, listeners))
+        source: error.source,
+    })
 }
 
-/// A nonblocking listening socket on `address` that other sockets may share.
-fn reuse_port_listener(address: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&address.into())?;
-    socket.listen(1024)?;
-    Ok(socket.into())
-}
-
-/// Starts one worker thread per listener, each serving until `stopped`.
+/// Starts one worker thread per listener, each serving until `stopping`
+/// says stop (then draining its connections) or force (then dropping them).
 pub(crate) fn spawn(
     listeners: Vec<std::net::TcpListener>,
     app: &Arc<App>,
     connect_timeout: Duration,
-    stopped: &watch::Receiver<bool>,
-) -> Result<Vec<std::thread::JoinHandle<std::io::Result<()>>>, StartError> {
+    stopping: &Stopping,
+) -> Result<Vec<WorkerThread>, StartError> {
     listeners
         .into_iter()
         .enumerate()
         .map(|(index, listener)| {
             let app = Arc::clone(app);
-            let stopped = stopped.clone();
-            std::thread::Builder::new()
-                .name(format!("tollgate-worker-{index}"))
-                .spawn(move || run(listener, app, connect_timeout, stopped))
-                .map_err(|source| StartError::Start {
-                    what: "the worker threads",
-                    source,
-                })
+            let stopping = stopping.clone();
+            tollgate_serve::spawn_event_loop(format!("tollgate-worker-{index}"), move || {
+                run(listener, app, connect_timeout, stopping)
+            })
+            .map_err(|source| StartError::Start {
+                what: "the worker threads",
+                source,
+            })
         })
         .collect()
 }
 
-/// One worker: a single-threaded event loop serving its own listening socket
-/// with its own upstream connections.
-fn run(
+/// One worker: its own listening socket, served with its own upstream
+/// connections on its thread's event loop.
+async fn run(
     listener: std::net::TcpListener,
     app: Arc<App>,
     connect_timeout: Duration,
-    stopped: watch::Receiver<bool>,
-) -> std::io::Result<()> {
-    let event_loop = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    event_loop.block_on(async move {
-        let listener = TcpListener::from_std(listener)?;
-        let worker = Worker {
-            app,
-            proxy: Proxy::new(connect_timeout),
-        };
-        listener::serve(listener, worker, stopped).await
-    })
+    stopping: Stopping,
+) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, "a worker cannot take its listening socket");
+            return;
+        }
+    };
+    let worker = Worker {
+        app,
+        proxy: Proxy::new(connect_timeout),
+    };
+    let forced = stopping.forced();
+    tokio::select! {
+        () = listener::serve(listener, worker, stopping) => {}
+        // Its connections are dropped with the event loop.
+        () = forced => {}
+    }
 }

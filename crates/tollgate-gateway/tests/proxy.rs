@@ -490,3 +490,58 @@ async fn an_upstream_body_cut_short_is_counted_as_an_upstream_failure() {
         Some(1.0)
     );
 }
+
+#[tokio::test]
+async fn an_upstream_switching_protocols_unasked_gives_502() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // An upstream that answers 101 to a plain GET, which asked for no
+    // upgrade (RFC 9110 section 15.2.2 forbids it; over HTTP/2 a 101 is
+    // no answer at all).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head).await;
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n\
+                      Upgrade: websocket\r\n\r\n",
+                )
+                .await;
+            // Held open, as a switched connection would be.
+            tokio::spawn(async move {
+                let _ = stream.read(&mut head).await;
+            });
+        }
+    });
+    let toml = config(&format!(
+        "[[routes]]\nname = \"switched-unasked\"\nprefix = \"/\"\nupstream = \"http://{address}\"\n"
+    ));
+    let gateway = Gateway::start(&toml, 0).await;
+    let response = gateway.get("/", "sk_a").await;
+    assert_eq!(response.status(), 502);
+    // And over HTTP/2 with prior knowledge, where 101 does not exist.
+    let http2 = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    let request = http::Request::get(gateway.url("/"))
+        .header("authorization", "Bearer sk_b")
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    let response = http2.request(request).await.unwrap();
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    assert_eq!(response.status(), 502);
+    let server = address.to_string();
+    let labels = [
+        ("route", "switched-unasked"),
+        ("server", &server),
+        ("failure", "switched_unasked"),
+    ];
+    assert_eq!(
+        gateway
+            .route_sample("tollgate_upstream_failures_total", &labels)
+            .await,
+        Some(2.0)
+    );
+}

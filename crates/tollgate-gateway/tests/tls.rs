@@ -285,6 +285,21 @@ async fn a_reload_puts_new_certificates_in_force_and_keeps_the_old_over_bad_file
     let error = gateway.running.reload().unwrap_err().to_string();
     assert!(error.contains("tls.key"), "{error}");
     assert_eq!(shown().await.certificate, second.der);
+    // A key that is a device that never ends, or a FIFO no one writes: refused
+    // without being read (the device's read aborted the process, the FIFO's
+    // never returned).
+    std::os::unix::fs::symlink("/dev/zero", files.join("key.pem")).unwrap();
+    let error = gateway.running.reload().unwrap_err().to_string();
+    assert!(error.ends_with("key.pem: not a regular file"), "{error}");
+    std::fs::remove_file(files.join("key.pem")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(files.join("key.pem"))
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo");
+    let error = gateway.running.reload().unwrap_err().to_string();
+    assert!(error.ends_with("key.pem: not a regular file"), "{error}");
+    assert_eq!(shown().await.certificate, second.der);
     gateway.running.shutdown().await;
 }
 

@@ -27,7 +27,8 @@ impl std::fmt::Debug for TimeSource {
     }
 }
 
-/// The Redis store's settings. Its `Debug` never shows the key secret.
+/// The Redis store's settings. Its `Debug` never shows the key secret, nor
+/// the URL's credentials ([`crate::redacted_url`]).
 #[derive(Clone)]
 pub struct RedisConfig {
     /// `redis://[user:password@]host:port[/db]` for a Redis server, or
@@ -75,6 +76,7 @@ pub struct RedisConfig {
 impl std::fmt::Debug for RedisConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisConfig")
+            .field("server", &crate::redacted_url(&self.url))
             .field("ca_file", &self.ca_file)
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)

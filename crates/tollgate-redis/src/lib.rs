@@ -44,10 +44,12 @@ mod keys;
 mod plans;
 mod policy_sync;
 mod protocol;
+mod redaction;
 mod refund;
 mod script;
 mod split;
 mod store;
 
 pub use config::{RedisConfig, TimeSource};
+pub use redaction::{UNREADABLE_URL, redacted_url};
 pub use store::{RedisStore, RedisStoreError};

@@ -107,6 +107,9 @@ pub enum RedisStoreError {
     Prefix(String),
 }
 
+/// The most bytes read of a CA file: 16 MiB.
+const MAX_CA_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// The PEM text of the CA file `path`, checked to hold at least one
 /// certificate.
 fn read_ca_file(path: &std::path::Path) -> Result<Vec<u8>, RedisStoreError> {
@@ -115,7 +118,29 @@ fn read_ca_file(path: &std::path::Path) -> Result<Vec<u8>, RedisStoreError> {
     let error = |reason: String| {
         RedisStoreError::CaFile(format!("the CA file {}: {reason}", path.display()))
     };
-    let pem = std::fs::read(path).map_err(|source| error(format!("cannot read it: {source}")))?;
+    // A regular file of at most 16 MiB, as every file a configuration names
+    // (tollgate-serve's `read_regular_file`, which this crate sits below): a
+    // device or a FIFO is refused, not read for ever.
+    let metadata =
+        std::fs::metadata(path).map_err(|source| error(format!("cannot read it: {source}")))?;
+    if !metadata.is_file() {
+        return Err(error("not a regular file".to_owned()));
+    }
+    let mut pem = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(path)
+                .map_err(|source| error(format!("cannot read it: {source}")))?,
+            MAX_CA_FILE_BYTES + 1,
+        ),
+        &mut pem,
+    )
+    .map_err(|source| error(format!("cannot read it: {source}")))?;
+    if pem.len() as u64 > MAX_CA_FILE_BYTES {
+        return Err(error(format!(
+            "larger than the {MAX_CA_FILE_BYTES} bytes read"
+        )));
+    }
     let certificates = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|source| error(source.to_string()))?;

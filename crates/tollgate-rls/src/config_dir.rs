@@ -318,20 +318,13 @@ impl Walker<'_> {
     }
 }
 
-/// A file's text, following a link; a link to a directory, a file over
-/// [`MAX_CONFIG_FILE_BYTES`] or one that is not UTF-8 is refused.
+/// A file's text, following a link: only a regular file of at most
+/// [`MAX_CONFIG_FILE_BYTES`] in UTF-8 is read (`tollgate_serve::read_regular_file`);
+/// a directory, a FIFO (whose read would wait for a writer and hold every
+/// later reload), a device or a socket is skipped, and the skip is logged.
 fn read_file(path: &Path) -> Result<String, String> {
-    let metadata = fs::metadata(path).map_err(|error| error.to_string())?;
-    if metadata.is_dir() {
-        return Err("is a directory".to_owned());
-    }
-    if metadata.len() > MAX_CONFIG_FILE_BYTES {
-        return Err(format!(
-            "{} bytes, more than the {MAX_CONFIG_FILE_BYTES} read",
-            metadata.len()
-        ));
-    }
-    let bytes = fs::read(path).map_err(|error| error.to_string())?;
+    let bytes = tollgate_serve::read_regular_file(path, MAX_CONFIG_FILE_BYTES)
+        .map_err(|error| error.to_string())?;
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())
 }
 
@@ -522,6 +515,34 @@ mod tests {
             missing.read(),
             Err(ConfigDirError::Directory { .. })
         ));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_device_is_skipped_and_named_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        write(&root.path().join("config/basic.yaml"), BASIC);
+        let fifo = root.path().join("config/pipe.yaml");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo");
+        std::os::unix::fs::symlink("/dev/zero", root.path().join("config/zero.yaml")).unwrap();
+        let source = ConfigSource::directory(&root.path().join("config"), LoaderOptions::default());
+        // Before, the FIFO's read waited for a writer: this never returned.
+        let files = source.read().unwrap();
+        assert_eq!(names(&files), ["config.basic.yaml"]);
+        assert_eq!(
+            files.skipped,
+            [
+                format!("{}: not a regular file", fifo.display()),
+                format!(
+                    "{}: not a regular file",
+                    root.path().join("config/zero.yaml").display()
+                ),
+            ]
+        );
     }
 
     #[cfg(unix)]

@@ -175,7 +175,8 @@ async fn limits_through_envoy(envoy_path: &Path, redis: Option<(&str, &str)>) {
         Some(&1)
     );
 
-    rls.shutdown().await;
+    rls.shutdown_within(std::time::Duration::from_millis(200))
+        .await;
     drop(envoy);
 }
 
@@ -238,7 +239,8 @@ async fn envoy_fails_open_or_closed_without_tollgate() {
     assert_eq!(get(&client, envoy.open, &user).await.status(), 200);
     assert_eq!(get(&client, envoy.closed, &user).await.status(), 200);
 
-    rls.shutdown().await;
+    rls.shutdown_within(std::time::Duration::from_millis(200))
+        .await;
     let open = get(&client, envoy.open, &user).await;
     assert_eq!(open.status(), 200, "{}", envoy.log_text());
     assert!(open.headers().get("ratelimit-limit").is_none());

@@ -91,7 +91,7 @@ async fn grpc_answers_and_reports_health() {
             .status;
         assert_eq!(status, 1, "{service:?} is SERVING");
     }
-    rls.shutdown().await;
+    loopback::stop(rls).await;
 }
 
 #[tokio::test]
@@ -185,5 +185,5 @@ async fn json_and_healthcheck_answer_as_the_go_service() {
         config,
         "rl.foo: unit=DAY requests_per_unit=1, shadow_mode: false, quota_mode: false\n"
     );
-    rls.shutdown().await;
+    loopback::stop(rls).await;
 }

@@ -131,7 +131,7 @@ async fn malformed_requests_get_the_go_services_errors() {
         stats["ratelimit.service.call.should_rate_limit.service_error"],
         3
     );
-    rls.shutdown().await;
+    loopback::stop(rls).await;
 }
 
 #[tokio::test]
@@ -181,5 +181,5 @@ async fn large_requests_are_answered_or_refused_by_size() {
         .unwrap()
         .into_inner();
     assert_eq!(fine.overall_code, 1);
-    rls.shutdown().await;
+    loopback::stop(rls).await;
 }

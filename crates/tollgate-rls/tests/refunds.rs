@@ -491,5 +491,5 @@ async fn refunds_over_grpc() {
     }
     // Both tokens taken; one back; taken again; then none.
     assert_eq!(answers, [(1, 0), (1, 1), (1, 0), (2, 0)]);
-    rls.shutdown().await;
+    loopback::stop(rls).await;
 }

@@ -170,7 +170,9 @@ fn token_bucket_ten_per_thirty_seconds_burst_five() {
             at(1009, "tb", 1),
         ],
     );
-    let policy = s("RateLimit-Policy: \"d.tb\";q=10;w=30");
+    // The bucket advertises its burst over its fill time: 5 tokens at one
+    // every 3 s, 15 s (core's rule, the same in every adapter).
+    let policy = s("RateLimit-Policy: \"d.tb\";q=5;w=15");
     // Full bucket: 5 taken, none left; one token every 3 s, full again in 15 s.
     assert_eq!(
         summary(&out[0]),

@@ -78,14 +78,22 @@ async fn the_workers_share_one_budget_and_shutdown_ends_them() {
         }],
         hits_addend: 0,
     };
-    // Seven connections, one call each, one after another: whichever worker
-    // serves a connection, the budget of 5 a day is one.
+    // Six connections, all held open: each new one goes to the worker with
+    // the fewest open, so the three workers hold two each (connections 0
+    // and 3 on worker 0, 1 and 4 on worker 1, 2 and 5 on worker 2). Seven
+    // calls in turn over them are decided by all three workers for one key,
+    // and the budget of 5 a day is one.
+    let mut clients = Vec::new();
+    for _ in 0..6 {
+        clients.push(
+            RateLimitServiceClient::connect(address.clone())
+                .await
+                .unwrap(),
+        );
+    }
     let mut codes = Vec::new();
-    for _ in 0..7 {
-        let mut client = RateLimitServiceClient::connect(address.clone())
-            .await
-            .unwrap();
-        let response = client
+    for call in 0..7 {
+        let response = clients[call % 6]
             .should_rate_limit(request.clone())
             .await
             .unwrap()
@@ -94,17 +102,19 @@ async fn the_workers_share_one_budget_and_shutdown_ends_them() {
     }
     // 1 is OK, 2 OVER_LIMIT.
     assert_eq!(codes, [1, 1, 1, 1, 1, 2, 2]);
+    drop(clients);
     // A thread names itself as it starts; by now each has.
     assert_eq!(
         worker_threads(),
         ["rls-worker-0", "rls-worker-1", "rls-worker-2"]
     );
-    rls.shutdown().await;
+    loopback::stop(rls).await;
     assert_eq!(no_worker_threads_left().await, Vec::<String>::new());
 }
 
 /// A health watch stream never ends on its own: the graceful shutdown waits
-/// for it through `SHUTDOWN_GRACE`, then closes it and ends the workers.
+/// for it through its grace period (here 200 ms, `SHUTDOWN_GRACE`'s 10 s in
+/// the service), then closes it and ends the workers.
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn a_shutdown_closes_what_is_still_open_after_the_grace_period() {
@@ -128,8 +138,8 @@ async fn a_shutdown_closes_what_is_still_open_after_the_grace_period() {
         .into_inner();
     // 1 is SERVING: the stream is open on a worker.
     assert_eq!(watch.message().await.unwrap().unwrap().status, 1);
-    let bound = tollgate_rls::server::SHUTDOWN_GRACE + Duration::from_secs(20);
-    tokio::time::timeout(bound, rls.shutdown())
+    let grace = Duration::from_millis(200);
+    tokio::time::timeout(grace + Duration::from_secs(20), rls.shutdown_within(grace))
         .await
         .expect("the shutdown ends");
     assert_eq!(no_worker_threads_left().await, Vec::<String>::new());

@@ -1,9 +1,12 @@
-//! The IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10):
-//! `RateLimit-Policy: "orders";q=60;w=60` and `RateLimit: "orders";r=4;t=1`.
+//! The IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10)
+//! as HTTP header values: `RateLimit-Policy: "orders";q=60;w=60` and
+//! `RateLimit: "orders";r=4;t=1`. Their text, the quota a policy advertises
+//! and how a name is quoted are core's one writer
+//! (`tollgate_core::rate_limit_fields`), which `tollgate rls` uses too.
 
 use http::HeaderValue;
 use http::header::HeaderName;
-use tollgate_core::{Algorithm, Decision, Policy};
+use tollgate_core::{Decision, RateLimitItem, push_structured_string, rate_limit_fields};
 
 /// `RateLimit-Policy`: the quota policies that apply, a List of Items whose
 /// value is the policy name and whose parameters are `q` (quota, requests) and
@@ -15,25 +18,9 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 /// again).
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
-/// The quota and window (seconds) a policy advertises in `RateLimit-Policy`:
-/// `limit` per `window_s` for a fixed window or a sliding log; for a token
-/// bucket, `burst` over the time an empty bucket takes to fill,
-/// `ceil(burst * window_s / limit)` seconds, so the remaining `r` never exceeds
-/// the quota `q` and `q / w` is the refill rate.
-///
-/// ```
-/// use tollgate_core::Policy;
-/// use tollgate_tower::advertised_quota;
-///
-/// assert_eq!(advertised_quota(&Policy::token_bucket(60, 60, 5).unwrap()), (5, 5));
-/// assert_eq!(advertised_quota(&Policy::fixed_window(100, 60).unwrap()), (100, 60));
-/// ```
-pub fn advertised_quota(policy: &Policy) -> (u64, u64) {
-    match policy.algorithm() {
-        Algorithm::TokenBucket => (policy.capacity(), policy.counted_span_s()),
-        Algorithm::FixedWindow | Algorithm::SlidingLog => (policy.limit(), policy.window_s()),
-    }
-}
+/// The quota a policy advertises: core's rule, re-exported where the
+/// fields are written.
+pub use tollgate_core::advertised_quota;
 
 /// The two RateLimit fields of one response.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,10 +95,12 @@ pub struct HeaderTemplate {
 
 impl HeaderTemplate {
     /// The fields of the policy named `name` (sent as a Structured Field
-    /// String: quoted, characters outside printable ASCII dropped), whose
+    /// String: see `tollgate_core::push_structured_string`), whose
     /// quota is `quota` units per `window_s` seconds.
     pub fn new(name: &str, quota: u64, window_s: u64) -> Self {
-        let name = structured_string(name);
+        let mut name_text = String::new();
+        push_structured_string(&mut name_text, name);
+        let name = name_text;
         HeaderTemplate {
             policy: joined(&[&format!("{name};q={quota};w={window_s}")]),
             state_prefix: format!("{name};r="),
@@ -179,53 +168,19 @@ impl RateLimitField<'_> {
     /// the given order: `"plan";q=5;w=60, "orders";q=60;w=60` and
     /// `"plan";r=3;t=40, "orders";r=59;t=1`.
     pub fn headers(fields: &[RateLimitField<'_>]) -> (HeaderValue, HeaderValue) {
-        // Each field: its quoted name and two numbers of at most 20 digits.
-        let capacity: usize = fields
+        let items: Vec<RateLimitItem<'_>> = fields
             .iter()
-            .map(|field| field.name.len() * 2 + 2 + 50)
-            .sum();
-        let mut policy = String::with_capacity(capacity);
-        let mut state = String::with_capacity(capacity);
-        let mut numbers = itoa::Buffer::new();
-        for (index, field) in fields.iter().enumerate() {
-            if index > 0 {
-                policy.push_str(", ");
-                state.push_str(", ");
-            }
-            let name_starts = state.len();
-            push_structured_string(&mut state, field.name);
-            policy.push_str(&state[name_starts..]);
-            policy.push_str(";q=");
-            policy.push_str(numbers.format(field.quota));
-            policy.push_str(";w=");
-            policy.push_str(numbers.format(field.window_s));
-            state.push_str(";r=");
-            state.push_str(numbers.format(field.decision.remaining.unwrap_or(0)));
-            state.push_str(";t=");
-            state.push_str(numbers.format(field.decision.reset_after_seconds()));
-        }
+            .map(|field| RateLimitItem {
+                name: field.name,
+                quota: field.quota,
+                window_s: field.window_s,
+                remaining: field.decision.remaining.unwrap_or(0),
+                reset_s: field.decision.reset_after_seconds(),
+            })
+            .collect();
+        let (policy, state) = rate_limit_fields(&items);
         (joined(&[&policy]), joined(&[&state]))
     }
-}
-
-/// `text` as a Structured Field String (RFC 8941 section 3.3.3): quoted, `"`
-/// and `\` escaped, characters outside printable ASCII dropped.
-fn structured_string(text: &str) -> String {
-    let mut quoted = String::with_capacity(text.len() + 2);
-    push_structured_string(&mut quoted, text);
-    quoted
-}
-
-/// Appends `text` to `out` as [`structured_string`] writes it.
-fn push_structured_string(out: &mut String, text: &str) {
-    out.push('"');
-    for character in text.chars().filter(|c| (' '..='~').contains(c)) {
-        if character == '"' || character == '\\' {
-            out.push('\\');
-        }
-        out.push(character);
-    }
-    out.push('"');
 }
 
 /// `parts` one after the other, as a header value held in one allocation of
@@ -256,7 +211,6 @@ mod tests {
         let headers = HeaderTemplate::new("orders", 60, 60).headers(&decision);
         assert_eq!(headers.policy, "\"orders\";q=60;w=60");
         assert_eq!(headers.state, "\"orders\";r=4;t=2");
-        assert_eq!(structured_string("a\"b\\c\u{e9}\n"), "\"a\\\"b\\\\c\"");
     }
 
     #[test]

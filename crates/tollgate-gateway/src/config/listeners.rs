@@ -15,19 +15,19 @@ pub(super) fn default_drain_timeout() -> std::time::Duration {
     std::time::Duration::from_secs(30)
 }
 
-/// The worker threads for `configured` (`workers` of the file): one per CPU
-/// when absent, at least one.
+/// The worker threads for `configured` (`workers` of the file): the one
+/// rule of every server, [`tollgate_serve::worker_count`] (one per CPU when
+/// absent, from 1 to 1024).
 pub(crate) fn worker_count(configured: Option<usize>) -> usize {
-    configured
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
-        .max(1)
+    tollgate_serve::worker_count(configured)
 }
 
 pub(super) fn validate(workers: Option<usize>) -> Result<(), ServeConfigError> {
-    if workers == Some(0) {
-        return Err(ServeConfigError::Invalid(
-            "workers must be at least 1".into(),
-        ));
+    if workers.is_some_and(|workers| !(1..=tollgate_serve::MAX_WORKERS).contains(&workers)) {
+        return Err(ServeConfigError::Invalid(format!(
+            "workers must be from 1 to {}",
+            tollgate_serve::MAX_WORKERS
+        )));
     }
     Ok(())
 }

@@ -181,8 +181,17 @@ impl ServeConfig {
             path: path.display().to_string(),
             reason: Box::new(reason),
         };
-        let text = std::fs::read_to_string(path)
-            .map_err(|error| in_file(ServeConfigError::Read(error)))?;
+        let bytes = tollgate_serve::read_regular_file(path, tollgate_serve::MAX_FILE_BYTES)
+            .map_err(|error| match error {
+                tollgate_serve::FileError::Io(error) => in_file(ServeConfigError::Read(error)),
+                other => in_file(ServeConfigError::Read(std::io::Error::other(other))),
+            })?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            in_file(ServeConfigError::Read(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            )))
+        })?;
         ServeConfig::from_toml_str(&text).map_err(in_file)
     }
 

@@ -73,11 +73,11 @@ impl Default for StoreConfig {
 }
 
 impl StoreConfig {
-    /// The Redis server of `url` without its credentials (the part after any
-    /// `@`), for the log; `None` for the in-memory store.
-    pub fn server(&self) -> Option<&str> {
-        let url = self.url.as_deref()?;
-        Some(url.rsplit_once('@').map_or(url, |(_, server)| server))
+    /// The Redis server of `url` without its credentials
+    /// ([`tollgate_redis::redacted_url`], the rule every server uses), for
+    /// people; `None` for the in-memory store.
+    pub fn server(&self) -> Option<String> {
+        self.url.as_deref().map(tollgate_redis::redacted_url)
     }
 }
 

@@ -227,7 +227,7 @@ mod tests {
             config.summary(),
             [
                 "listen 127.0.0.1:9000 (admin API on 127.0.0.1:9001), worker threads: 2",
-                "limits in Redis at 127.0.0.1:6379 under the prefix tollgate, calls time out \
+                "limits in Redis at redis://127.0.0.1:6379 under the prefix tollgate, calls time out \
                  after 50ms, then fail_open",
                 "default policy: fixed_window 5 per 60 s",
                 "tier pro: token_bucket 60 per 60 s, burst 5",

@@ -68,39 +68,6 @@ pub fn require_cluster_url() -> String {
     }
 }
 
-/// The Redis URL, or `None` (after saying why) when `REDIS_URL` is not set
-/// or Redis does not answer, outside CI; under `CI=true` a missing or
-/// unreachable Redis panics. For tests not marked by the build script's cfg
-/// (the root package's); marked tests use [`require_redis_url`].
-pub fn redis_url() -> Option<String> {
-    let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
-    let set = std::env::var("REDIS_URL").is_ok_and(|url| !url.is_empty());
-    if !set && !in_ci {
-        eprintln!(
-            "skipped: set REDIS_URL (for example REDIS_URL=redis://127.0.0.1:6379) to run \
-             the Redis tests; .ci/run starts a redis-server and sets it"
-        );
-        return None;
-    }
-    Some(require_redis_url())
-}
-
-/// The Redis Cluster URL, or `None` (after saying why) when
-/// `REDIS_CLUSTER_URL` is not set, outside CI; [`redis_url`]'s twin for the
-/// cluster.
-pub fn redis_cluster_url() -> Option<String> {
-    let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
-    let set = std::env::var("REDIS_CLUSTER_URL").is_ok_and(|url| !url.is_empty());
-    if !set && !in_ci {
-        eprintln!(
-            "skipped: set REDIS_CLUSTER_URL to run the Redis Cluster tests; \
-             `.ci/redis-cluster start DIR` starts a local cluster and prints it"
-        );
-        return None;
-    }
-    Some(require_cluster_url())
-}
-
 /// The `redis://` URLs of the nodes of a `redis-cluster://` URL.
 pub fn cluster_nodes(url: &str) -> Vec<String> {
     url.trim_start_matches("redis-cluster://")

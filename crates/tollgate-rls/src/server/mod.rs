@@ -29,17 +29,15 @@ use std::sync::Arc;
 
 use futures_util::FutureExt as _;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinSet;
-
-use workers::{Signals, Workers};
+use tollgate_serve::Shutdown;
 
 use crate::proto::{RateLimitRequest, RateLimitResponse};
 
 pub use grpc::MAX_GRPC_MESSAGE_BYTES;
 pub use health::{HEALTH_SERVICE_NAME, Health};
 pub use http::MAX_JSON_BODY_BYTES;
-pub use serve::{Rls, RlsError, serve};
+pub use serve::{DEFAULT_REDIS_PREFIX, Rls, RlsError, serve};
 pub use stats_export::prometheus_page;
 
 /// A boxed future of a decision.
@@ -187,23 +185,18 @@ impl Listeners {
             self.http_address(),
             self.debug_address(),
         );
-        let (stop, stopped) = watch::channel(false);
-        let (force, forced) = watch::channel(false);
+        let (shutdown, stopping) = Shutdown::new();
         let mut tasks = JoinSet::new();
 
-        let signals = Signals {
-            stopped: stopped.clone(),
-            forced,
-        };
-        let (workers, ended) = Workers::start(workers, &decider, &health, &signals)
+        let (acceptor, threads) = workers::start(workers, self.grpc, &decider, &health, &stopping)
             .map_err(|source| ServerError::Workers { source })?;
-        tasks.spawn(workers.accept(self.grpc, stopped.clone()));
-        for ending in ended {
-            tasks.spawn(ending.wait());
+        tasks.spawn(acceptor);
+        for thread in threads {
+            tasks.spawn(thread.ended());
         }
 
         let router = http::router(decider, health.clone());
-        let http_stop = until_stopped(stopped.clone());
+        let http_stop = stopping.stopped();
         let http_listener = self.http;
         tasks.spawn(async move {
             let served = axum::serve(http_listener, router)
@@ -216,7 +209,7 @@ impl Listeners {
 
         if let Some(debug_listener) = self.debug {
             let router = http::debug_router(debug);
-            let debug_stop = until_stopped(stopped.clone());
+            let debug_stop = stopping.stopped();
             tasks.spawn(async move {
                 let served = axum::serve(debug_listener, router)
                     .with_graceful_shutdown(debug_stop)
@@ -232,8 +225,7 @@ impl Listeners {
             http: addresses.1,
             debug: addresses.2,
             health,
-            stop,
-            force,
+            shutdown,
             tasks,
         })
     }
@@ -252,17 +244,8 @@ async fn bind(listener: &'static str, address: &str) -> Result<TcpListener, Serv
     Ok(bound)
 }
 
-async fn until_stopped(mut stopped: watch::Receiver<bool>) {
-    // An error means the sender is gone: stop too.
-    let _ = stopped.wait_for(|stop| *stop).await;
-}
-
-/// How long [`RunningServer::shutdown`] waits for requests in flight.
+/// How long [`RunningServer::shutdown`] lets requests in flight finish.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// How long [`RunningServer::shutdown`] waits for the gRPC workers once it
-/// has closed their connections.
-const FORCED_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The listeners being served. Dropped without [`RunningServer::shutdown`],
 /// the gRPC workers close their connections at once and end on their own.
@@ -271,9 +254,9 @@ pub struct RunningServer {
     http: Option<SocketAddr>,
     debug: Option<SocketAddr>,
     health: Health,
-    stop: watch::Sender<bool>,
-    /// Ends the gRPC workers' event loops at once, connections and all.
-    force: watch::Sender<bool>,
+    /// Stops accepting; then ends the gRPC workers' event loops at once,
+    /// connections and all.
+    shutdown: Shutdown,
     tasks: JoinSet<()>,
 }
 
@@ -300,28 +283,23 @@ impl RunningServer {
 
     /// Reports unhealthy, stops accepting, and waits for requests in flight,
     /// at most [`SHUTDOWN_GRACE`]; then closes the connections still open
-    /// and waits for the gRPC workers' threads to end.
-    pub async fn shutdown(mut self) {
+    /// (`tollgate_serve::Shutdown::drain`).
+    pub async fn shutdown(self) {
+        self.shutdown_within(SHUTDOWN_GRACE).await;
+    }
+
+    /// [`RunningServer::shutdown`] with a grace period of `grace`.
+    pub async fn shutdown_within(mut self, grace: std::time::Duration) {
         self.health.fail().await;
-        let _ = self.stop.send(true);
-        let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
-            while self.tasks.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            tracing::warn!("connections still open after the grace period; closing them");
-            let _ = self.force.send(true);
-            // A worker's event loop ends at its next turn; the HTTP and
-            // debug listeners' tasks are aborted if they have not ended
-            // within FORCED_GRACE.
-            let ended = tokio::time::timeout(FORCED_GRACE, async {
-                while self.tasks.join_next().await.is_some() {}
-            })
+        let tasks = &mut self.tasks;
+        let drained = self
+            .shutdown
+            .drain(grace, async { while tasks.join_next().await.is_some() {} })
             .await;
-            if ended.is_err() {
-                self.tasks.abort_all();
-                while self.tasks.join_next().await.is_some() {}
-            }
+        if drained == tollgate_serve::Drained::Abandoned {
+            // The HTTP and debug listeners' tasks.
+            self.tasks.abort_all();
+            while self.tasks.join_next().await.is_some() {}
         }
     }
 
@@ -332,10 +310,9 @@ impl RunningServer {
         router: axum::Router,
     ) -> RunningServer {
         let address = listener.local_addr().ok();
-        let (stop, stopped) = watch::channel(false);
-        let (force, _) = watch::channel(false);
+        let (shutdown, stopping) = Shutdown::new();
         let mut tasks = JoinSet::new();
-        let until = until_stopped(stopped);
+        let until = stopping.stopped();
         tasks.spawn(async move {
             if let Err(error) = axum::serve(listener, router)
                 .with_graceful_shutdown(until)
@@ -349,8 +326,7 @@ impl RunningServer {
             http: address,
             debug: None,
             health,
-            stop,
-            force,
+            shutdown,
             tasks,
         }
     }

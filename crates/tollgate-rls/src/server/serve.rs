@@ -5,8 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_core::{Clock, LimiterConfig, MemoryStore, Store, SystemClock};
-use tollgate_redis::{RedisConfig, RedisStore, RedisStoreError, TimeSource};
+use tokio::signal::unix::SignalKind;
+use tollgate_core::{Clock, LimiterConfig, Store, SystemClock};
+use tollgate_redis::{RedisConfig, TimeSource};
+use tollgate_serve::{OpenStoreError, Signals, StoreLocation};
 
 use super::ServerError;
 use super::stats_export::{CounterSource, prometheus_page, spawn_statsd};
@@ -25,16 +27,20 @@ pub enum RlsError {
     /// A listener cannot be bound.
     #[error(transparent)]
     Server(#[from] ServerError),
-    /// The Redis store cannot be opened.
-    #[error("cannot open the Redis store")]
-    Redis(#[from] RedisStoreError),
-    /// The in-memory store cannot be built.
-    #[error("cannot build the in-memory store")]
-    Memory(#[from] tollgate_core::ConfigError),
+    /// The store cannot be opened (Redis, or the in-memory store).
+    #[error(transparent)]
+    Store(#[from] OpenStoreError),
     /// The configuration directory cannot be read at start.
     #[error(transparent)]
     ConfigDirectory(ConfigDirError),
 }
+
+/// The start of every Redis key when `CACHE_KEY_PREFIX` is empty:
+/// `tollgate-rls`, not the gateway's `tollgate`, so that a gateway and a rate
+/// limit service sharing one Redis never read each other's state (the
+/// store's shared default policy, `PREFIX:config`, above all: a gateway on
+/// the service's prefix adopted the service's built-in 5 per 60 s).
+pub const DEFAULT_REDIS_PREFIX: &str = "tollgate-rls";
 
 /// The longest unit's window (a year): the in-memory store keeps an idle
 /// key's window this long, so no window is forgotten before it ends.
@@ -109,7 +115,6 @@ impl Rls {
             &arguments.cache_key_prefix,
             Arc::clone(&clock),
         )?;
-        tracing::warn!(store = %store_settings.server(), "limits kept in");
 
         let source = ConfigSource::from_arguments(arguments);
         tracing::warn!(directory = %source.describe(), "configuration files from");
@@ -204,16 +209,22 @@ impl Rls {
         &self.counters
     }
 
-    /// Reports unhealthy, stops the listeners (requests in flight finish) and
-    /// the background tasks.
+    /// Reports unhealthy, stops the listeners (requests in flight finish
+    /// within [`SHUTDOWN_GRACE`](super::SHUTDOWN_GRACE), then their
+    /// connections are closed) and the background tasks.
     pub async fn shutdown(self) {
+        self.shutdown_within(super::SHUTDOWN_GRACE).await;
+    }
+
+    /// [`Rls::shutdown`] with a grace period of `grace`.
+    pub async fn shutdown_within(self, grace: Duration) {
         for task in &self.tasks {
             task.abort();
         }
         if let Some(prometheus) = self.prometheus {
-            prometheus.shutdown().await;
+            prometheus.shutdown_within(grace).await;
         }
-        self.server.shutdown().await;
+        self.server.shutdown_within(grace).await;
     }
 }
 
@@ -227,47 +238,25 @@ impl Rls {
 /// [`RlsError`] when the service cannot start.
 pub async fn serve(arguments: RlsArguments) -> Result<(), RlsError> {
     refuse_unsupported(|name| std::env::var(name).ok())?;
+    let mut signals = Signals::listen(&[
+        SignalKind::terminate(),
+        SignalKind::interrupt(),
+        SignalKind::hangup(),
+    ]);
     let mut rls = Rls::start(&arguments).await?;
     tokio::select! {
-        () = stop_signal() => tracing::info!("Received a signal, initiating shutdown"),
+        () = signals.next() => tracing::info!("Received a signal, initiating shutdown"),
         () = rls.server.wait_for_failure() => tracing::error!("a listener stopped"),
     }
-    rls.shutdown().await;
+    tokio::select! {
+        () = rls.shutdown() => {}
+        () = signals.next() => tracing::warn!("a second signal: stopping at once"),
+    }
     Ok(())
 }
 
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let kinds = [
-            SignalKind::terminate(),
-            SignalKind::interrupt(),
-            SignalKind::hangup(),
-        ];
-        let mut signals = Vec::new();
-        for kind in kinds {
-            match signal(kind) {
-                Ok(stream) => signals.push(stream),
-                Err(error) => tracing::warn!(%error, "cannot listen for a signal"),
-            }
-        }
-        if signals.is_empty() {
-            std::future::pending::<()>().await;
-        }
-        let waits = signals
-            .iter_mut()
-            .map(|stream| Box::pin(async move { stream.recv().await }));
-        futures_util::future::select_all(waits).await;
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
 /// The store `settings` name. In Redis, every key starts with
-/// `CACHE_KEY_PREFIX` (as the Go service's keys do; `tollgate` when empty),
+/// `CACHE_KEY_PREFIX` (as the Go service's keys do; [`DEFAULT_REDIS_PREFIX`] when empty),
 /// followed by a hash of the service's key.
 fn open_store(
     settings: &StoreSettings,
@@ -279,8 +268,8 @@ fn open_store(
         idle_eviction_s: LONGEST_WINDOW_S,
         ..LimiterConfig::default()
     };
-    match settings {
-        StoreSettings::Memory => Ok(Arc::new(MemoryStore::new(&limits, clock)?)),
+    let location = match settings {
+        StoreSettings::Memory => StoreLocation::Memory,
         StoreSettings::Redis {
             url,
             ca_file,
@@ -289,14 +278,17 @@ fn open_store(
             let mut redis = RedisConfig::new(url.as_str());
             redis.timeout = *timeout;
             redis.ca_file.clone_from(ca_file);
-            if !cache_key_prefix.is_empty() {
-                cache_key_prefix.clone_into(&mut redis.prefix);
-            }
+            redis.prefix = if cache_key_prefix.is_empty() {
+                DEFAULT_REDIS_PREFIX.to_owned()
+            } else {
+                cache_key_prefix.to_owned()
+            };
             // Windows follow this process's clock, as the Go service's do.
-            redis.time = TimeSource::Clock(clock);
-            Ok(Arc::new(RedisStore::connect(redis, &limits)?))
+            redis.time = TimeSource::Clock(Arc::clone(&clock));
+            StoreLocation::Redis(Box::new(redis))
         }
-    }
+    };
+    Ok(tollgate_serve::open_store(&location, &limits, clock)?)
 }
 
 /// Go's `net.JoinHostPort`: an IPv6 host in brackets.

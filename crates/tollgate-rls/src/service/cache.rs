@@ -22,8 +22,9 @@ pub(crate) struct Checked {
     pub(crate) status: DescriptorStatus,
     /// When over its limit: seconds until it has room again.
     pub(crate) retry_after_s: Option<u64>,
-    /// The limit's window in seconds (for `RateLimit-Policy`).
-    pub(crate) window_s: Option<u64>,
+    /// The quota and window (seconds) the limit advertises in
+    /// `RateLimit-Policy` (`Enforced::advertised`).
+    pub(crate) advertised: Option<(u64, u64)>,
 }
 
 /// A limited descriptor's place in the store call.
@@ -270,10 +271,7 @@ impl RateLimitService {
                 quota: None,
             },
             retry_after_s,
-            window_s: window_s.or_else(|| match limited.enforcement {
-                Enforced::Store(policy) => Some(policy.window_s()),
-                Enforced::Deny { window_s } => Some(window_s),
-            }),
+            advertised: Some(limited.enforcement.advertised()),
         }
     }
 }

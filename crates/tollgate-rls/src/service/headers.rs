@@ -2,6 +2,8 @@
 //! (`LIMIT_RESPONSE_HEADERS_ENABLED`), and tollgate's `Retry-After` and IETF
 //! `RateLimit-Policy` / `RateLimit` fields (extensions, off by default).
 
+use tollgate_core::{RateLimitItem, rate_limit_fields};
+
 use super::aggregate::Held;
 use super::cache::Checked;
 use super::settings::ServiceSettings;
@@ -45,63 +47,34 @@ pub(crate) fn retry_after(checked: &[Checked]) -> Option<HeaderValue> {
         .map(|seconds| HeaderValue::new("Retry-After", seconds.max(1).to_string()))
 }
 
-/// Extension: `RateLimit-Policy: "name";q=<limit>;w=<window>` and
+/// Extension: `RateLimit-Policy: "name";q=<quota>;w=<window>` and
 /// `RateLimit: "name";r=<remaining>;t=<reset>` of every limited descriptor,
-/// in order, as lists (nothing when no descriptor is limited).
+/// in order, as lists (nothing when no descriptor is limited), written by
+/// core's one writer (`tollgate_core::rate_limit_fields`, whose rule gives a
+/// token bucket's quota as its burst over its fill time).
 pub(crate) fn ietf_fields(checked: &[Checked], held: &[Held<'_>]) -> Vec<HeaderValue> {
-    let mut policies = Vec::new();
-    let mut states = Vec::new();
-    for (one, held) in checked.iter().zip(held) {
-        let (Some(limit), Some(window_s), Some(name)) = (
-            one.status.current_limit.as_ref(),
-            one.window_s,
-            held.policy_name,
-        ) else {
-            continue;
-        };
-        if held.unlimited {
-            continue;
-        }
-        let name = sf_string(name);
-        policies.push(format!("{name};q={};w={window_s}", limit.requests_per_unit));
-        let reset = one.status.duration_until_reset.map_or(0, |d| d.as_secs());
-        states.push(format!("{name};r={};t={reset}", one.status.limit_remaining));
-    }
-    if policies.is_empty() {
+    let items: Vec<RateLimitItem<'_>> = checked
+        .iter()
+        .zip(held)
+        .filter(|(_, held)| !held.unlimited)
+        .filter_map(|(one, held)| {
+            let (quota, window_s) = one.advertised?;
+            one.status.current_limit.as_ref()?;
+            Some(RateLimitItem {
+                name: held.policy_name?,
+                quota,
+                window_s,
+                remaining: u64::from(one.status.limit_remaining),
+                reset_s: one.status.duration_until_reset.map_or(0, |d| d.as_secs()),
+            })
+        })
+        .collect();
+    if items.is_empty() {
         return Vec::new();
     }
+    let (policy, state) = rate_limit_fields(&items);
     vec![
-        HeaderValue::new("RateLimit-Policy", policies.join(", ")),
-        HeaderValue::new("RateLimit", states.join(", ")),
+        HeaderValue::new("RateLimit-Policy", policy),
+        HeaderValue::new("RateLimit", state),
     ]
-}
-
-/// `text` as a structured-field string (RFC 8941): quoted, `"` and `\`
-/// escaped, anything outside printable ASCII replaced by `_`.
-fn sf_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            ' '..='~' => out.push(c),
-            _ => out.push('_'),
-        }
-    }
-    out.push('"');
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn structured_field_strings() {
-        assert_eq!(sf_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
-        assert_eq!(sf_string("é\n"), "\"__\"");
-    }
 }

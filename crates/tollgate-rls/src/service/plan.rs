@@ -59,6 +59,16 @@ pub(crate) enum Enforced {
 }
 
 impl Enforced {
+    /// The quota and window (seconds) this limit advertises in
+    /// `RateLimit-Policy`: core's rule (`tollgate_core::advertised_quota`)
+    /// for a policy; `0` per the window for a limit that denies every hit.
+    pub(crate) fn advertised(&self) -> (u64, u64) {
+        match self {
+            Enforced::Store(policy) => tollgate_core::advertised_quota(policy),
+            Enforced::Deny { window_s } => (0, *window_s),
+        }
+    }
+
     /// The window of a fixed window (`None` for the token bucket and the
     /// sliding log, whose reset comes from the store).
     pub(crate) fn fixed_window_s(&self) -> Option<u64> {

@@ -181,10 +181,7 @@ impl RateLimitService {
                 quota: None,
             },
             retry_after_s: None,
-            window_s: window_s.or_else(|| match limited.enforcement {
-                Enforced::Store(policy) => Some(policy.window_s()),
-                Enforced::Deny { window_s } => Some(window_s),
-            }),
+            advertised: Some(limited.enforcement.advertised()),
         }
     }
 }

@@ -9,7 +9,7 @@ use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser};
 use super::error::SettingsError;
 
 /// The most gRPC worker threads (`TOLLGATE_WORKERS`).
-pub(crate) const MAX_WORKERS: usize = 1024;
+pub(crate) const MAX_WORKERS: usize = tollgate_serve::MAX_WORKERS;
 
 /// `tollgate rls`'s settings. Each flag also reads the environment variable of
 /// envoyproxy/ratelimit's `settings.go` named in its help (`PORT`, `REDIS_URL`,
@@ -407,12 +407,10 @@ impl RlsArguments {
     /// setting of their own, when it is a count from 1 to 1024;
     /// else the CPUs the process may use (1 when the system cannot tell).
     pub fn worker_count(&self) -> usize {
-        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        worker_count(
+        tollgate_serve::worker_count(worker_setting(
             self.workers,
             std::env::var("TOKIO_WORKER_THREADS").ok().as_deref(),
-            cpus,
-        )
+        ))
     }
 
     /// Checks what no flag's parser can: the combinations the Go service
@@ -433,16 +431,16 @@ impl RlsArguments {
     }
 }
 
-/// [`RlsArguments::worker_count`] from the setting, `TOKIO_WORKER_THREADS`'s
-/// text and the CPUs.
-fn worker_count(setting: Option<usize>, tokio_threads: Option<&str>, cpus: usize) -> usize {
-    setting
-        .or_else(|| {
-            tokio_threads
-                .and_then(|count| count.parse::<usize>().ok())
-                .filter(|count| (1..=MAX_WORKERS).contains(count))
-        })
-        .unwrap_or(cpus)
+/// The worker setting [`RlsArguments::worker_count`] gives
+/// `tollgate_serve::worker_count`: `TOLLGATE_WORKERS`, else
+/// `TOKIO_WORKER_THREADS`'s text when it is a count from 1 to 1024, else none
+/// (the CPUs).
+fn worker_setting(setting: Option<usize>, tokio_threads: Option<&str>) -> Option<usize> {
+    setting.or_else(|| {
+        tokio_threads
+            .and_then(|count| count.parse::<usize>().ok())
+            .filter(|count| (1..=MAX_WORKERS).contains(count))
+    })
 }
 
 /// Go's `strconv.ParseBool`: `1 t T TRUE true True` and `0 f F FALSE false False`.
@@ -545,12 +543,12 @@ mod tests {
 
     #[test]
     fn workers_are_the_setting_else_tokios_count_else_the_cpus() {
-        assert_eq!(worker_count(Some(3), Some("5"), 8), 3);
-        assert_eq!(worker_count(None, Some("5"), 8), 5);
+        assert_eq!(worker_setting(Some(3), Some("5")), Some(3));
+        assert_eq!(worker_setting(None, Some("5")), Some(5));
         for unusable in ["0", "-1", "two", "", "1025"] {
-            assert_eq!(worker_count(None, Some(unusable), 8), 8, "{unusable:?}");
+            assert_eq!(worker_setting(None, Some(unusable)), None, "{unusable:?}");
         }
-        assert_eq!(worker_count(None, None, 8), 8);
+        assert_eq!(worker_setting(None, None), None);
     }
 
     #[test]

@@ -43,11 +43,13 @@ impl fmt::Debug for StoreSettings {
 }
 
 impl StoreSettings {
-    /// The server for logs: the URL without its credentials, or `memory`.
+    /// The server for logs: the URL without its credentials
+    /// ([`tollgate_redis::redacted_url`], the rule every server uses), or
+    /// `memory`.
     pub fn server(&self) -> String {
         match self {
             StoreSettings::Memory => "memory".to_owned(),
-            StoreSettings::Redis { url, .. } => without_credentials(url),
+            StoreSettings::Redis { url, .. } => tollgate_redis::redacted_url(url),
         }
     }
 }
@@ -209,19 +211,6 @@ fn encode(text: &str) -> String {
         }
     }
     encoded
-}
-
-/// A URL without its credentials (the userinfo of an authority, a `pass`
-/// parameter), for logs.
-fn without_credentials(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let rest = rest.split_once('?').map_or(rest, |(before, _)| before);
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let hosts = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, hosts)| hosts);
-    format!("{scheme}://{hosts}{path}")
 }
 
 #[cfg(test)]

@@ -23,17 +23,29 @@ pub fn arguments() -> RlsArguments {
     arguments
 }
 
+/// How often a test's service polls its configuration files.
+pub const FILE_POLL: Duration = Duration::from_millis(100);
+
+/// How long a test's [`stop`] lets calls in flight finish before closing
+/// their connections (the service's own is `SHUTDOWN_GRACE`, 10 s, which an
+/// Envoy holding its connection open would make every test wait).
+pub const TEST_GRACE: Duration = Duration::from_millis(200);
+
 /// The service on `arguments` with `config` as its one file (`rl.yaml`, in
-/// the directory returned with it), on a manual clock at
-/// 2100-01-01T12:00:00Z (no day's window ends during a test), its shutdown
-/// grace 100 ms.
+/// the directory returned with it, polled every [`FILE_POLL`]), on a manual
+/// clock at 2100-01-01T12:00:00Z (no day's window ends during a test).
 pub async fn start_at_noon(config: &str, mut arguments: RlsArguments) -> (Rls, tempfile::TempDir) {
     let directory = tempfile::tempdir().unwrap();
     std::fs::write(directory.path().join("rl.yaml"), config).unwrap();
     arguments.config = Some(directory.path().to_owned());
     let clock = Arc::new(ManualClock::new(4_102_488_000_000_000_000));
-    let rls = Rls::start_on_clock(&arguments, Duration::from_millis(100), clock)
+    let rls = Rls::start_on_clock(&arguments, FILE_POLL, clock)
         .await
         .unwrap();
     (rls, directory)
+}
+
+/// Stops `rls` with a grace period of [`TEST_GRACE`].
+pub async fn stop(rls: Rls) {
+    rls.shutdown_within(TEST_GRACE).await;
 }

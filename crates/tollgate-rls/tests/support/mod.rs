@@ -27,7 +27,7 @@ use tokio::process::{Child, Command};
 
 // Each test binary uses some of these.
 #[allow(unused_imports)]
-pub use redis_support::{redis_url, require_redis_url};
+pub use redis_support::require_redis_url;
 
 /// The Envoy binary of a test that runs: `$ENVOY`, or `envoy` on the `PATH`.
 /// Panics, failing the test, when there is none or `envoy --version` fails.

@@ -1,0 +1,106 @@
+//! The accept loop's step, with its one error policy, for every listener of
+//! every server.
+//!
+//! - A connection that failed on its own way in (`ECONNABORTED`,
+//!   `ECONNREFUSED`, `ECONNRESET`) is passed over at once: it says nothing
+//!   about the listener.
+//! - Any other error (out of file descriptors, `EMFILE`/`ENFILE`; out of
+//!   memory) is logged and the listener pauses [`ACCEPT_PAUSE`] before it
+//!   accepts again, rather than spin on an error that repeats until
+//!   connections close; a stop ends the pause.
+//!
+//! Every accepted connection gets `TCP_NODELAY`: requests and answers are
+//! small, and Nagle's algorithm would hold one back until the peer's delayed
+//! acknowledgement.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::shutdown::Stopping;
+
+/// How long a listener pauses after an `accept` error that is not the
+/// connection's own: nginx's pause when it runs out of file descriptors
+/// (`accept_mutex_delay`, 500 ms, in `ngx_event_accept.c`).
+pub const ACCEPT_PAUSE: Duration = Duration::from_millis(500);
+
+/// The next connection on `listener`, with `TCP_NODELAY` set, and its peer;
+/// `None` once `stopping` says stop (stopping wins over a connection
+/// arriving at that moment).
+pub async fn accept(
+    listener: &TcpListener,
+    stopping: &Stopping,
+) -> Option<(TcpStream, SocketAddr)> {
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            () = stopping.stopped() => return None,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "cannot set TCP_NODELAY");
+                }
+                return Some((stream, peer));
+            }
+            Err(error) if is_connection_error(&error) => {
+                tracing::debug!(%error, "a connection failed before it was accepted");
+            }
+            Err(error) => {
+                tracing::error!(%error, pause = ?ACCEPT_PAUSE, "cannot accept a connection");
+                tokio::select! {
+                    biased;
+                    () = stopping.stopped() => return None,
+                    () = tokio::time::sleep(ACCEPT_PAUSE) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Whether an `accept` error is the connection's own, not the listener's.
+fn is_connection_error(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(
+        error.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shutdown::Shutdown;
+
+    #[test]
+    fn only_the_connections_own_errors_are_passed_over_without_a_pause() {
+        use std::io::{Error, ErrorKind};
+        assert!(is_connection_error(&Error::from(
+            ErrorKind::ConnectionReset
+        )));
+        assert!(is_connection_error(&Error::from(
+            ErrorKind::ConnectionAborted
+        )));
+        assert!(is_connection_error(&Error::from(
+            ErrorKind::ConnectionRefused
+        )));
+        // EMFILE: too many open files.
+        assert!(!is_connection_error(&Error::from_raw_os_error(24)));
+        assert!(!is_connection_error(&Error::from(ErrorKind::OutOfMemory)));
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_accepted_without_nagle_and_a_stop_ends_the_wait() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (shutdown, stopping) = Shutdown::new();
+        let client = TcpStream::connect(address).await.unwrap();
+        let (stream, peer) = accept(&listener, &stopping).await.unwrap();
+        assert_eq!(peer, client.local_addr().unwrap());
+        assert!(stream.nodelay().unwrap());
+        shutdown.stop();
+        assert!(accept(&listener, &stopping).await.is_none());
+    }
+}

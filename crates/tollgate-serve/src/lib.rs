@@ -1,0 +1,37 @@
+//! The serving mechanisms every tollgate server shares (`tollgate serve`,
+//! `tollgate rls`, and the next one), with no protocol in them: each server
+//! keeps its own protocol (hyper, tonic), endpoints, settings and the
+//! signals it obeys, and takes from here how it runs.
+//!
+//! - [`workers`]: the worker count, and worker threads each running one
+//!   single-threaded event loop whose end is bounded;
+//! - [`accept`]: the accept loop's one error policy, with `TCP_NODELAY` on
+//!   every connection;
+//! - [`spread`]: the two ways connections are spread over workers
+//!   (`SO_REUSEPORT` sockets, or one acceptor handing each connection to the
+//!   worker with the fewest open);
+//! - [`shutdown`]: stop accepting, drain for a grace period, then force;
+//! - [`signals`]: the first and second of a list of signals;
+//! - [`files`]: reading a file a configuration names, bounded, regular files
+//!   only, so that no file given at start or on a reload stops a server;
+//! - [`store`]: opening the limit store (memory, or Redis: one server, a
+//!   cluster, TLS) and the one start line that says where limits are kept,
+//!   credentials redacted by `tollgate_redis::redacted_url`.
+
+#![forbid(unsafe_code)]
+
+pub mod accept;
+pub mod files;
+pub mod shutdown;
+pub mod signals;
+pub mod spread;
+pub mod store;
+pub mod workers;
+
+pub use accept::{ACCEPT_PAUSE, accept};
+pub use files::{FileError, MAX_FILE_BYTES, read_regular_file};
+pub use shutdown::{Drained, Shutdown, Stopping};
+pub use signals::Signals;
+pub use spread::{FewestOpen, ListenError, Live, bind_reuse_port};
+pub use store::{OpenStoreError, StoreLocation, open_store};
+pub use workers::{EVENT_LOOP_END, MAX_WORKERS, WorkerThread, spawn_event_loop, worker_count};
