@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tollgate_serve::Stopping;
+use tollgate_serve::{Activity, InFlight, Stopping, Tracked};
 
 use super::app::{self, Worker};
 use super::client::ClientConnection;
@@ -36,16 +37,29 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
         .as_ref()
         .map(|tls| (tls.acceptor.clone(), Arc::new(builder.clone())));
     while let Some((stream, peer)) = tollgate_serve::accept(&listener, &stopping).await {
+        // Every phase of the connection is timed: see tollgate_serve::idle.
+        let idle_timeout = worker.app.in_force.load().config.idle_timeout;
+        let activity = Activity::new();
+        let stream = Tracked::new(stream, &activity);
         let worker = worker.clone();
         let client = Arc::new(match tls {
             Some(_) => ClientConnection::over_tls(peer),
             None => ClientConnection::new(peer),
         });
+        let requests = Arc::clone(&activity);
         let service = service_fn(move |request: http::Request<Incoming>| {
             let (worker, client) = (worker.clone(), Arc::clone(&client));
+            // In flight until the response's body has been handed on whole.
+            let in_flight = InFlight::start(&requests);
             async move {
                 let request = request.map(Body::new);
-                Ok::<_, Infallible>(app::handle(worker, client, request).await)
+                let response = app::handle(worker, client, request).await;
+                Ok::<_, Infallible>(response.map(|body| {
+                    Body::new(body.map_frame(move |frame| {
+                        let _held = &in_flight;
+                        frame
+                    }))
+                }))
             }
         });
         if let Some((acceptor, builder)) = &tls {
@@ -65,9 +79,12 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
                 };
                 let connection =
                     builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                if let Err(error) = watcher.watch(connection.into_owned()).await {
-                    tracing::debug!(%error, "client connection ended");
-                }
+                until_idle(
+                    watcher.watch(connection.into_owned()),
+                    &activity,
+                    idle_timeout,
+                )
+                .await;
             });
             continue;
         }
@@ -77,11 +94,7 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
         let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "client connection ended");
-            }
-        });
+        tokio::spawn(async move { until_idle(connection, &activity, idle_timeout).await });
     }
     drop(listener);
     graceful.shutdown().await;
@@ -90,3 +103,21 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
 /// How long a client has for its TLS handshake before its connection is
 /// closed.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `connection` until it ends, or until it has been idle for
+/// `idle_timeout` (no byte, no request in flight), when it is dropped and
+/// its socket closed.
+async fn until_idle<Error: std::fmt::Display>(
+    connection: impl Future<Output = Result<(), Error>>,
+    activity: &Activity,
+    idle_timeout: Duration,
+) {
+    tokio::select! {
+        served = connection => if let Err(error) = served {
+            tracing::debug!(%error, "client connection ended");
+        },
+        () = tollgate_serve::idle(activity, idle_timeout) => {
+            tracing::debug!(?idle_timeout, "idle client connection closed");
+        }
+    }
+}

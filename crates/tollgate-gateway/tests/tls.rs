@@ -631,3 +631,43 @@ fn a_ca_file_without_tls_is_refused() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_tls_connection_silent_after_its_handshake_is_closed() {
+    use tokio::io::AsyncReadExt;
+    let ca = TestCa::new("idle CA");
+    let files = directory("idle");
+    ca.issue(&["localhost"]).write(&files);
+    let upstream = Upstream::start().await;
+    // idle_timeout (a top-level setting) of 300 ms; before, such a
+    // connection stayed open until the client left.
+    let toml = format!(
+        "idle_timeout = \"300ms\"\n{}",
+        config(&format!(
+            "{}[[routes]]\nname = \"tls_idle\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+            tls_section(&files),
+            upstream.address
+        ))
+    );
+    let gateway = Gateway::start(&toml, 0).await;
+    let tcp = tokio::net::TcpStream::connect(gateway.running.address)
+        .await
+        .unwrap();
+    let connector = TlsConnector::from(Arc::new(ca.client(&[b"h2"])));
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    // The handshake is done; nothing more is sent. The gateway closes the
+    // connection: the read ends (a close_notify, an end or a reset).
+    let mut buffer = [0u8; 1024];
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            match tls.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    });
+    closed
+        .await
+        .expect("the gateway closed the idle TLS connection");
+}

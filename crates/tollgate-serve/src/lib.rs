@@ -10,6 +10,8 @@
 //! - [`spread`]: the two ways connections are spread over workers
 //!   (`SO_REUSEPORT` sockets, or one acceptor handing each connection to the
 //!   worker with the fewest open);
+//! - [`idle`]: closing a connection that moves no byte for an idle timeout
+//!   while none of its requests is in flight, in every phase of its life;
 //! - [`shutdown`]: stop accepting, drain for a grace period, then force;
 //! - [`signals`]: the first and second of a list of signals;
 //! - [`files`]: reading a file a configuration names, bounded, regular files
@@ -22,6 +24,7 @@
 
 pub mod accept;
 pub mod files;
+pub mod idle;
 pub mod shutdown;
 pub mod signals;
 pub mod spread;
@@ -30,6 +33,7 @@ pub mod workers;
 
 pub use accept::{ACCEPT_PAUSE, accept};
 pub use files::{FileError, MAX_FILE_BYTES, read_regular_file};
+pub use idle::{Activity, InFlight, Tracked, idle};
 pub use shutdown::{Drained, Shutdown, Stopping};
 pub use signals::Signals;
 pub use spread::{FewestOpen, ListenError, Live, bind_reuse_port};

@@ -1,5 +1,6 @@
-//! `listen`, `workers` and `drain_timeout`: where clients connect, how many
-//! threads serve them, and how long a stop waits for them.
+//! `listen`, `workers`, `drain_timeout` and `idle_timeout`: where clients
+//! connect, how many threads serve them, how long a stop waits for them and
+//! how long an idle connection stays.
 
 use std::net::SocketAddr;
 
@@ -12,6 +13,12 @@ pub(super) fn default_listen() -> SocketAddr {
 
 /// How long SIGTERM waits for in-flight requests by default: 30 s.
 pub(super) fn default_drain_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(30)
+}
+
+/// How long a client connection may be idle by default: 30 s (hyper's wait
+/// for a request's headers, which this extends to every phase).
+pub(super) fn default_idle_timeout() -> std::time::Duration {
     std::time::Duration::from_secs(30)
 }
 

@@ -70,6 +70,16 @@ pub struct ServeConfig {
         deserialize_with = "format::duration"
     )]
     pub drain_timeout: std::time::Duration,
+    /// How long a client connection may move no byte, with none of its
+    /// requests in flight, before it is closed: before its first request
+    /// (TLS handshake done or not), between keep-alive requests, an HTTP/2
+    /// connection sending no request. Default `"30s"`; a reload applies it
+    /// to connections accepted from then on.
+    #[serde(
+        default = "listeners::default_idle_timeout",
+        deserialize_with = "format::duration"
+    )]
+    pub idle_timeout: std::time::Duration,
     /// The admin and operations listener.
     #[serde(default)]
     pub admin: AdminConfig,
@@ -129,6 +139,7 @@ impl ServeConfig {
             listen: listeners::default_listen(),
             workers: None,
             drain_timeout: listeners::default_drain_timeout(),
+            idle_timeout: listeners::default_idle_timeout(),
             admin: AdminConfig::default(),
             limits: LimiterConfig::default(),
             upstream: UpstreamConfig::default(),
@@ -227,6 +238,7 @@ impl ServeConfig {
             ),
             ("store.timeout", self.store.timeout),
             ("drain_timeout", self.drain_timeout),
+            ("idle_timeout", self.idle_timeout),
         ] {
             if timeout.is_zero() {
                 return Err(ServeConfigError::Invalid(format!(

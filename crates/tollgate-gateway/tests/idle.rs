@@ -1,0 +1,116 @@
+//! Idle client connections are closed in every phase (`idle_timeout`, here
+//! 300 ms): one that never sends a byte, an HTTP/2 connection that sends its
+//! preface and no request, a keep-alive connection after its response. A
+//! request in flight keeps its connection however quiet it is. Before, each
+//! of the first two stayed open until the client went away.
+//!
+//! The waits are for the gateway's own timer: each test waits for an event
+//! (the connection closing) under a generous bound, and never sleeps.
+
+mod support;
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use support::{Gateway, Upstream, config};
+
+/// A gateway whose connections may idle 300 ms, with one route to `upstream`.
+async fn gateway(upstream: &Upstream, route: &str) -> Gateway {
+    // A top-level setting: before the tables `config` begins with.
+    let toml = format!(
+        "idle_timeout = \"300ms\"\n{}",
+        config(&format!(
+            "[[routes]]\nname = \"{route}\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+            upstream.address
+        ))
+    );
+    Gateway::start(&toml, 0).await
+}
+
+/// Reads until the gateway closes `stream` (end of stream or a reset),
+/// within 20 s; what was read.
+async fn closed_by_the_gateway(stream: &mut TcpStream) -> Vec<u8> {
+    let mut read = Vec::new();
+    let until_closed = async {
+        let mut buffer = [0u8; 4096];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(count) => read.extend_from_slice(&buffer[..count]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), until_closed)
+        .await
+        .expect("the gateway closed the idle connection");
+    read
+}
+
+#[tokio::test]
+async fn a_connection_that_sends_nothing_is_closed() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream, "idle_silent").await;
+    let mut silent = TcpStream::connect(gateway.running.address).await.unwrap();
+    assert!(closed_by_the_gateway(&mut silent).await.is_empty());
+}
+
+#[tokio::test]
+async fn an_http2_connection_that_sends_no_request_is_closed() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream, "idle_http2").await;
+    let mut http2 = TcpStream::connect(gateway.running.address).await.unwrap();
+    // The client preface and an empty SETTINGS frame, then nothing.
+    http2
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    let read = closed_by_the_gateway(&mut http2).await;
+    // The gateway's own SETTINGS came first (frame type 4).
+    assert!(read.len() >= 9 && read[3] == 4, "{read:?}");
+}
+
+#[tokio::test]
+async fn a_keep_alive_connection_is_closed_after_its_response() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream, "idle_keep_alive").await;
+    let mut connection = TcpStream::connect(gateway.running.address).await.unwrap();
+    connection
+        .write_all(b"GET / HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer sk_a\r\n\r\n")
+        .await
+        .unwrap();
+    let read = closed_by_the_gateway(&mut connection).await;
+    let text = String::from_utf8_lossy(&read);
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(text.ends_with("upstream"), "{text}");
+}
+
+#[tokio::test]
+async fn a_request_in_flight_keeps_its_quiet_connection() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream, "idle_in_flight").await;
+    let url = gateway.url("/slow");
+    let slow = tokio::spawn(async move {
+        reqwest::Client::new()
+            .get(url)
+            .header("authorization", "Bearer sk_a")
+            .send()
+            .await
+            .unwrap()
+    });
+    // Opened after the slow request's connection: once the gateway closes
+    // this one, the slow one has been quiet longer than the idle timeout.
+    while upstream.requests() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let mut clock = TcpStream::connect(gateway.running.address).await.unwrap();
+    closed_by_the_gateway(&mut clock).await;
+    upstream.release.notify_one();
+    let response = tokio::time::timeout(Duration::from_secs(20), slow)
+        .await
+        .expect("the slow request is answered")
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), "finally");
+}

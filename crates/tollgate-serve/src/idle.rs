@@ -1,0 +1,238 @@
+//! Closing idle connections: a connection that sends and receives no byte
+//! for an idle timeout while no request of it is in flight is closed, in
+//! every phase of its life, as nginx times every phase (60 s for a request's
+//! headers, 75 s between keep-alive requests, HTTP/2 included). Without
+//! this, a connection that never sends its first byte, an HTTP/2 connection
+//! that sends no request, or a TLS connection silent after its handshake
+//! stayed open until the peer went away, and enough of them used up the
+//! process's file descriptors.
+//!
+//! [`Tracked`] wraps a connection's stream and notes the time of its last
+//! byte either way in its [`Activity`]; an [`InFlight`] guard, held from a
+//! request's start to its response's end, keeps the connection from being
+//! idle however quiet it is (an upstream taking its time); [`idle`]
+//! resolves once the connection is idle.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
+
+/// One connection's activity: when it last moved a byte, and how many of its
+/// requests are in flight. Shared by its [`Tracked`] stream, its
+/// [`InFlight`] guards and whoever waits for [`idle`].
+#[derive(Debug)]
+pub struct Activity {
+    /// Where `last_byte_ns` counts from.
+    opened: Instant,
+    /// Nanoseconds from `opened` to the last byte read or written.
+    last_byte_ns: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+impl Activity {
+    /// A connection opened now.
+    pub fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            opened: Instant::now(),
+            last_byte_ns: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+        })
+    }
+
+    fn touch(&self) {
+        let since = Instant::now().saturating_duration_since(self.opened);
+        let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+        self.last_byte_ns.fetch_max(nanos, Ordering::Relaxed);
+    }
+
+    fn last_byte(&self) -> Instant {
+        self.opened + Duration::from_nanos(self.last_byte_ns.load(Ordering::Relaxed))
+    }
+
+    /// How many of the connection's requests are in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+}
+
+/// A request in flight on a connection: counted from [`InFlight::start`]
+/// until dropped (hold it until the response's last byte is handed on).
+#[derive(Debug)]
+pub struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    /// Counts one more request in flight on `activity`'s connection.
+    pub fn start(activity: &Arc<Activity>) -> InFlight {
+        activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(Arc::clone(activity))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // The request's end is activity too: the idle time counts from it.
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Resolves once `activity`'s connection has moved no byte for `timeout`
+/// with no request in flight.
+pub async fn idle(activity: &Activity, timeout: Duration) {
+    loop {
+        let deadline = activity.last_byte() + timeout;
+        if Instant::now() < deadline {
+            tokio::time::sleep_until(deadline).await;
+            continue;
+        }
+        if activity.in_flight() == 0 {
+            return;
+        }
+        // A request in flight: look again a whole timeout later (its end
+        // touches the activity, so the timeout then counts from it).
+        tokio::time::sleep(timeout).await;
+        if activity.in_flight() == 0 && Instant::now() >= activity.last_byte() + timeout {
+            return;
+        }
+    }
+}
+
+/// A stream whose every byte read or written is noted in its [`Activity`].
+#[derive(Debug)]
+pub struct Tracked<Stream> {
+    stream: Stream,
+    activity: Arc<Activity>,
+}
+
+impl<Stream> Tracked<Stream> {
+    /// `stream`, noting its bytes in `activity`.
+    pub fn new(stream: Stream, activity: &Arc<Activity>) -> Self {
+        Tracked {
+            stream,
+            activity: Arc::clone(activity),
+        }
+    }
+
+    /// The stream itself.
+    pub fn get_ref(&self) -> &Stream {
+        &self.stream
+    }
+}
+
+impl<Stream: AsyncRead + Unpin> AsyncRead for Tracked<Stream> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buffer.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(context, buffer);
+        if buffer.filled().len() > before {
+            self.activity.touch();
+        }
+        polled
+    }
+}
+
+impl<Stream: AsyncWrite + Unpin> AsyncWrite for Tracked<Stream> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.stream).poll_write(context, bytes);
+        if matches!(polled, Poll::Ready(Ok(written)) if written > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffers: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.stream).poll_write_vectored(context, buffers);
+        if matches!(polled, Poll::Ready(Ok(written)) if written > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(context)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(context)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const TIMEOUT: Duration = Duration::from_secs(30);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_moves_no_byte_is_idle_after_the_timeout() {
+        let activity = Activity::new();
+        let start = Instant::now();
+        idle(&activity, TIMEOUT).await;
+        assert_eq!(start.elapsed(), TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_byte_either_way_starts_the_timeout_again() {
+        let activity = Activity::new();
+        let (client, server) = tokio::io::duplex(64);
+        let mut server = Tracked::new(server, &activity);
+        let mut client = client;
+        let start = Instant::now();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        client.write_all(b"x").await.unwrap();
+        let mut byte = [0];
+        server.read_exact(&mut byte).await.unwrap();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        server.write_all(b"y").await.unwrap();
+        // Read at 20 s, written at 40 s: idle at 70 s.
+        idle(&activity, TIMEOUT).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(70));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_in_flight_keeps_a_quiet_connection_open_until_it_ends() {
+        let activity = Activity::new();
+        let start = Instant::now();
+        let request = InFlight::start(&activity);
+        let waiting = {
+            let activity = Arc::clone(&activity);
+            tokio::spawn(async move { idle(&activity, TIMEOUT).await })
+        };
+        // The request takes 100 s with no byte moving; it ends at 100 s.
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        assert!(!waiting.is_finished());
+        drop(request);
+        waiting.await.unwrap();
+        // Looks at 30, 60, 90 and 120 s find the request in flight or its
+        // end (100 s) less than a timeout ago; idle a whole timeout after its
+        // end, at 130 s.
+        assert_eq!(start.elapsed(), Duration::from_secs(130));
+    }
+}
