@@ -117,10 +117,12 @@ fn text(status: StatusCode, body: &str) -> http::Response<Body> {
 
 /// The debug listener's routes: `/` lists the pages, `/stats` prints every
 /// counter as `name: value` (the Go service prints its expvars there),
-/// `/rlconfig` the configuration in force.
+/// `/rlconfig` the configuration in force, `/settings` (tollgate's) every
+/// setting in force by its environment variable.
 pub(crate) fn debug_router(pages: DebugPages) -> Router {
     let stats = Arc::clone(&pages.stats);
     let config = Arc::clone(&pages.config);
+    let settings = Arc::clone(&pages.settings);
     Router::new()
         .route(
             "/",
@@ -128,6 +130,7 @@ pub(crate) fn debug_router(pages: DebugPages) -> Router {
                 text(
                     StatusCode::OK,
                     "/rlconfig: print out the currently loaded configuration for debugging\n\
+                     /settings: print out every setting in force, by environment variable\n\
                      /stats: print out stats\n",
                 )
             }),
@@ -144,6 +147,13 @@ pub(crate) fn debug_router(pages: DebugPages) -> Router {
             get(move || {
                 let config = Arc::clone(&config);
                 async move { text(StatusCode::OK, &config()) }
+            }),
+        )
+        .route(
+            "/settings",
+            get(move || {
+                let settings = Arc::clone(&settings);
+                async move { text(StatusCode::OK, &settings()) }
             }),
         )
         .fallback(not_found)

@@ -5,7 +5,8 @@
 //!   `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` and
 //!   `grpc.health.v1.Health` (service `ratelimit`);
 //! - HTTP (`HOST:PORT`, 0.0.0.0:8080): `/json` and `/healthcheck`;
-//! - debug (`DEBUG_HOST:DEBUG_PORT`, 0.0.0.0:6070): `/stats`, `/rlconfig`.
+//! - debug (`DEBUG_HOST:DEBUG_PORT`, 0.0.0.0:6070): `/stats`, `/rlconfig`,
+//!   and tollgate's `/settings`.
 //!
 //! The listeners are bound first ([`Listeners::bind`], so a port in use is an
 //! error at start), then served ([`Listeners::serve`]) until
@@ -88,6 +89,9 @@ pub struct DebugPages {
     pub stats: Arc<dyn Fn() -> String + Send + Sync>,
     /// The configuration in force.
     pub config: Arc<dyn Fn() -> String + Send + Sync>,
+    /// Every setting in force, `NAME: value` by environment variable
+    /// ([`crate::RlsArguments::settings_dump`]).
+    pub settings: Arc<dyn Fn() -> String + Send + Sync>,
 }
 
 /// Errors opening or serving the listeners.

@@ -162,7 +162,11 @@ impl Rls {
             None
         };
         let health = Health::serving().await;
-        let pages = debug_pages(Arc::clone(&counter_source), Arc::clone(&service));
+        let pages = debug_pages(
+            Arc::clone(&counter_source),
+            Arc::clone(&service),
+            arguments.settings_dump(),
+        );
         let server = listeners.serve(
             arguments.worker_count(),
             Arc::clone(&service) as Arc<dyn Decide>,
@@ -300,8 +304,13 @@ fn join_host_port(host: &str, port: u16) -> String {
     }
 }
 
-fn debug_pages(counters: CounterSource, service: Arc<RateLimitService>) -> DebugPages {
+fn debug_pages(
+    counters: CounterSource,
+    service: Arc<RateLimitService>,
+    settings: String,
+) -> DebugPages {
     DebugPages {
+        settings: Arc::new(move || settings.clone()),
         stats: Arc::new(move || {
             counters()
                 .iter()
