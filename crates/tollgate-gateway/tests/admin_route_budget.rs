@@ -168,7 +168,9 @@ async fn route_budgets_on_redis() {
     let url = redis_support::require_redis_url();
     let upstream = Upstream::start().await;
     let prefix = redis_support::prefix("admin-route-budget");
-    let store = format!("[store]\nurl = \"{url}\"\nprefix = \"{prefix}\"\ntimeout = \"5s\"\n");
+    let store = format!(
+        "[store]\nurl = \"{url}\"\nprefix = \"{prefix}\"\ntimeout = \"5s\"\ntime = \"local\"\n"
+    );
     let gateway = Gateway::start(&config(&upstream, &store, "_redis"), 0).await;
     route_budgets_are_inspected_and_reset(&gateway, "_redis").await;
 }

@@ -582,7 +582,7 @@ async fn limits_are_decided_in_a_redis_reached_over_tls() {
     let on_tls_redis = |route: &str, ca_file: &str| {
         config(&format!(
             "[store]\nurl = \"rediss://127.0.0.1:{}\"\nprefix = \"{prefix}\"\ntimeout = \"2s\"\n\
-             failure = \"fail_closed\"\n{ca_file}\
+             failure = \"fail_closed\"\ntime = \"local\"\n{ca_file}\
              [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 2\nwindow_s = 60\n\
              [[routes]]\nname = \"{route}\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
             redis.port, upstream.address

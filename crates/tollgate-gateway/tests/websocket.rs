@@ -131,11 +131,14 @@ async fn an_upgrade_is_limited_once_in_memory() {
 async fn an_upgrade_is_limited_once_on_redis() {
     let url = redis_support::require_redis_url();
     let prefix = redis_support::prefix("websocket");
-    let store = format!("[store]\nurl = \"{url}\"\nprefix = \"{prefix}\"\ntimeout = \"5s\"\n");
+    let store = format!(
+        "[store]\nurl = \"{url}\"\nprefix = \"{prefix}\"\ntimeout = \"5s\"\ntime = \"local\"\n"
+    );
     let upstream = WebSocketUpstream::start().await;
     let gateway = Gateway::start(&gateway_config(upstream.address, "ws-redis", &store), 0).await;
-    // Redis's clock decides the window's end.
-    upgrades_are_limited_once_each(&gateway, &upstream, None).await;
+    // The gateway's manual clock (time = "local", at 0 s) decides the
+    // window's end, as in memory: 60 s away.
+    upgrades_are_limited_once_each(&gateway, &upstream, Some("60")).await;
     redis_support::cleanup(&url, &prefix);
 }
 
