@@ -26,15 +26,19 @@ use crate::proto::{
 use crate::stats::MemoryStats;
 use crate::{LoaderOptions, RateLimitConfig, Unit};
 
+/// The 12 cases of `aggregate.jsonl` (pinned: a lost or cut file fails
+/// here rather than passing with fewer).
 fn cases() -> Vec<Value> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/conformance/envoy-rls/aggregate.jsonl");
-    std::fs::read_to_string(&path)
+    let cases: Vec<Value> = std::fs::read_to_string(&path)
         .expect("aggregate.jsonl")
         .lines()
         .filter(|line| !line.trim().is_empty())
         .map(|line| serde_json::from_str(line).expect("a JSON case"))
-        .collect()
+        .collect();
+    assert_eq!(cases.len(), 12, "the cases of aggregate.jsonl");
+    cases
 }
 
 fn settings_of(settings: &Value) -> ServiceSettings {

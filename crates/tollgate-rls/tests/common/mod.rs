@@ -12,8 +12,30 @@ pub(crate) fn conformance_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance/envoy-rls")
 }
 
-/// Every case of a `.jsonl` file.
+/// How many cases each `.jsonl` file read here holds (`aggregate.jsonl`'s
+/// 12 are pinned where the crate's unit test reads them): a lost or cut file fails its
+/// runner instead of passing with fewer cases.
+const CASE_COUNTS: [(&str, usize); 4] = [
+    ("config_load.jsonl", 22),
+    ("counter.jsonl", 7),
+    ("lookup.jsonl", 48),
+    ("rls.jsonl", 12),
+];
+
+/// Every case of a `.jsonl` file, checked to be as many as
+/// [`CASE_COUNTS`] pins.
 pub(crate) fn cases(file: &str) -> Vec<Value> {
+    let cases = read_cases(file);
+    let pinned = CASE_COUNTS
+        .iter()
+        .find(|(name, _)| *name == file)
+        .map(|(_, count)| *count);
+    assert_eq!(Some(cases.len()), pinned, "the cases of {file}");
+    cases
+}
+
+/// Every case of a `.jsonl` file.
+fn read_cases(file: &str) -> Vec<Value> {
     let path = conformance_dir().join(file);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
