@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser};
 
 use super::error::SettingsError;
+use super::secret::Secret;
 
 /// The most gRPC worker threads (`TOLLGATE_WORKERS`).
 pub(crate) const MAX_WORKERS: usize = tollgate_serve::MAX_WORKERS;
@@ -331,41 +332,6 @@ pub struct RlsArguments {
         value_name = "FORMAT"
     )]
     pub log_format: String,
-}
-
-/// A setting that may hold credentials (`REDIS_URL`, `REDIS_AUTH`): its
-/// `Debug` never shows it.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// A secret holding `text`.
-    pub fn new(text: impl Into<String>) -> Secret {
-        Secret(text.into())
-    }
-
-    /// The text itself.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.is_empty() {
-            f.write_str("\"\"")
-        } else {
-            f.write_str("<redacted>")
-        }
-    }
-}
-
-impl std::str::FromStr for Secret {
-    type Err = std::convert::Infallible;
-
-    fn from_str(text: &str) -> Result<Secret, Self::Err> {
-        Ok(Secret(text.to_owned()))
-    }
 }
 
 /// Parses `RlsArguments` alone, for [`RlsArguments::defaults`].

@@ -15,12 +15,14 @@ mod arguments;
 mod debug_page;
 mod error;
 mod log;
+mod secret;
 mod service;
 mod store;
 mod unsupported;
 
-pub use arguments::{RlsArguments, Secret, go_bool};
+pub use arguments::{RlsArguments, go_bool};
 pub use error::SettingsError;
 pub use log::LogFormat;
+pub use secret::Secret;
 pub use store::StoreSettings;
 pub use unsupported::{UNSUPPORTED, Unsupported, refuse_unsupported};

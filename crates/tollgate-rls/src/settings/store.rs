@@ -5,8 +5,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::arguments::{RlsArguments, Secret};
+use super::arguments::RlsArguments;
 use super::error::SettingsError;
+use super::secret::Secret;
 
 /// The store the settings name.
 #[derive(Clone, PartialEq, Eq)]

@@ -27,11 +27,14 @@ use axum::response::Response;
 use bytes::Bytes;
 use http::Method;
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use serde::Serialize;
 
 use super::config::{AccessLogConfig, AccessLogFormat};
 use super::error::StartError;
 use super::upgrade::TunnelLog;
+
+mod line;
+
+use line::{Line, text_line};
 
 /// How often the writer thread writes what the channel holds.
 pub(crate) const WRITE_INTERVAL: Duration = Duration::from_millis(20);
@@ -487,129 +490,9 @@ impl Writer {
     }
 }
 
-/// One line's fields, in their order.
-#[derive(Serialize)]
-struct Line<'a> {
-    time: String,
-    method: &'a str,
-    path: &'a str,
-    status: u16,
-    route: Option<&'a str>,
-    tier: Option<&'a str>,
-    decision: &'static str,
-    upstream_status: Option<u16>,
-    duration_us: u64,
-    bytes: u64,
-}
-
-impl<'a> Line<'a> {
-    fn of(record: &'a Record) -> Self {
-        let outcome = &record.outcome;
-        let tier = outcome.admission.decided().then(|| {
-            outcome
-                .tier
-                .as_deref()
-                .unwrap_or(tollgate_core::DEFAULT_TIER)
-        });
-        Line {
-            time: humantime::format_rfc3339_micros(record.arrival.time).to_string(),
-            method: record.arrival.method.as_str(),
-            path: &record.arrival.path,
-            status: record.status,
-            route: outcome.route.as_deref(),
-            tier,
-            decision: outcome.admission.label(),
-            upstream_status: record.upstream_status,
-            duration_us: u64::try_from(record.duration.as_micros()).unwrap_or(u64::MAX),
-            bytes: record.bytes,
-        }
-    }
-}
-
-/// `line` as text: `name=value` pairs in the JSON fields' order, `-` for
-/// none, a value holding a space, a quote, `=`, a control character or
-/// nothing (or that is `-`) written as a JSON string.
-fn text_line(out: &mut Vec<u8>, line: &Line<'_>) {
-    let number = |value: Option<u64>| value.map_or_else(|| "-".to_owned(), |n| n.to_string());
-    let texts = [
-        ("time", Some(line.time.as_str())),
-        ("method", Some(line.method)),
-        ("path", Some(line.path)),
-    ];
-    let numbers = [
-        (
-            "upstream_status",
-            number(line.upstream_status.map(u64::from)),
-        ),
-        ("duration_us", number(Some(line.duration_us))),
-        ("bytes", number(Some(line.bytes))),
-    ];
-    let mut first = true;
-    let mut pair = |out: &mut Vec<u8>, name: &str| {
-        if !first {
-            out.push(b' ');
-        }
-        first = false;
-        out.extend_from_slice(name.as_bytes());
-        out.push(b'=');
-    };
-    for (name, value) in texts {
-        pair(out, name);
-        write_text_value(out, value);
-    }
-    pair(out, "status");
-    out.extend_from_slice(line.status.to_string().as_bytes());
-    for (name, value) in [
-        ("route", line.route),
-        ("tier", line.tier),
-        ("decision", Some(line.decision)),
-    ] {
-        pair(out, name);
-        write_text_value(out, value);
-    }
-    for (name, value) in numbers {
-        pair(out, name);
-        out.extend_from_slice(value.as_bytes());
-    }
-    out.push(b'\n');
-}
-
-/// `value` bare when it can be, else as a JSON string; `-` for none.
-fn write_text_value(out: &mut Vec<u8>, value: Option<&str>) {
-    let Some(value) = value else {
-        out.push(b'-');
-        return;
-    };
-    let bare = !value.is_empty()
-        && value != "-"
-        && value
-            .chars()
-            .all(|c| !c.is_control() && !matches!(c, ' ' | '"' | '='));
-    if bare {
-        out.extend_from_slice(value.as_bytes());
-    } else if serde_json::to_writer(&mut *out, value).is_err() {
-        out.push(b'-');
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn text_values_are_quoted_when_they_must_be() {
-        let mut out = Vec::new();
-        for value in ["orders", "my route", "a=b", "", "-", "say \"hi\""] {
-            write_text_value(&mut out, Some(value));
-            out.push(b'|');
-        }
-        assert_eq!(
-            String::from_utf8(out.clone()).unwrap(),
-            "orders|\"my route\"|\"a=b\"|\"\"|\"-\"|\"say \\\"hi\\\"\"|"
-        );
-        write_text_value(&mut out, None);
-        assert_eq!(out.last(), Some(&b'-'));
-    }
 
     #[test]
     fn a_line_finding_the_channel_full_is_dropped_not_waited_for() {
