@@ -1,0 +1,169 @@
+//! Deciding several limits at once, all or nothing
+//! ([`Limiter::acquire_units`] and [`Limiter::acquire`]): the shards
+//! involved locked in index order, every limit checked, then charged only
+//! if every one allows (except limits counting refused hits).
+
+use super::*;
+
+impl Limiter {
+    /// The rule of [`Limiter::acquire_units`], for limits of any units. Its
+    /// Redis twins: `handle` in `crates/tollgate-redis/lua/acquire.lua` (one
+    /// script call) and `crates/tollgate-redis/src/split.rs` (limits in
+    /// different cluster slots).
+    ///
+    /// A plan of several policies is several limits here, one per policy,
+    /// all in the shard of its key (see [`Limiter::further_hash`]).
+    pub(super) fn acquire_together<D: Demand>(&self, limits: &[D], now: u64) -> Vec<LimitDecision> {
+        let hashes: Vec<u64> = limits
+            .iter()
+            .map(|demand| {
+                let limit = demand.limit();
+                self.hash(limit.key(), limit.policy().is_some())
+            })
+            .collect();
+        let mut indices: Vec<usize> = hashes.iter().map(|hash| self.shard_index(*hash)).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        let mut guards: Vec<_> = indices
+            .iter()
+            .map(|index| self.shards[*index].lock())
+            .collect();
+        let position = |hash: u64| {
+            indices
+                .binary_search(&self.shard_index(hash))
+                .unwrap_or_default()
+        };
+        // Every limit's parts: one per policy (a plan of several has more).
+        let mut parts: Vec<Part<'_>> = Vec::with_capacity(limits.len());
+        for (index, (demand, hash)) in limits.iter().zip(&hashes).enumerate() {
+            let limit = demand.limit();
+            let shard = &guards[position(*hash)];
+            let rule = match limit.policy() {
+                Some(rule) => Some((KeySpace::Policy, *rule)),
+                None if shard.policies.is_exempt(*hash, limit.key()) => None,
+                None => Some((
+                    KeySpace::Plan,
+                    *shard.policies.rule_for(shard.tier(*hash, limit.key())),
+                )),
+            };
+            let further = match limit.policy() {
+                None => shard.plan_with_further(*hash, limit.key()).cloned(),
+                Some(_) => None,
+            };
+            parts.push(Part {
+                limit: index,
+                name: None,
+                hash: *hash,
+                key: std::borrow::Cow::Borrowed(limit.key()),
+                rule,
+                units: demand.units(),
+            });
+            for named in further.iter().flat_map(|plan| plan.further.iter()) {
+                parts.push(Part {
+                    limit: index,
+                    name: Some(Arc::clone(&named.name)),
+                    hash: self.further_hash(*hash, &named.name, limit.key()),
+                    key: std::borrow::Cow::Owned(further_key(&named.name, limit.key())),
+                    rule: Some((KeySpace::Further, named.rule)),
+                    units: demand.units(),
+                });
+            }
+        }
+        // Check: what each part has now, touching nothing.
+        let checks: Vec<Option<Check>> = parts
+            .iter()
+            .map(|part| {
+                part.target()
+                    .map(|target| guards[position(part.hash)].peek_at(&target, now))
+            })
+            .collect();
+        // Whether every all-or-nothing part allows all of its units.
+        let everyone_allows = parts.iter().zip(&checks).all(|(part, check)| {
+            check.is_none_or(|check| check.counts_refused || check.verdict.remaining >= part.units)
+        });
+        let mut decisions: Vec<LimitDecision> = Vec::with_capacity(limits.len());
+        for (part, check) in parts.iter().zip(checks) {
+            let units = part.units;
+            let shard = &mut guards[position(part.hash)];
+            let target = part.target();
+            let decision = match (check, target) {
+                (Some(check), Some(target)) => {
+                    let verdict = if units == 0 {
+                        // A look: the check is the answer.
+                        check.verdict
+                    } else if check.counts_refused
+                        || everyone_allows
+                        || check.verdict.remaining == 0
+                    {
+                        // Charged, or refused with nothing left (which takes
+                        // nothing and says when there is more).
+                        shard.apply_to(&target, now, units)
+                    } else {
+                        // Nothing taken: refused here (some room, not enough)
+                        // or by another limit.
+                        let retry_after = if check.verdict.remaining < units {
+                            shard.preview_at(&target, now, units).retry_after
+                        } else {
+                            0
+                        };
+                        shard.count_rejected(units);
+                        Verdict {
+                            allowed: 0,
+                            rejected: units,
+                            remaining: check.verdict.remaining,
+                            retry_after,
+                            reset_after: check.verdict.reset_after,
+                        }
+                    };
+                    self.decision(verdict)
+                }
+                _ => {
+                    // An exempt key's plan.
+                    shard.apply(part.hash, &part.key, None, now, units);
+                    Decision::exempt(units)
+                }
+            };
+            match (&part.name, target) {
+                (Some(name), Some(target)) => {
+                    if let Some(last) = decisions.last_mut() {
+                        last.further.push(PolicyDecision {
+                            name: Arc::clone(name),
+                            policy: target.rule.rule.policy,
+                            decision,
+                        });
+                    }
+                }
+                _ => {
+                    let limit = limits[part.limit].limit();
+                    decisions.push(limit_decision(shard, part.hash, &limit, decision));
+                }
+            }
+        }
+        decisions
+    }
+}
+
+/// One limit of [`Limiter::acquire_together`]: a limit's policy (a plan of
+/// several has one part per policy).
+struct Part<'a> {
+    /// The limit's index in the call.
+    limit: usize,
+    /// The further policy's name; `None` for a limit's own (first) policy.
+    name: Option<Arc<str>>,
+    hash: u64,
+    key: std::borrow::Cow<'a, str>,
+    /// The key space and rule; `None` for an exempt key's plan.
+    rule: Option<(KeySpace, VersionedRule)>,
+    units: u64,
+}
+
+impl Part<'_> {
+    fn target(&self) -> Option<Target<'_>> {
+        self.rule.map(|(space, rule)| Target {
+            space,
+            hash: self.hash,
+            key: &self.key,
+            rule,
+        })
+    }
+}
