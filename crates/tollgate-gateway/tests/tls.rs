@@ -3,16 +3,14 @@
 //! (HTTP/2 and HTTP/1.1 chosen by ALPN), its certificate swapped by a reload
 //! and kept when the new files are bad; an `https://` upstream reached
 //! through the CA of `[upstream_tls] ca_file`, its name sent (SNI) and
-//! checked; and limits in a redis-server of the test's own that speaks TLS
-//! only (`rediss://`), run when `REDIS_URL` is set, as the other Redis tests.
+//! checked; an idle TLS connection closed. Limits in a Redis reached over
+//! TLS are in `tls_redis.rs`.
 
 mod support;
-
-#[path = "../../tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
+mod tls_support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -21,96 +19,12 @@ use bytes::Bytes;
 use http::{Request, StatusCode, Version};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use rustls::ClientConfig;
 use rustls::pki_types::CertificateDer;
 use rustls::server::Acceptor;
-use rustls::{ClientConfig, RootCertStore};
 use support::{Gateway, Upstream, config, header};
+use tls_support::{Issued, TestCa, directory, tls_section};
 use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
-
-/// A test CA, and the certificates it signs.
-struct TestCa {
-    issuer: Issuer<'static, KeyPair>,
-    /// The CA certificate, PEM.
-    pem: String,
-    der: CertificateDer<'static>,
-}
-
-/// A certificate and its key, PEM, and the certificate's DER.
-struct Issued {
-    cert_pem: String,
-    key_pem: String,
-    der: CertificateDer<'static>,
-}
-
-impl TestCa {
-    fn new(name: &str) -> TestCa {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let cert = params.self_signed(&key).unwrap();
-        TestCa {
-            pem: cert.pem(),
-            der: cert.der().clone(),
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    /// A server certificate for `names` (DNS names or IP addresses).
-    fn issue(&self, names: &[&str]) -> Issued {
-        let key = KeyPair::generate().unwrap();
-        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
-        let cert = CertificateParams::new(names)
-            .unwrap()
-            .signed_by(&key, &self.issuer)
-            .unwrap();
-        Issued {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-            der: cert.der().clone(),
-        }
-    }
-
-    /// A client configuration trusting this CA only, offering `alpn`.
-    fn client(&self, alpn: &[&[u8]]) -> ClientConfig {
-        let mut roots = RootCertStore::empty();
-        roots.add(self.der.clone()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut client = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        client.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
-        // Every connection makes a full handshake: a resumed session would
-        // report the certificate of the session it resumes.
-        client.resumption = rustls::client::Resumption::disabled();
-        client
-    }
-}
-
-impl Issued {
-    /// Writes `cert.pem` and `key.pem` into `directory`.
-    fn write(&self, directory: &Path) {
-        std::fs::write(directory.join("cert.pem"), &self.cert_pem).unwrap();
-        std::fs::write(directory.join("key.pem"), &self.key_pem).unwrap();
-    }
-
-    /// A rustls server configuration with this certificate.
-    fn server(&self) -> rustls::ServerConfig {
-        use rustls::pki_types::PrivateKeyDer;
-        use rustls::pki_types::pem::PemObject;
-        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![self.der.clone()], key)
-            .unwrap()
-    }
-}
 
 /// What a request over TLS got: the protocol, the status, the body, and the
 /// certificate the server showed.
@@ -170,23 +84,6 @@ async fn https_get(
         body: String::from_utf8(body.to_vec()).unwrap(),
         certificate,
     }
-}
-
-/// A directory of the test's own for certificate and configuration files.
-fn directory(test: &str) -> PathBuf {
-    let directory = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("tls-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
-}
-
-/// `[tls]` with the `cert.pem` and `key.pem` of `directory`.
-fn tls_section(directory: &Path) -> String {
-    format!(
-        "[tls]\ncert = \"{}\"\nkey = \"{}\"\n",
-        directory.join("cert.pem").display(),
-        directory.join("key.pem").display()
-    )
 }
 
 #[tokio::test]
@@ -515,119 +412,6 @@ fn bad_tls_files_are_named_at_start() {
             "upstream_tls.ca_file {}:",
             files.join("missing.pem").display()
         )),
-        "{error}"
-    );
-}
-
-/// A redis-server of the test's own that speaks TLS only, on a free
-/// loopback port, with `issued`'s certificate; stopped when dropped.
-struct TlsRedis {
-    port: u16,
-    child: std::process::Child,
-}
-
-impl TlsRedis {
-    fn start(issued: &Issued, ca: &TestCa, files: &Path) -> TlsRedis {
-        issued.write(files);
-        std::fs::write(files.join("ca.pem"), &ca.pem).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let path = |name: &str| files.join(name).display().to_string();
-        let mut child = std::process::Command::new("redis-server")
-            .args(["--port", "0", "--tls-port", &port.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--tls-cert-file", &path("cert.pem")])
-            .args(["--tls-key-file", &path("key.pem")])
-            .args(["--tls-ca-cert-file", &path("ca.pem")])
-            .args(["--tls-auth-clients", "no"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("cannot run redis-server (install Debian's redis-server)");
-        // Ready once it accepts TCP connections on its TLS port.
-        for _ in 0..500 {
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("redis-server with TLS exited at start ({status})");
-            }
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return TlsRedis { port, child };
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        panic!("redis-server with TLS did not listen within 10 s");
-    }
-}
-
-impl Drop for TlsRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(has_redis),
-    ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run (needs redis-server with TLS too)"
-)]
-async fn limits_are_decided_in_a_redis_reached_over_tls() {
-    let _ = redis_support::require_redis_url();
-    let ca = TestCa::new("redis CA");
-    let files = directory("rediss");
-    let redis = TlsRedis::start(&ca.issue(&["127.0.0.1"]), &ca, &files);
-    let upstream = Upstream::start().await;
-    let prefix = redis_support::prefix("rediss");
-    let on_tls_redis = |route: &str, ca_file: &str| {
-        config(&format!(
-            "[store]\nurl = \"rediss://127.0.0.1:{}\"\nprefix = \"{prefix}\"\ntimeout = \"2s\"\n\
-             failure = \"fail_closed\"\ntime = \"local\"\n{ca_file}\
-             [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 2\nwindow_s = 60\n\
-             [[routes]]\nname = \"{route}\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
-            redis.port, upstream.address
-        ))
-    };
-    let ca_file = format!("ca_file = \"{}\"\n", files.join("ca.pem").display());
-    let gateway = Gateway::start(&on_tls_redis("rediss_trusted", &ca_file), 0).await;
-    // Two allowed by the window of 2, then refused: decided in Redis.
-    let first = gateway.get("/", "sk_tls").await;
-    assert_eq!(first.status(), 200);
-    assert_eq!(
-        header(&first, "x-ratelimit-remaining").as_deref(),
-        Some("1")
-    );
-    assert_eq!(gateway.status("/", "sk_tls").await, 200);
-    assert_eq!(gateway.status("/", "sk_tls").await, 429);
-    gateway.running.shutdown().await;
-
-    // The same server without the CA file: its certificate is not trusted,
-    // the store cannot decide, and fail_closed answers 503.
-    let untrusted = Gateway::start(&on_tls_redis("rediss_untrusted", ""), 0).await;
-    assert_eq!(untrusted.status("/", "sk_other").await, 503);
-    untrusted.running.shutdown().await;
-}
-
-#[test]
-fn a_ca_file_without_tls_is_refused() {
-    let files = directory("redis-ca");
-    let ca = TestCa::new("plain CA");
-    std::fs::write(files.join("ca.pem"), &ca.pem).unwrap();
-    let toml = config(&format!(
-        "[store]\nurl = \"redis://127.0.0.1:1\"\nca_file = \"{}\"\n",
-        files.join("ca.pem").display()
-    ));
-    let config = tollgate_gateway::ServeConfig::from_toml_str(&toml).unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let error = runtime
-        .block_on(tollgate_gateway::start(
-            tollgate_gateway::ServeOptions::new(config, None),
-        ))
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        error.contains("is for TLS: give the server as rediss://"),
         "{error}"
     );
 }
