@@ -13,7 +13,7 @@
 //!
 //! hyper-util's pooled client does the same for any executor and protocol, at
 //! about 9,600 more instructions per proxied request (see
-//! `docs/PERFORMANCE.md`): a worker is one thread and speaks HTTP/1.1 to its
+//! `docs/performance/history.md`): a worker is one thread and speaks HTTP/1.1 to its
 //! upstreams, so a list per upstream is all the pooling it needs.
 
 use std::pin::Pin;

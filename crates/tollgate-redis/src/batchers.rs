@@ -9,7 +9,7 @@
 //! and back: its caller, the batcher, the call and the connection's task all
 //! run there, with no wake-up of another thread between them. Sharing one
 //! connection among the event loops instead cost `tollgate rls` 2 µs of its
-//! 13 µs per call on Redis (see docs/PERFORMANCE.md). A batcher whose event
+//! 13 µs per call on Redis (see docs/performance/history.md). A batcher whose event
 //! loop has ended (its runtime shut down) is started again on the thread's
 //! next request, and so is every event loop's after [`Renewals::renew`]: the
 //! policy-sync task calls it when its channel closes and when it is back
