@@ -14,6 +14,7 @@ use tokio::signal::unix::SignalKind;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tollgate_core::{Clock, Store, SystemClock};
+use tollgate_serve::shutdown::FORCED_GRACE;
 use tollgate_serve::{Drained, Shutdown, Signals, WorkerThread};
 
 use super::access_log::AccessLog;
@@ -85,9 +86,11 @@ impl Running {
     /// Stops accepting connections and lets in-flight requests finish for
     /// at most the configuration's `drain_timeout` (the one in force: a
     /// reload may have changed it); then closes the connections still open
-    /// (`tollgate_serve::Shutdown::drain`). Returns when every listener is
-    /// done. The admin listener stays up (with `/readyz` answering 503)
-    /// until the gateway's requests are done.
+    /// (`tollgate_serve::Shutdown::drain`). The admin listener stays up
+    /// (with `/readyz` answering 503) until the gateway's requests are done.
+    /// Returns within `drain_timeout` plus at most three times
+    /// `tollgate_serve::shutdown::FORCED_GRACE` (1 s): the forced end, the
+    /// access log's last lines, the admin listener's requests.
     pub async fn shutdown(self) {
         self.app.draining.store(true, Ordering::Release);
         // Logged once `/readyz` says so: what reads the log may rely on it.
@@ -108,13 +111,26 @@ impl Running {
                 "in-flight requests still running after the drain timeout were cut off"
             );
         }
-        // No request is in flight: the access log's last lines are written.
+        // The access log's last lines are written: every request's, unless
+        // the drain was abandoned (a worker still running may log a line
+        // after this, and it is lost). Bounded as the rest of the stop.
         if let Some(access_log) = self.app.access_log.clone() {
-            let _ = tokio::task::spawn_blocking(move || access_log.stop()).await;
+            let stopping = tokio::task::spawn_blocking(move || access_log.stop());
+            if tokio::time::timeout(FORCED_GRACE, stopping).await.is_err() {
+                tracing::warn!("the access log did not finish writing in time");
+            }
         }
+        // The admin listener drains its requests for at most FORCED_GRACE
+        // too (a client holding a half-sent request would hold it for
+        // ever), then is aborted.
         let _ = self.shutdown_admin.send(true);
-        if let Ok(Err(error)) = self.admin.await {
-            tracing::warn!(%error, "the admin listener stopped with an error");
+        let mut admin = self.admin;
+        match tokio::time::timeout(FORCED_GRACE, &mut admin).await {
+            Ok(Ok(Err(error))) => {
+                tracing::warn!(%error, "the admin listener stopped with an error")
+            }
+            Ok(_) => {}
+            Err(_) => admin.abort(),
         }
     }
 }
@@ -243,9 +259,14 @@ async fn serve_admin(
 ///
 /// When the gateway cannot start.
 pub async fn run(options: ServeOptions) -> Result<(), StartError> {
+    let signals_error = |source| StartError::Start {
+        what: "the signal handlers",
+        source,
+    };
+    let mut hangup = Signals::listen(&[SignalKind::hangup()]).map_err(signals_error)?;
+    let mut stop = Signals::listen(&[SignalKind::terminate(), SignalKind::interrupt()])
+        .map_err(signals_error)?;
     let running = start(options).await?;
-    let mut hangup = Signals::listen(&[SignalKind::hangup()]);
-    let mut stop = Signals::listen(&[SignalKind::terminate(), SignalKind::interrupt()]);
     loop {
         tokio::select! {
             () = hangup.next() => match running.reload() {

@@ -36,6 +36,13 @@ impl Target {
     /// (`rediss-cluster://` over TLS; the credentials of the first node apply
     /// to every node).
     pub(crate) fn parse(url: &str) -> Result<Target, String> {
+        if crate::redaction::ambiguous_user_information(url) {
+            return Err(
+                "a user name or password holds a raw '/', '?' or '#' before its '@': \
+                        percent-encode them (%2F, %3F, %23, and '@' as %40)"
+                    .to_owned(),
+            );
+        }
         let (nodes, node_scheme, scheme) = match (
             url.strip_prefix(CLUSTER_SCHEME),
             url.strip_prefix(TLS_CLUSTER_SCHEME),

@@ -8,9 +8,11 @@
 //! scheme, the hosts and ports (or the socket path) and the database number
 //! are written out again. User names, passwords (`user:password@`,
 //! `redis+unix://...?user=&pass=`, Go-style `REDIS_AUTH` put into the URL)
-//! and every other parameter are never copied, so a password holding `@`,
-//! `,`, `/` or `?` cannot leak through a split that reads it wrongly. A URL
-//! that does not parse is named `(not a Redis URL)`.
+//! and every other parameter are never copied. A password must be
+//! percent-encoded where a URL parser would misread it: one holding a raw
+//! `/`, `?` or `#` before the `@` makes the parser take part of it for the
+//! host, so such a URL is shown as `(not a Redis URL)` and refused by the
+//! store, as is any URL that does not parse.
 
 use redis::{ConnectionAddr, IntoConnectionInfo as _};
 
@@ -26,6 +28,9 @@ pub const UNREADABLE_URL: &str = "(not a Redis URL)";
 /// Redis URL the store would open.
 pub fn redacted_url(url: &str) -> String {
     let url = url.trim();
+    if ambiguous_user_information(url) {
+        return UNREADABLE_URL.to_owned();
+    }
     match Target::parse(url) {
         Ok(Target::Standalone(url)) => address(&url).unwrap_or_else(|| UNREADABLE_URL.to_owned()),
         Ok(Target::Cluster(nodes)) => {
@@ -54,23 +59,45 @@ pub fn redacted_url(url: &str) -> String {
     }
 }
 
+/// Whether `url` (a TCP one: `redis://`, `rediss://` or a cluster list)
+/// has a raw `@` after a `/`, `?` or `#` of its authority: a user name or
+/// password holding one of those characters unencoded, which a URL parser
+/// reads as the end of the authority (`redis://user:2024?secret@host:1` is
+/// the host `user`, port 2024, and a query). Such a URL names no address
+/// that can be trusted, and its text holds the credentials: it is shown as
+/// [`UNREADABLE_URL`] and refused by the store (`Target::parse`). A socket
+/// URL (`redis+unix://`) has no user information: its `@` may stand in the
+/// `pass` parameter, which is never shown.
+pub(crate) fn ambiguous_user_information(url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    if scheme.ends_with("+unix") || scheme == "unix" {
+        return false;
+    }
+    let Some(last_at) = rest.rfind('@') else {
+        return false;
+    };
+    rest[..last_at].contains(['/', '?', '#'])
+}
+
 /// One server's URL written out from its parsed address.
 fn address(url: &str) -> Option<String> {
     let info = url.into_connection_info().ok()?;
-    let db = info.redis_settings().db();
+    let database = info.redis_settings().db();
     Some(match info.addr() {
         ConnectionAddr::Tcp(host, port) => {
-            with_db(format!("redis://{}", host_port(host, *port)), db)
+            with_database(format!("redis://{}", host_port(host, *port)), database)
         }
         ConnectionAddr::TcpTls { host, port, .. } => {
-            with_db(format!("rediss://{}", host_port(host, *port)), db)
+            with_database(format!("rediss://{}", host_port(host, *port)), database)
         }
         ConnectionAddr::Unix(path) => {
             let path = path.to_str()?;
-            if db == 0 {
+            if database == 0 {
                 format!("redis+unix://{path}")
             } else {
-                format!("redis+unix://{path}?db={db}")
+                format!("redis+unix://{path}?db={database}")
             }
         }
         _ => return None,
@@ -86,9 +113,13 @@ fn host_port(host: &str, port: u16) -> String {
     }
 }
 
-/// `url` with `/db` when the database is not 0.
-fn with_db(url: String, db: i64) -> String {
-    if db == 0 { url } else { format!("{url}/{db}") }
+/// `url` with `/N` when the database number `database` is not 0.
+fn with_database(url: String, database: i64) -> String {
+    if database == 0 {
+        url
+    } else {
+        format!("{url}/{database}")
+    }
 }
 
 #[cfg(test)]
@@ -133,6 +164,13 @@ mod tests {
             "secret",
             "redis://user:secret@",
             "",
+            // Raw '?', '#' or '/' in user information: a parser would take
+            // part of it for the host.
+            "redis://default:pa@ss?word@h:1",
+            "redis://default:2024?secret@h:1",
+            "redis-cluster://u:x@sec?r@a:1,b:2",
+            "redis://u:12#rest@h:1",
+            "rediss://u:a/b@h:1",
         ] {
             assert_eq!(redacted_url(url), UNREADABLE_URL, "{url}");
         }

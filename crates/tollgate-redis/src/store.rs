@@ -121,21 +121,26 @@ fn read_ca_file(path: &std::path::Path) -> Result<Vec<u8>, RedisStoreError> {
     // A regular file of at most 16 MiB, as every file a configuration names
     // (tollgate-serve's `read_regular_file`, which this crate sits below): a
     // device or a FIFO is refused, not read for ever.
-    let metadata =
-        std::fs::metadata(path).map_err(|source| error(format!("cannot read it: {source}")))?;
-    if !metadata.is_file() {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let unreadable = |source: std::io::Error| error(format!("cannot read it: {source}"));
+    if !std::fs::metadata(path).map_err(unreadable)?.is_file() {
+        return Err(error("not a regular file".to_owned()));
+    }
+    // Opened without blocking, then checked on the handle: a FIFO swapped
+    // in after the check above neither holds the open nor gets read.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(unreadable)?;
+    if !file.metadata().map_err(unreadable)?.is_file() {
         return Err(error("not a regular file".to_owned()));
     }
     let mut pem = Vec::new();
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(
-            std::fs::File::open(path)
-                .map_err(|source| error(format!("cannot read it: {source}")))?,
-            MAX_CA_FILE_BYTES + 1,
-        ),
-        &mut pem,
-    )
-    .map_err(|source| error(format!("cannot read it: {source}")))?;
+    file.take(MAX_CA_FILE_BYTES + 1)
+        .read_to_end(&mut pem)
+        .map_err(unreadable)?;
     if pem.len() as u64 > MAX_CA_FILE_BYTES {
         return Err(error(format!(
             "larger than the {MAX_CA_FILE_BYTES} bytes read"

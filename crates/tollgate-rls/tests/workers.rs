@@ -78,11 +78,9 @@ async fn the_workers_share_one_budget_and_shutdown_ends_them() {
         }],
         hits_addend: 0,
     };
-    // Six connections, all held open: each new one goes to the worker with
-    // the fewest open, so the three workers hold two each (connections 0
-    // and 3 on worker 0, 1 and 4 on worker 1, 2 and 5 on worker 2). Seven
-    // calls in turn over them are decided by all three workers for one key,
-    // and the budget of 5 a day is one.
+    // Six connections, all held open, seven calls in turn over them: the
+    // budget of 5 a day is one (which worker decides each call is proven by
+    // `three_workers_decide_for_one_key`).
     let mut clients = Vec::new();
     for _ in 0..6 {
         clients.push(
@@ -166,4 +164,106 @@ fn a_worker_count_of_zero_or_past_1024_is_refused() {
     let taken = tollgate_rls::RlsArguments::try_parse_from(["tollgate", "--workers", "4"]).unwrap();
     assert_eq!(taken.workers, Some(4));
     assert_eq!(taken.worker_count(), 4);
+}
+
+/// The rate limit service, recording the name of the thread that decides
+/// each call.
+struct Recording {
+    service: tollgate_rls::RateLimitService,
+    threads: std::sync::Mutex<Vec<String>>,
+}
+
+impl tollgate_rls::server::Decide for Recording {
+    fn decide<'a>(
+        &'a self,
+        request: &'a tollgate_rls::proto::RateLimitRequest,
+    ) -> tollgate_rls::server::DecideFuture<'a> {
+        let name = std::thread::current().name().unwrap_or_default().to_owned();
+        self.threads.lock().unwrap().push(name);
+        self.service.decide(request)
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn three_workers_decide_for_one_key() {
+    use std::sync::Arc;
+    use tollgate_core::{LimiterConfig, ManualClock, MemoryStore};
+    use tollgate_rls::server::{DebugPages, Health, ListenAddresses, Listeners};
+    use tollgate_rls::{LoaderOptions, RateLimitConfig, RateLimitService, ServiceSettings};
+    let _alone = ONE_SERVICE_AT_A_TIME.lock().await;
+    // Noon: no day's window ends during the test.
+    let clock = Arc::new(ManualClock::new(4_102_488_000_000_000_000));
+    let store = Arc::new(MemoryStore::new(&LimiterConfig::default(), clock.clone()).unwrap());
+    let config =
+        RateLimitConfig::from_sources(&[("rl.yaml", CONFIG)], &LoaderOptions::default()).unwrap();
+    let recording = Arc::new(Recording {
+        service: RateLimitService::new(store, config, ServiceSettings::default(), clock),
+        threads: std::sync::Mutex::new(Vec::new()),
+    });
+    let listeners = Listeners::bind(&ListenAddresses {
+        grpc: "127.0.0.1:0".to_owned(),
+        http: "127.0.0.1:0".to_owned(),
+        debug: None,
+    })
+    .await
+    .unwrap();
+    let empty = || Arc::new(String::new) as Arc<dyn Fn() -> String + Send + Sync>;
+    let pages = DebugPages {
+        stats: empty(),
+        config: empty(),
+        settings: empty(),
+    };
+    let server = listeners
+        .serve(3, recording.clone(), Health::serving().await, pages)
+        .unwrap();
+    let address = format!("http://{}", server.grpc_address().unwrap());
+    let request = RateLimitRequest {
+        domain: "rl".to_owned(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "tenant".to_owned(),
+                value: "acme".to_owned(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 0,
+    };
+    // Three connections held open: each new one goes to the worker with
+    // the fewest open, so one each (0, 1, 2). Seven calls in turn over
+    // them: 1 is OK, 2 OVER_LIMIT; the budget of 5 a day is one.
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(
+            RateLimitServiceClient::connect(address.clone())
+                .await
+                .unwrap(),
+        );
+    }
+    let mut codes = Vec::new();
+    for call in 0..7 {
+        let response = clients[call % 3]
+            .should_rate_limit(request.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        codes.push(response.overall_code);
+    }
+    assert_eq!(codes, [1, 1, 1, 1, 1, 2, 2]);
+    // Each call was decided on its connection's worker thread.
+    assert_eq!(
+        *recording.threads.lock().unwrap(),
+        [
+            "rls-worker-0",
+            "rls-worker-1",
+            "rls-worker-2",
+            "rls-worker-0",
+            "rls-worker-1",
+            "rls-worker-2",
+            "rls-worker-0"
+        ]
+    );
+    drop(clients);
+    server.shutdown_within(Duration::from_millis(200)).await;
+    assert_eq!(no_worker_threads_left().await, Vec::<String>::new());
 }

@@ -1,5 +1,4 @@
-//! The accept loop's step, with its one error policy, for every listener of
-//! every server.
+//! The accept loop's step, with its one error policy.
 //!
 //! - A connection that failed on its own way in (`ECONNABORTED`,
 //!   `ECONNREFUSED`, `ECONNRESET`) is passed over at once: it says nothing
@@ -8,6 +7,11 @@
 //!   memory) is logged and the listener pauses [`ACCEPT_PAUSE`] before it
 //!   accepts again, rather than spin on an error that repeats until
 //!   connections close; a stop ends the pause.
+//!
+//! The gateway's proxy listener and `tollgate rls`'s gRPC listener accept
+//! through it; the listeners served by `axum::serve` (the gateway's admin
+//! listener, `tollgate rls`'s HTTP, debug and Prometheus listeners) keep
+//! axum's own rule (a 1 s pause).
 //!
 //! Every accepted connection gets `TCP_NODELAY`: requests and answers are
 //! small, and Nagle's algorithm would hold one back until the peer's delayed
@@ -102,5 +106,16 @@ mod tests {
         assert!(stream.nodelay().unwrap());
         shutdown.stop();
         assert!(accept(&listener, &stopping).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_stop_ends_a_wait_already_under_way() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (shutdown, stopping) = Shutdown::new();
+        let waiting = tokio::spawn(async move { accept(&listener, &stopping).await.is_none() });
+        // The wait is under way (no connection comes); the stop ends it.
+        tokio::task::yield_now().await;
+        shutdown.stop();
+        assert!(waiting.await.unwrap(), "no connection, and the wait ended");
     }
 }

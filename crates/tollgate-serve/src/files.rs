@@ -38,16 +38,24 @@ pub enum FileError {
 /// [`FileError::TooLarge`] for one over `max_bytes` (also when it grew
 /// while being read), [`FileError::Io`] when it cannot be read.
 pub fn read_regular_file(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
-    let metadata = std::fs::metadata(path)?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(FileError::NotRegular);
+    }
+    // Opened without blocking (a FIFO swapped in after the check above would
+    // otherwise hold the open until a writer came), then checked again on
+    // the handle itself, which no later swap can change.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let metadata = file.metadata()?;
     if !metadata.is_file() {
         return Err(FileError::NotRegular);
     }
     if metadata.len() > max_bytes {
         return Err(FileError::TooLarge { max: max_bytes });
     }
-    let file = std::fs::File::open(path)?;
-    // The file is opened only once it is known to be regular; one swapped
-    // for another kind in between is still read at most `max_bytes + 1`.
     let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
     file.take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)?;
@@ -92,13 +100,15 @@ mod tests {
             Err(FileError::NotRegular)
         ));
         let fifo = std::env::temp_dir().join(format!("tollgate-serve-fifo-{}", std::process::id()));
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-        if made.is_ok_and(|status| status.success()) {
-            assert!(matches!(
-                read_regular_file(&fifo, MAX_FILE_BYTES),
-                Err(FileError::NotRegular)
-            ));
-            std::fs::remove_file(&fifo).unwrap();
-        }
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo");
+        assert!(matches!(
+            read_regular_file(&fifo, MAX_FILE_BYTES),
+            Err(FileError::NotRegular)
+        ));
+        std::fs::remove_file(&fifo).unwrap();
     }
 }

@@ -14,22 +14,32 @@ pub struct Signals {
 impl Signals {
     /// Listens for each of `kinds` from now on. A signal that cannot be
     /// listened for is logged and left out.
-    pub fn listen(kinds: &[SignalKind]) -> Signals {
-        let streams = kinds
+    ///
+    /// # Errors
+    ///
+    /// The system's error when none of `kinds` can be listened for: a server
+    /// that no signal could stop must not start.
+    pub fn listen(kinds: &[SignalKind]) -> std::io::Result<Signals> {
+        let mut last_error = None;
+        let streams: Vec<Signal> = kinds
             .iter()
             .filter_map(|&kind| match signal(kind) {
                 Ok(stream) => Some(stream),
                 Err(error) => {
                     tracing::warn!(%error, signal = kind.as_raw_value(), "cannot listen for a signal");
+                    last_error = Some(error);
                     None
                 }
             })
             .collect();
-        Signals { streams }
+        match (streams.is_empty(), last_error) {
+            (true, Some(error)) => Err(error),
+            _ => Ok(Signals { streams }),
+        }
     }
 
     /// Resolves when one of the signals arrives (again, on a second call:
-    /// the second signal). Never resolves when none could be listened for.
+    /// the second signal). Never resolves for an empty list.
     pub async fn next(&mut self) {
         if self.streams.is_empty() {
             std::future::pending::<()>().await;
@@ -49,11 +59,11 @@ mod tests {
     #[tokio::test]
     async fn the_first_and_the_second_signal_of_the_list_are_told_apart() {
         // SIGUSR2, which nothing else in the test process listens for.
-        let mut signals = Signals::listen(&[SignalKind::user_defined2()]);
-        let pid = std::process::id().to_string();
+        let mut signals = Signals::listen(&[SignalKind::user_defined2()]).unwrap();
+        let process_id = std::process::id().to_string();
         for _ in 0..2 {
             let sent = std::process::Command::new("kill")
-                .args(["-USR2", &pid])
+                .args(["-USR2", &process_id])
                 .status()
                 .unwrap();
             assert!(sent.success());

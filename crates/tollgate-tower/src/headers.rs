@@ -98,12 +98,20 @@ impl HeaderTemplate {
     /// String: see `tollgate_core::push_structured_string`), whose
     /// quota is `quota` units per `window_s` seconds.
     pub fn new(name: &str, quota: u64, window_s: u64) -> Self {
-        let mut name_text = String::new();
-        push_structured_string(&mut name_text, name);
-        let name = name_text;
+        // Core's writer gives the policy value; the state's numbers are
+        // filled on each response (`state_of`).
+        let (policy, _) = rate_limit_fields(&[RateLimitItem {
+            name,
+            quota,
+            window_s,
+            remaining: 0,
+            reset_s: 0,
+        }]);
+        let mut quoted = String::new();
+        push_structured_string(&mut quoted, name);
         HeaderTemplate {
-            policy: joined(&[&format!("{name};q={quota};w={window_s}")]),
-            state_prefix: format!("{name};r="),
+            policy: joined(&[&policy]),
+            state_prefix: format!("{quoted};r="),
         }
     }
 

@@ -30,6 +30,9 @@ pub enum RlsError {
     /// The store cannot be opened (Redis, or the in-memory store).
     #[error(transparent)]
     Store(#[from] OpenStoreError),
+    /// None of the signals that stop the service can be listened for.
+    #[error("cannot listen for SIGTERM, SIGINT or SIGHUP")]
+    Signals(#[source] std::io::Error),
     /// The configuration directory cannot be read at start.
     #[error(transparent)]
     ConfigDirectory(ConfigDirError),
@@ -246,7 +249,8 @@ pub async fn serve(arguments: RlsArguments) -> Result<(), RlsError> {
         SignalKind::terminate(),
         SignalKind::interrupt(),
         SignalKind::hangup(),
-    ]);
+    ])
+    .map_err(RlsError::Signals)?;
     let mut rls = Rls::start(&arguments).await?;
     tokio::select! {
         () = signals.next() => tracing::info!("Received a signal, initiating shutdown"),
