@@ -34,7 +34,7 @@ use http::{HeaderMap, HeaderName, StatusCode};
 use tollgate_core::Store;
 
 use super::access_log::Outcome;
-use super::config::ForwardAuthConfig;
+use super::forward_auth_endpoint::ForwardAuth;
 use super::limit;
 use super::path;
 use super::problem::problem;
@@ -44,30 +44,7 @@ use super::reloadable::Reloadable;
 /// `proxy_set_header X-Forwarded-Method $request_method`).
 const X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-method");
 
-/// The decision endpoint in force.
-#[derive(Clone, Debug)]
-pub(crate) struct ForwardAuth {
-    /// The path it answers at.
-    pub(crate) path: String,
-    /// The status of a refusal.
-    refused_status: StatusCode,
-    /// The header the original URI is read from.
-    uri_header: HeaderName,
-}
-
 impl ForwardAuth {
-    /// The endpoint `config` describes; `None` when it is off.
-    pub(crate) fn from_config(config: &ForwardAuthConfig) -> Option<ForwardAuth> {
-        Some(ForwardAuth {
-            path: config.path.clone()?,
-            refused_status: StatusCode::from_u16(config.refused_status)
-                .unwrap_or(StatusCode::TOO_MANY_REQUESTS),
-            // Checked at load; the default should it not parse.
-            uri_header: HeaderName::from_bytes(config.uri_header.as_bytes())
-                .unwrap_or(HeaderName::from_static("x-forwarded-uri")),
-        })
-    }
-
     /// The answer to a decision request with `headers` from `peer`;
     /// `outcome` learns the original's route and its decision.
     pub(crate) async fn decide(

@@ -24,6 +24,7 @@ pub mod config;
 mod demo;
 mod error;
 mod forward_auth;
+mod forward_auth_endpoint;
 mod headers;
 mod hop_by_hop;
 mod limit;
@@ -42,6 +43,7 @@ mod store;
 mod tls;
 mod upgrade;
 mod upstream;
+mod upstream_health;
 mod upstream_tls;
 mod workers;
 

@@ -9,7 +9,7 @@ use tollgate_tower::ClientIpResolver;
 
 use super::config::{RefusalConfig, ServeConfig, ServeConfigError, UpstreamConfig};
 use super::demo::DEMO_ROUTE;
-use super::forward_auth::ForwardAuth;
+use super::forward_auth_endpoint::ForwardAuth;
 use super::metrics::DecisionCounters;
 use super::routes::{RouteBudget, RouteTable};
 use super::upstream_tls;

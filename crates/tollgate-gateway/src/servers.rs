@@ -1,5 +1,5 @@
-//! The servers of one route, used in turn (round robin), and their passive
-//! health: a server that refused a connection or did not accept one within
+//! The servers of one route, used in turn (round robin), skipping those in
+//! back-off (their passive health, `upstream_health.rs`): a server that refused a connection or did not accept one within
 //! `connect_timeout` is skipped for `[upstream] backoff`, then tried again.
 //!
 //! The turn and the health are the route's, shared by every worker thread
@@ -9,9 +9,8 @@
 //! new routes, so it starts every turn over and forgets every back-off.
 
 use std::sync::Arc;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use super::upstream::UpstreamTarget;
 
@@ -98,53 +97,11 @@ impl<'a> Iterator for Attempts<'a> {
     }
 }
 
-/// Whether a server is in back-off: until when, in nanoseconds since
-/// [`epoch`] plus one (0: it is not).
-#[derive(Debug, Default)]
-pub(crate) struct Health {
-    down_until: AtomicU64,
-}
-
-/// The instant health times count from: the first use in the process.
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
-}
-
-/// `instant` in nanoseconds since [`epoch`] plus one (0 before it).
-fn since_epoch(instant: Instant) -> u64 {
-    let since = instant.saturating_duration_since(epoch()).as_nanos();
-    u64::try_from(since).unwrap_or(u64::MAX - 1) + 1
-}
-
-impl Health {
-    /// Whether the server is in back-off at `now`.
-    pub(crate) fn is_down(&self, now: Instant) -> bool {
-        let until = self.down_until.load(Ordering::Relaxed);
-        until != 0 && since_epoch(now) < until
-    }
-
-    /// Puts the server in back-off from `now` for `backoff`.
-    pub(crate) fn mark_down(&self, now: Instant, backoff: Duration) {
-        if backoff.is_zero() {
-            return;
-        }
-        let until = now.checked_add(backoff).map_or(u64::MAX, since_epoch);
-        self.down_until.store(until, Ordering::Relaxed);
-    }
-
-    /// Ends a back-off early: the server took a connection.
-    pub(crate) fn mark_up(&self) {
-        if self.down_until.load(Ordering::Relaxed) != 0 {
-            self.down_until.store(0, Ordering::Relaxed);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use http::Uri;
+    use std::time::Duration;
 
     fn servers(count: u16) -> Servers {
         let targets = (1..=count)

@@ -31,7 +31,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
 use tower_service::Service;
 
-use super::servers::Health;
+use super::upstream_health::Health;
 use super::upstream_tls::UpstreamTls;
 
 /// Any error of reaching an upstream.

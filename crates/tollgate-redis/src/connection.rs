@@ -36,7 +36,7 @@ impl Target {
     /// (`rediss-cluster://` over TLS; the credentials of the first node apply
     /// to every node).
     pub(crate) fn parse(url: &str) -> Result<Target, String> {
-        if crate::redaction::ambiguous_user_information(url) {
+        if ambiguous_user_information(url) {
             return Err(
                 "a user name or password holds a raw '/', '?' or '#' before its '@': \
                         percent-encode them (%2F, %3F, %23, and '@' as %40)"
@@ -75,6 +75,28 @@ impl Target {
         }
         Ok(Target::Cluster(nodes))
     }
+}
+
+/// Whether `url` (a TCP one: `redis://`, `rediss://` or a cluster list)
+/// has a raw `@` after a `/`, `?` or `#` of its authority: a user name or
+/// password holding one of those characters unencoded, which a URL parser
+/// reads as the end of the authority (`redis://user:2024?secret@host:1` is
+/// the host `user`, port 2024, and a query). Such a URL names no address
+/// that can be trusted, and its text holds the credentials: it is shown as
+/// `(not a Redis URL)` and refused by the store ([`Target::parse`]). A socket
+/// URL (`redis+unix://`) has no user information: its `@` may stand in the
+/// `pass` parameter, which is never shown.
+pub(crate) fn ambiguous_user_information(url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    if scheme.ends_with("+unix") || scheme == "unix" {
+        return false;
+    }
+    let Some(last_at) = rest.rfind('@') else {
+        return false;
+    };
+    rest[..last_at].contains(['/', '?', '#'])
 }
 
 /// The connection settings of `url`, with `TCP_NODELAY` set: the redis

@@ -34,6 +34,7 @@
 mod admin;
 mod batch;
 mod batchers;
+mod ca_file;
 mod call;
 mod config;
 mod connection;

@@ -16,7 +16,7 @@
 
 use redis::{ConnectionAddr, IntoConnectionInfo as _};
 
-use crate::connection::{CLUSTER_SCHEME, TLS_CLUSTER_SCHEME, Target};
+use crate::connection::{CLUSTER_SCHEME, TLS_CLUSTER_SCHEME, Target, ambiguous_user_information};
 
 /// What stands for a URL that does not parse: nothing of it is shown.
 pub const UNREADABLE_URL: &str = "(not a Redis URL)";
@@ -57,28 +57,6 @@ pub fn redacted_url(url: &str) -> String {
         }
         Err(_) => UNREADABLE_URL.to_owned(),
     }
-}
-
-/// Whether `url` (a TCP one: `redis://`, `rediss://` or a cluster list)
-/// has a raw `@` after a `/`, `?` or `#` of its authority: a user name or
-/// password holding one of those characters unencoded, which a URL parser
-/// reads as the end of the authority (`redis://user:2024?secret@host:1` is
-/// the host `user`, port 2024, and a query). Such a URL names no address
-/// that can be trusted, and its text holds the credentials: it is shown as
-/// [`UNREADABLE_URL`] and refused by the store (`Target::parse`). A socket
-/// URL (`redis+unix://`) has no user information: its `@` may stand in the
-/// `pass` parameter, which is never shown.
-pub(crate) fn ambiguous_user_information(url: &str) -> bool {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return false;
-    };
-    if scheme.ends_with("+unix") || scheme == "unix" {
-        return false;
-    }
-    let Some(last_at) = rest.rfind('@') else {
-        return false;
-    };
-    rest[..last_at].contains(['/', '?', '#'])
 }
 
 /// One server's URL written out from its parsed address.

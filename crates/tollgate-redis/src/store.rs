@@ -18,6 +18,7 @@ use tollgate_core::{
 
 use crate::admin;
 use crate::batchers::{BatcherParts, Batchers, Renewals};
+use crate::ca_file::read_ca_file;
 use crate::call::{self, Outcome, Reply, Request, ScriptLimit};
 use crate::config::{RedisConfig, TimeSource};
 use crate::connection::{Connection, Target};
@@ -107,54 +108,6 @@ pub enum RedisStoreError {
     Prefix(String),
 }
 
-/// The most bytes read of a CA file: 16 MiB.
-const MAX_CA_FILE_BYTES: u64 = 16 * 1024 * 1024;
-
-/// The PEM text of the CA file `path`, checked to hold at least one
-/// certificate.
-fn read_ca_file(path: &std::path::Path) -> Result<Vec<u8>, RedisStoreError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let error = |reason: String| {
-        RedisStoreError::CaFile(format!("the CA file {}: {reason}", path.display()))
-    };
-    // A regular file of at most 16 MiB, as every file a configuration names
-    // (tollgate-serve's `read_regular_file`, which this crate sits below): a
-    // device or a FIFO is refused, not read for ever.
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let unreadable = |source: std::io::Error| error(format!("cannot read it: {source}"));
-    if !std::fs::metadata(path).map_err(unreadable)?.is_file() {
-        return Err(error("not a regular file".to_owned()));
-    }
-    // Opened without blocking, then checked on the handle: a FIFO swapped
-    // in after the check above neither holds the open nor gets read.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(unreadable)?;
-    if !file.metadata().map_err(unreadable)?.is_file() {
-        return Err(error("not a regular file".to_owned()));
-    }
-    let mut pem = Vec::new();
-    file.take(MAX_CA_FILE_BYTES + 1)
-        .read_to_end(&mut pem)
-        .map_err(unreadable)?;
-    if pem.len() as u64 > MAX_CA_FILE_BYTES {
-        return Err(error(format!(
-            "larger than the {MAX_CA_FILE_BYTES} bytes read"
-        )));
-    }
-    let certificates = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|source| error(source.to_string()))?;
-    if certificates.is_empty() {
-        return Err(error("no PEM certificate in the file".to_owned()));
-    }
-    Ok(pem)
-}
-
 impl RedisStore {
     /// Connects to Redis (lazily: the store works as soon as Redis answers) and
     /// shares `limits`' default policy there unless one is set already. Must be
@@ -178,7 +131,7 @@ impl RedisStore {
                     path.display()
                 )));
             }
-            Some(path) => Some(read_ca_file(path)?),
+            Some(path) => Some(read_ca_file(path).map_err(RedisStoreError::CaFile)?),
         };
         let (connection, clients) =
             Connection::open_with(&target, config.timeout, root_certificates.as_deref())

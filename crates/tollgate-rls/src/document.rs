@@ -4,7 +4,7 @@
 //! and `window` inside `rate_limit`, decoded with yaml.v2's rules.
 
 use crate::yaml::decode::Decoder;
-use crate::yaml::generic::GoValue;
+use crate::yaml::go_value::GoValue;
 use crate::yaml::node::Node;
 
 /// A file: `domain` and its top-level `descriptors`.

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::yaml::generic::GoValue;
+use crate::yaml::go_value::GoValue;
 use crate::yaml::gofmt::format_v;
 
 /// A descriptor's metadata: a protobuf `Struct`, fields by name.

@@ -10,7 +10,7 @@
 //! `rate_limit` mapping.
 
 use crate::error::ConfigErrorKind;
-use crate::yaml::generic::GoValue;
+use crate::yaml::go_value::GoValue;
 use crate::yaml::gofmt::format_v;
 
 /// The keys envoyproxy/ratelimit knows (its `validKeys`).

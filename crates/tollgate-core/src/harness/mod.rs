@@ -7,6 +7,7 @@ mod document;
 mod operation;
 mod output;
 mod read;
+mod signature;
 
 use serde_json::Value;
 

@@ -6,6 +6,7 @@ use std::num::NonZeroU64;
 
 use super::argument::Argument;
 use super::read::ReadOperation;
+use super::signature::signature;
 use crate::key::ApiKey;
 use crate::policy::{MAX_VALUE, Policy, PolicyError};
 
@@ -60,26 +61,6 @@ impl fmt::Display for OperationError {
             OperationError::InvalidTier => f.write_str("invalid tier"),
         }
     }
-}
-
-/// Every operation's name and how many arguments it takes.
-const OPERATIONS: [(&str, usize); 6] = [
-    ("request", 2),
-    ("request_batch", 3),
-    ("configure", 1),
-    ("reset", 1),
-    ("stats", 1),
-    ("assign_tier", 2),
-];
-
-/// How many arguments the operation `name` takes; `None` when no operation
-/// has that name.
-pub(crate) fn arity(name: &str) -> Option<usize> {
-    signature(name).map(|(_, arity)| arity)
-}
-
-fn signature(name: &str) -> Option<(&'static str, usize)> {
-    OPERATIONS.into_iter().find(|(known, _)| *known == name)
 }
 
 impl<'a> Operation<'a> {

@@ -30,7 +30,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde_json::value::RawValue;
 
 use super::argument::Argument;
-use super::operation::arity;
+use super::signature::arity;
 
 /// The most arguments any operation takes.
 const MOST_ARGUMENTS: usize = 3;

@@ -7,26 +7,11 @@
 
 use super::cache::Checked;
 use super::headers;
+use super::held::Held;
 use super::metadata::dynamic_metadata;
 use super::settings::ServiceSettings;
-use crate::metadata::Metadata;
 use crate::proto::{Code, DescriptorStatus, RateLimitRequest, RateLimitResponse};
 use crate::stats::{StatsSink, service_stats};
-
-/// What the answer needs of one descriptor besides its status.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Held<'a> {
-    /// The descriptor is unlimited.
-    pub(crate) unlimited: bool,
-    /// A limit applies (none when none matched, it was replaced, or unlimited).
-    pub(crate) limited: bool,
-    /// The limit's `quota_mode`.
-    pub(crate) quota_mode: bool,
-    /// The limit's `metadata`.
-    pub(crate) metadata: Option<&'a Metadata>,
-    /// The name the IETF fields give the limit.
-    pub(crate) policy_name: Option<&'a str>,
-}
 
 /// The response to `request` from its descriptors' `checked` statuses (one per
 /// descriptor, in order) and what they are `held` to. Counts

@@ -15,8 +15,9 @@ use tollgate_core::{
     PolicyError, PreparedPolicy, Stats, Store, StoreError, StoreFuture,
 };
 
-use super::aggregate::{Held, respond};
+use super::aggregate::respond;
 use super::cache::Checked;
+use super::held::Held;
 use super::{RateLimitService, ServiceSettings};
 use crate::harness::block_on;
 use crate::metadata::{Metadata, MetadataValue};

@@ -4,8 +4,8 @@
 
 use tollgate_core::{RateLimitItem, rate_limit_fields};
 
-use super::aggregate::Held;
 use super::cache::Checked;
+use super::held::Held;
 use super::settings::ServiceSettings;
 use crate::proto::{DescriptorStatus, HeaderValue};
 

@@ -5,7 +5,7 @@
 //! `metadata`, the merge of the passed descriptors' limits' metadata (the first
 //! value of a field wins; structs merge field by field).
 
-use super::aggregate::Held;
+use super::held::Held;
 use crate::metadata::{Metadata, MetadataValue};
 use crate::proto::{RateLimitDescriptor, RateLimitRequest};
 

@@ -5,27 +5,10 @@
 //! collected while decoding goes on, unknown fields are skipped, a later
 //! duplicate field overwrites an earlier one.
 
-use super::generic::{GoValue, decode_value, flatten_entries};
-use super::node::{Node, NodeKind};
+use super::generic::{decode_value, flatten_entries};
+use super::go_value::GoValue;
+use super::node::{Node, NodeKind, type_error};
 use super::resolve::Resolved;
-
-/// yaml.v2's type error text for `node` decoded into the Go type `type_name`:
-/// `line N: cannot unmarshal TAG `VALUE` into TYPE` (a value longer than 10
-/// bytes is cut to 7 and `...`; collections print no value).
-pub(crate) fn type_error(node: &Node, type_name: &str) -> String {
-    let tag = node.short_tag();
-    let value = match &node.kind {
-        NodeKind::Scalar { text, .. } if text.len() > 10 => {
-            format!(" `{}...`", String::from_utf8_lossy(&text.as_bytes()[..7]))
-        }
-        NodeKind::Scalar { text, .. } => format!(" `{text}`"),
-        NodeKind::Seq(_) | NodeKind::Map(_) => String::new(),
-    };
-    format!(
-        "line {}: cannot unmarshal {tag}{value} into {type_name}",
-        node.line
-    )
-}
 
 /// A decoding in progress: the type errors met so far.
 #[derive(Default)]

@@ -3,45 +3,9 @@
 //! `ConfigFileContentToYaml`): scalars resolved, a later duplicate key replacing
 //! an earlier one, merge keys (`<<`) applied, timestamps kept as their text.
 
-use super::node::{Node, NodeKind};
+use super::go_value::GoValue;
+use super::node::{Node, NodeKind, type_error};
 use super::resolve::Resolved;
-
-/// A Go value as yaml.v2 decodes it into an `interface{}`.
-#[derive(Clone, Debug)]
-pub(crate) enum GoValue {
-    /// `nil`.
-    Nil,
-    /// `bool`.
-    Bool(bool),
-    /// `int`.
-    Int(i64),
-    /// `uint64` (an integer above `i64::MAX`).
-    Uint(u64),
-    /// `float64`.
-    Float(f64),
-    /// `string`.
-    Str(String),
-    /// `[]interface{}`.
-    Seq(Vec<GoValue>),
-    /// `map[interface{}]interface{}`, keys unique, in first-seen order (Go's own
-    /// order is random).
-    Map(Vec<(GoValue, GoValue)>),
-}
-
-impl GoValue {
-    /// Go's `==` on two map keys (never true for NaN).
-    fn same_key(&self, other: &GoValue) -> bool {
-        match (self, other) {
-            (GoValue::Nil, GoValue::Nil) => true,
-            (GoValue::Bool(a), GoValue::Bool(b)) => a == b,
-            (GoValue::Int(a), GoValue::Int(b)) => a == b,
-            (GoValue::Uint(a), GoValue::Uint(b)) => a == b,
-            (GoValue::Float(a), GoValue::Float(b)) => a == b,
-            (GoValue::Str(a), GoValue::Str(b)) => a == b,
-            _ => false,
-        }
-    }
-}
 
 /// The decoding of a document into the top-level map.
 ///
@@ -63,7 +27,7 @@ pub(crate) fn decode_root(root: Option<&Node>) -> Result<Vec<(GoValue, GoValue)>
         _ if root.is_null() => Ok(Vec::new()),
         _ => Err(format!(
             "yaml: unmarshal errors:\n  {}",
-            super::decode::type_error(root, "map[interface {}]interface {}")
+            type_error(root, "map[interface {}]interface {}")
         )),
     }
 }

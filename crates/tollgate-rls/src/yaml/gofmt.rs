@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering;
 
-use super::generic::GoValue;
+use super::go_value::GoValue;
 
 /// `fmt.Sprintf("%v", value)`: maps print as `map[k:v ...]` with their keys
 /// sorted (as Go's `fmt` sorts them), sequences as `[a b]`, `nil` as `<nil>`.

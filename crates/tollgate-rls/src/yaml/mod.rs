@@ -6,6 +6,7 @@
 
 pub(crate) mod decode;
 pub(crate) mod generic;
+pub(crate) mod go_value;
 pub(crate) mod gofmt;
 pub(crate) mod node;
 pub(crate) mod parse;

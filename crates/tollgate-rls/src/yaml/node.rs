@@ -64,3 +64,21 @@ impl Node {
         }
     }
 }
+
+/// yaml.v2's type error text for `node` decoded into the Go type `type_name`:
+/// `line N: cannot unmarshal TAG `VALUE` into TYPE` (a value longer than 10
+/// bytes is cut to 7 and `...`; collections print no value).
+pub(crate) fn type_error(node: &Node, type_name: &str) -> String {
+    let tag = node.short_tag();
+    let value = match &node.kind {
+        NodeKind::Scalar { text, .. } if text.len() > 10 => {
+            format!(" `{}...`", String::from_utf8_lossy(&text.as_bytes()[..7]))
+        }
+        NodeKind::Scalar { text, .. } => format!(" `{text}`"),
+        NodeKind::Seq(_) | NodeKind::Map(_) => String::new(),
+    };
+    format!(
+        "line {}: cannot unmarshal {tag}{value} into {type_name}",
+        node.line
+    )
+}
