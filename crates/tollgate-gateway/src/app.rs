@@ -16,12 +16,12 @@ use super::access_log::{AccessLog, Arrival, Outcome};
 use super::admin_guard::AdminGuard;
 use super::client::ClientConnection;
 use super::config::InForce;
-use super::headers::RateLimitHeaders;
 use super::problem::problem;
 use super::proxy::Proxy;
+use super::rate_limit_headers::RateLimitHeaders;
 use super::reloadable::Reloadable;
 use super::tls::ListenerTls;
-use super::{demo, limit, path};
+use super::{admission, demo, path};
 
 /// Everything the listeners share.
 pub(crate) struct App {
@@ -138,7 +138,7 @@ async fn answer(
         // Passed on without a key or budget (`preflight = "pass"`).
         RateLimitHeaders::default()
     } else {
-        match limit::admit(
+        match admission::admit(
             app.store.as_ref(),
             &reloadable,
             route,

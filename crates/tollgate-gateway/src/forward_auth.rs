@@ -34,8 +34,8 @@ use http::{HeaderMap, HeaderName, StatusCode};
 use tollgate_core::Store;
 
 use super::access_log::Outcome;
+use super::admission;
 use super::forward_auth_endpoint::ForwardAuth;
-use super::limit;
 use super::path;
 use super::problem::problem;
 use super::reloadable::Reloadable;
@@ -70,14 +70,14 @@ impl ForwardAuth {
         if route.is_some_and(|route| route.preflight_passes) && is_preflight(headers) {
             return Response::new(Body::empty());
         }
-        match limit::admit(store, reloadable, route, headers, peer, outcome).await {
+        match admission::admit(store, reloadable, route, headers, peer, outcome).await {
             Ok(rate_limit_headers) => {
                 let mut response = Response::new(Body::empty());
                 rate_limit_headers.insert_into(response.headers_mut());
                 response
             }
             Err(mut refused) => {
-                if refused.extensions().get::<limit::Refused>().is_some() {
+                if refused.extensions().get::<admission::Refused>().is_some() {
                     *refused.status_mut() = self.refused_status;
                 }
                 refused

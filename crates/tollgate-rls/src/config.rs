@@ -12,9 +12,9 @@ use tollgate_core::Algorithm;
 
 use crate::document::{YamlDescriptor, YamlRateLimit};
 use crate::error::{ConfigError, ConfigErrorKind};
-use crate::limit::{Enforcement, RateLimit, enforcement};
 use crate::loader::{LoaderOptions, ParsedFile};
 use crate::metadata::{Metadata, metadata_from_fields};
+use crate::rate_limit::{Enforcement, RateLimit, enforcement};
 use crate::stats::LimitStatNames;
 use crate::unit::Unit;
 use crate::wildcard::WildcardEntry;

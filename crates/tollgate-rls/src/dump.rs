@@ -11,7 +11,7 @@
 use tollgate_core::Algorithm;
 
 use crate::config::{DescriptorNode, RateLimitConfig};
-use crate::limit::{Enforcement, RateLimit};
+use crate::rate_limit::{Enforcement, RateLimit};
 
 impl RateLimitConfig {
     /// Every limit of every domain, a line each (ending in `\n`), sorted by

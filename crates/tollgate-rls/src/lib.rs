@@ -38,11 +38,11 @@ mod document;
 mod dump;
 mod error;
 pub mod harness;
-mod limit;
 mod loader;
 mod lookup;
 mod metadata;
 pub mod proto;
+mod rate_limit;
 mod service;
 mod stats;
 mod unit;
@@ -60,10 +60,10 @@ pub use config_dir::{
     ReloadCounters, ReloadTarget, watch as watch_config,
 };
 pub use error::{ConfigError, ConfigErrorKind};
-pub use limit::{Enforcement, LimitOverride, RateLimit};
 pub use loader::{LoaderOptions, ParsedFile};
 pub use lookup::{DescriptorEntry, MatchedLimit};
 pub use metadata::{Metadata, MetadataValue, metadata_to_json};
+pub use rate_limit::{Enforcement, LimitOverride, RateLimit};
 pub use server::{Rls, RlsError, serve};
 pub use service::{Extensions, RateLimitService, ServiceError, ServiceSettings};
 pub use settings::RlsArguments;

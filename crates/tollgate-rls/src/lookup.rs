@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::{DescriptorNode, RateLimitConfig};
-use crate::limit::{LimitOverride, RateLimit};
 use crate::metadata::Metadata;
+use crate::rate_limit::{LimitOverride, RateLimit};
 use crate::stats::{LimitStatNames, StatsSink, domain_not_found_stat};
 
 /// One `key`/`value` entry of a request descriptor.

@@ -10,7 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod budget;
-mod headers;
+mod header_fields;
 mod host;
 mod host_limits;
 mod key;
@@ -19,7 +19,9 @@ mod problem;
 mod route_limit;
 
 pub use budget::{Budget, BudgetError};
-pub use headers::{HeaderTemplate, RATELIMIT, RATELIMIT_POLICY, RateLimitField, advertised_quota};
+pub use header_fields::{
+    HeaderTemplate, RATELIMIT, RATELIMIT_POLICY, RateLimitField, advertised_quota,
+};
 pub use host::{HostDefaults, HostDefaultsError};
 pub use host_limits::{HostLimits, HostLimitsBuilder};
 pub use key::{

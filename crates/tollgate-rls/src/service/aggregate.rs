@@ -6,7 +6,7 @@
 //! global shadow mode, dynamic metadata; then tollgate's extension headers.
 
 use super::cache::Checked;
-use super::headers;
+use super::headers_to_add;
 use super::held::Held;
 use super::metadata::dynamic_metadata;
 use super::settings::ServiceSettings;
@@ -75,7 +75,7 @@ pub(crate) fn respond(
     if settings.limit_response_headers_enabled
         && let Some(nearest) = nearest
     {
-        response_headers.extend(headers::go_limit_headers(nearest, settings, now_s));
+        response_headers.extend(headers_to_add::go_limit_headers(nearest, settings, now_s));
     }
     if overall == Code::OverLimit && settings.shadow_mode {
         overall = Code::Ok;
@@ -85,10 +85,10 @@ pub(crate) fn respond(
         .response_dynamic_metadata
         .then(|| dynamic_metadata(request, &passed, held));
     if settings.extensions.retry_after_header && overall == Code::OverLimit {
-        response_headers.extend(headers::retry_after(checked));
+        response_headers.extend(headers_to_add::retry_after(checked));
     }
     if settings.extensions.ietf_headers {
-        response_headers.extend(headers::ietf_fields(checked, held));
+        response_headers.extend(headers_to_add::ietf_fields(checked, held));
     }
     RateLimitResponse {
         overall_code: overall,

@@ -30,7 +30,7 @@ mod aggregate;
 mod cache;
 mod counter;
 mod failure;
-mod headers;
+mod headers_to_add;
 mod held;
 mod local_cache;
 mod metadata;

@@ -10,9 +10,9 @@ use tollgate_core::{Algorithm, Policy};
 use super::ServiceError;
 use super::settings::ServiceSettings;
 use crate::config::RateLimitConfig;
-use crate::limit::{Enforcement, LimitOverride};
 use crate::lookup::MatchedLimit;
 use crate::proto::{RateLimitDescriptor, RateLimitRequest};
+use crate::rate_limit::{Enforcement, LimitOverride};
 use crate::stats::StatsSink;
 
 /// What one descriptor is held to.

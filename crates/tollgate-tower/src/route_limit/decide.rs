@@ -10,7 +10,7 @@ use http_body_util::Full;
 use tollgate_core::{Limit, LimitDecision, StoreError, StoreFuture};
 
 use super::route::PendingLimit;
-use crate::headers::{RateLimitField, RateLimitHeaders};
+use crate::header_fields::{RateLimitField, RateLimitHeaders};
 use crate::metrics::{record_denial, record_store_failure};
 use crate::problem::Problem;
 use tollgate_core::FailurePolicy;

@@ -11,7 +11,7 @@ use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 
 use super::decide::Outcome;
-use crate::headers::RateLimitHeaders;
+use crate::header_fields::RateLimitHeaders;
 use crate::problem::Problem;
 
 /// The store's decision still to come.

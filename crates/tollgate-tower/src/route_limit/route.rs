@@ -11,7 +11,7 @@ use tollgate_core::{
 };
 
 use crate::budget::Budget;
-use crate::headers::{HeaderTemplate, advertised_quota};
+use crate::header_fields::{HeaderTemplate, advertised_quota};
 use crate::host_limits::Shared;
 use crate::key::{self, KeySelector, LimitKey, MissingKey, RequestParts};
 use crate::problem::Problem;

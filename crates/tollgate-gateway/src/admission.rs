@@ -16,9 +16,9 @@ use tollgate_tower::{
 use super::access_log::{Admission, Outcome};
 use super::api_key::{KeyError, MAX_KEY_LENGTH, api_key};
 use super::config::RouteKey;
-use super::headers::{RateLimitHeaders, rate_limit_headers, rate_limit_headers_listed};
 use super::metrics;
 use super::problem::{problem, respond};
+use super::rate_limit_headers::{RateLimitHeaders, rate_limit_headers, rate_limit_headers_listed};
 use super::reloadable::Reloadable;
 use super::routes::{Route, RouteBudget};
 use super::shadow::ShadowLimits;
