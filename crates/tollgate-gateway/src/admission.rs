@@ -58,31 +58,13 @@ pub(crate) async fn admit(
     }
     let route_limit = route_limit(reloadable, route, route_name, key, headers, peer)
         .map_err(|reason| respond(Problem::unauthorized(reason)))?;
-    let plan_limit = Limit::Plan(key);
     let stopwatch = Stopwatch::start();
-    // A lone plan on a store that answers at once (the in-memory one) is
-    // decided here, without a future or a `Vec`.
-    let answer = match &route_limit {
-        None => match store.acquire_one_now(&plan_limit) {
-            Some(plan) => Ok(Decisions { plan, route: None }),
-            None => acquire(store, &[plan_limit]).await,
-        },
-        Some(route_limit) => {
-            let route = Limit::Policy {
-                key: &route_limit.key,
-                policy: &route_limit.budget.prepared,
-            };
-            acquire(store, &[plan_limit, route]).await
-        }
-    };
-    let decisions = match answer {
+    let decisions = match decide(store, key, route_limit.as_ref()).await {
         Ok(decisions) => decisions,
         Err(error) => {
-            metrics::record_store_failure(route_name, reloadable.failure, &error);
-            outcome.admission = Admission::Unavailable;
-            return match reloadable.failure {
-                FailurePolicy::FailOpen => Ok(RateLimitHeaders::default()),
-                FailurePolicy::FailClosed => Err(respond(Problem::unavailable())),
+            return match store_failed(reloadable, route_name, &error, outcome) {
+                None => Ok(RateLimitHeaders::default()),
+                Some(refusal) => Err(refusal),
             };
         }
     };
@@ -117,71 +99,165 @@ pub(crate) async fn admit(
         outcome.admission = Admission::Allowed;
         return Ok(headers);
     }
-    // The limits that refused (the others report rejected with no wait):
-    // the enforced ones answer, those in shadow mode are only counted.
-    let mut enforced_refusal = false;
-    let mut shadow_refusal = false;
-    let mut retry_after = 0;
-    let mut refused_by = std::borrow::Cow::Borrowed(tier);
-    let mut status = reloadable.refusal.for_tier(tier);
-    for (index, limit) in decisions.iter().enumerate() {
-        // The longest wait of the limit's policies (a plan may list several).
-        let limit_retry_after = limit.retry_after_seconds();
-        if limit_retry_after == 0 {
-            continue;
-        }
-        let kind = match (index, &route_limit) {
-            (0, _) => PLAN_KEY_KIND,
-            (_, Some(route_limit)) => route_limit.kind.label(),
-            (_, None) => PLAN_KEY_KIND,
-        };
-        if shadow.is_shadow(index) {
-            shadow_refusal = true;
-            record_shadow_denial(route_name, kind);
-            tracing::debug!(
-                key = %Redacted(key),
-                route = %route_name,
-                key_kind = kind,
-                "over a limit in shadow mode"
-            );
-            continue;
-        }
-        enforced_refusal = true;
-        record_denial(route_name, kind);
-        if limit_retry_after > retry_after {
-            retry_after = limit_retry_after;
-            (refused_by, status) = if index == 0 {
-                (
-                    plan_refused_by(tier, limit),
-                    reloadable.refusal.for_tier(tier),
-                )
-            } else {
-                let own = route
-                    .filter(|route| route.budget.is_some())
-                    .and_then(|route| route.refused_status);
-                (
-                    std::borrow::Cow::Borrowed(&**route_name),
-                    own.unwrap_or_else(|| reloadable.refusal.default_status()),
-                )
-            };
-        }
-    }
-    if !enforced_refusal {
+    let refusal = Refusal::tally(
+        &decisions,
+        &Refusing {
+            key,
+            tier,
+            route,
+            route_name,
+            route_limit: route_limit.as_ref(),
+            shadow: &shadow,
+            reloadable,
+        },
+    );
+    if !refusal.enforced {
         outcome.admission = Admission::Shadow;
         return Ok(headers);
     }
     outcome.admission = Admission::Refused;
-    if shadow_refusal {
+    if refusal.in_shadow {
         // A refusal's headers describe the enforced limits, which refused
         // it (its `Retry-After` is theirs), never a shadow one's longer wait.
         headers = headers_of(&|index| !shadow.is_shadow(index));
     }
-    tracing::debug!(key = %Redacted(key), route = %route_name, retry_after, "rate limited");
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
-    let mut response = respond(Problem::refused(status, &refused_by, retry_after));
-    headers.insert_into(response.headers_mut());
-    response.extensions_mut().insert(Refused);
-    Err(response)
+    tracing::debug!(key = %Redacted(key), route = %route_name, retry_after = refusal.retry_after, "rate limited");
+    Err(refusal.response(headers))
+}
+
+/// The plan of `key`, and the route budget `route_limit` if any, decided
+/// together by `store`. A lone plan on a store that answers at once (the
+/// in-memory one) is decided without a future or a `Vec`.
+async fn decide(
+    store: &dyn Store,
+    key: &str,
+    route_limit: Option<&RouteLimit<'_>>,
+) -> Result<Decisions, StoreError> {
+    let plan_limit = Limit::Plan(key);
+    match route_limit {
+        None => match store.acquire_one_now(&plan_limit) {
+            Some(plan) => Ok(Decisions { plan, route: None }),
+            None => acquire(store, &[plan_limit]).await,
+        },
+        Some(route_limit) => {
+            let route = Limit::Policy {
+                key: &route_limit.key,
+                policy: &route_limit.budget.prepared,
+            };
+            acquire(store, &[plan_limit, route]).await
+        }
+    }
+}
+
+/// What a request gets when the store could not decide, by its failure
+/// policy: `None`, it goes through (`fail_open`), or the 503 answering it
+/// (`fail_closed`); counted and noted in `outcome`.
+fn store_failed(
+    reloadable: &Reloadable,
+    route_name: &std::sync::Arc<str>,
+    error: &StoreError,
+    outcome: &mut Outcome,
+) -> Option<Response> {
+    metrics::record_store_failure(route_name, reloadable.failure, error);
+    outcome.admission = Admission::Unavailable;
+    match reloadable.failure {
+        FailurePolicy::FailOpen => None,
+        FailurePolicy::FailClosed => Some(respond(Problem::unavailable())),
+    }
+}
+
+/// What a refused request's limits are judged with.
+struct Refusing<'a> {
+    key: &'a str,
+    tier: &'a str,
+    route: Option<&'a Route>,
+    route_name: &'a std::sync::Arc<str>,
+    route_limit: Option<&'a RouteLimit<'a>>,
+    shadow: &'a ShadowLimits,
+    reloadable: &'a Reloadable,
+}
+
+/// The limits that refused a request (the others report rejected with no
+/// wait): the enforced ones answer, those in shadow mode are only counted.
+struct Refusal<'a> {
+    /// An enforced limit refused.
+    enforced: bool,
+    /// A limit in shadow mode refused.
+    in_shadow: bool,
+    /// The longest wait of the enforced limits, in whole seconds.
+    retry_after: u64,
+    /// The name the problem body gives the limit with that wait.
+    refused_by: std::borrow::Cow<'a, str>,
+    /// The status that limit answers with.
+    status: u16,
+}
+
+impl<'a> Refusal<'a> {
+    /// Counts each refusing limit of `decisions` (a denial, or a shadow
+    /// denial) and keeps the enforced one with the longest wait.
+    fn tally(decisions: &Decisions, request: &Refusing<'a>) -> Refusal<'a> {
+        let reloadable = request.reloadable;
+        let mut refusal = Refusal {
+            enforced: false,
+            in_shadow: false,
+            retry_after: 0,
+            refused_by: std::borrow::Cow::Borrowed(request.tier),
+            status: reloadable.refusal.for_tier(request.tier),
+        };
+        for (index, limit) in decisions.iter().enumerate() {
+            // The longest wait of the limit's policies (a plan may list several).
+            let limit_retry_after = limit.retry_after_seconds();
+            if limit_retry_after == 0 {
+                continue;
+            }
+            let kind = match (index, request.route_limit) {
+                (0, _) | (_, None) => PLAN_KEY_KIND,
+                (_, Some(route_limit)) => route_limit.kind.label(),
+            };
+            if request.shadow.is_shadow(index) {
+                refusal.in_shadow = true;
+                record_shadow_denial(request.route_name, kind);
+                tracing::debug!(
+                    key = %Redacted(request.key),
+                    route = %request.route_name,
+                    key_kind = kind,
+                    "over a limit in shadow mode"
+                );
+                continue;
+            }
+            refusal.enforced = true;
+            record_denial(request.route_name, kind);
+            if limit_retry_after > refusal.retry_after {
+                refusal.retry_after = limit_retry_after;
+                (refusal.refused_by, refusal.status) = if index == 0 {
+                    (
+                        plan_refused_by(request.tier, limit),
+                        reloadable.refusal.for_tier(request.tier),
+                    )
+                } else {
+                    let own = request
+                        .route
+                        .filter(|route| route.budget.is_some())
+                        .and_then(|route| route.refused_status);
+                    (
+                        std::borrow::Cow::Borrowed(&**request.route_name),
+                        own.unwrap_or_else(|| reloadable.refusal.default_status()),
+                    )
+                };
+            }
+        }
+        refusal
+    }
+
+    /// The refusal's answer: its status, a problem+json body naming the
+    /// limit, `Retry-After`, and `headers`; marked [`Refused`].
+    fn response(self, headers: RateLimitHeaders) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+        let mut response = respond(Problem::refused(status, &self.refused_by, self.retry_after));
+        headers.insert_into(response.headers_mut());
+        response.extensions_mut().insert(Refused);
+        response
+    }
 }
 
 /// Marks a response as a refusal by a limit (whatever its status), for the
