@@ -21,23 +21,52 @@ impl Limiter {
                 self.hash(limit.key(), limit.policy().is_some())
             })
             .collect();
+        let mut locked = self.lock_shards(&hashes);
+        let parts = self.parts(limits, &hashes, &locked);
+        // Check: what each part has now, touching nothing.
+        let checks: Vec<Option<Check>> = parts
+            .iter()
+            .map(|part| {
+                part.target()
+                    .map(|target| locked.shard(part.hash).peek_at(&target, now))
+            })
+            .collect();
+        // Whether every all-or-nothing part allows all of its units.
+        let everyone_allows = parts.iter().zip(&checks).all(|(part, check)| {
+            check.is_none_or(|check| check.counts_refused || check.verdict.remaining >= part.units)
+        });
+        self.charge(limits, &parts, checks, everyone_allows, &mut locked, now)
+    }
+
+    /// The shards holding `hashes`, locked in index order (so that callers
+    /// locking several never deadlock).
+    fn lock_shards(&self, hashes: &[u64]) -> Locked<'_> {
         let mut indices: Vec<usize> = hashes.iter().map(|hash| self.shard_index(*hash)).collect();
         indices.sort_unstable();
         indices.dedup();
-        let mut guards: Vec<_> = indices
+        let guards = indices
             .iter()
             .map(|index| self.shards[*index].lock())
             .collect();
-        let position = |hash: u64| {
-            indices
-                .binary_search(&self.shard_index(hash))
-                .unwrap_or_default()
-        };
-        // Every limit's parts: one per policy (a plan of several has more).
-        let mut parts: Vec<Part<'_>> = Vec::with_capacity(limits.len());
-        for (index, (demand, hash)) in limits.iter().zip(&hashes).enumerate() {
+        Locked {
+            limiter: self,
+            indices,
+            guards,
+        }
+    }
+
+    /// Every limit's parts: one per policy (a plan of several has more),
+    /// with its rule as the locked shard has it.
+    fn parts<'k, D: Demand>(
+        &self,
+        limits: &'k [D],
+        hashes: &[u64],
+        locked: &Locked<'_>,
+    ) -> Vec<Part<'k>> {
+        let mut parts: Vec<Part<'k>> = Vec::with_capacity(limits.len());
+        for (index, (demand, hash)) in limits.iter().zip(hashes).enumerate() {
             let limit = demand.limit();
-            let shard = &guards[position(*hash)];
+            let shard = locked.shard(*hash);
             let rule = match limit.policy() {
                 Some(rule) => Some((KeySpace::Policy, *rule)),
                 None if shard.policies.is_exempt(*hash, limit.key()) => None,
@@ -69,22 +98,26 @@ impl Limiter {
                 });
             }
         }
-        // Check: what each part has now, touching nothing.
-        let checks: Vec<Option<Check>> = parts
-            .iter()
-            .map(|part| {
-                part.target()
-                    .map(|target| guards[position(part.hash)].peek_at(&target, now))
-            })
-            .collect();
-        // Whether every all-or-nothing part allows all of its units.
-        let everyone_allows = parts.iter().zip(&checks).all(|(part, check)| {
-            check.is_none_or(|check| check.counts_refused || check.verdict.remaining >= part.units)
-        });
+        parts
+    }
+
+    /// Each part charged, or refused, by its `check`: every part's units
+    /// are taken when `everyone_allows`, a part counting refused hits is
+    /// always charged, and a refused part takes nothing. A limit's further
+    /// policies' decisions go into its decision's `further`.
+    fn charge<D: Demand>(
+        &self,
+        limits: &[D],
+        parts: &[Part<'_>],
+        checks: Vec<Option<Check>>,
+        everyone_allows: bool,
+        locked: &mut Locked<'_>,
+        now: u64,
+    ) -> Vec<LimitDecision> {
         let mut decisions: Vec<LimitDecision> = Vec::with_capacity(limits.len());
         for (part, check) in parts.iter().zip(checks) {
             let units = part.units;
-            let shard = &mut guards[position(part.hash)];
+            let shard = locked.shard_mut(part.hash);
             let target = part.target();
             let decision = match (check, target) {
                 (Some(check), Some(target)) => {
@@ -140,6 +173,35 @@ impl Limiter {
             }
         }
         decisions
+    }
+}
+
+/// The shards one call holds, locked in index order.
+struct Locked<'a> {
+    limiter: &'a Limiter,
+    /// The shards' indices, ascending.
+    indices: Vec<usize>,
+    /// Their locks, in the same order.
+    guards: Vec<parking_lot::MutexGuard<'a, Shard>>,
+}
+
+impl Locked<'_> {
+    /// The position of the shard of `hash` among the locked ones.
+    fn position(&self, hash: u64) -> usize {
+        self.indices
+            .binary_search(&self.limiter.shard_index(hash))
+            .unwrap_or_default()
+    }
+
+    /// The locked shard holding `hash`.
+    fn shard(&self, hash: u64) -> &Shard {
+        &self.guards[self.position(hash)]
+    }
+
+    /// The locked shard holding `hash`, to change.
+    fn shard_mut(&mut self, hash: u64) -> &mut Shard {
+        let position = self.position(hash);
+        &mut self.guards[position]
     }
 }
 
