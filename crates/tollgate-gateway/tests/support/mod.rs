@@ -150,6 +150,18 @@ impl Gateway {
         path: Option<std::path::PathBuf>,
         start_s: u64,
     ) -> Gateway {
+        Gateway::start_with_store(config, path, start_s, |_, _| None).await
+    }
+
+    /// [`Gateway::start_with`] on the store `store` makes from the
+    /// gateway's manual clock and configuration (`None`: the store the
+    /// configuration names).
+    pub async fn start_with_store(
+        config: ServeConfig,
+        path: Option<std::path::PathBuf>,
+        start_s: u64,
+        store: impl FnOnce(&ManualClock, &ServeConfig) -> Option<Arc<dyn tollgate_core::Store>>,
+    ) -> Gateway {
         let clock = ManualClock::new(start_s * 1_000_000_000);
         let routes: Vec<String> = config
             .routes
@@ -157,8 +169,10 @@ impl Gateway {
             .map(|route| route.name().to_owned())
             .collect();
         register_route_names(&routes);
+        let store = store(&clock, &config);
         let mut options = ServeOptions::new(config, path);
         options.clock = Arc::new(clock.clone());
+        options.store = store;
         let running = tollgate_gateway::start(options).await.unwrap();
         Gateway {
             running,
