@@ -7,25 +7,21 @@
 //! does not exist), so the store fails as it would in production and logs
 //! what it logs then.
 
+#[path = "support/ports.rs"]
+mod ports;
+
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
 
+use ports::closed_port;
+
 /// The user name every URL carries: found nowhere in any output.
 const USER: &str = "tguser7k";
 /// The password every URL carries (percent-encoding leaves it as it is).
 const PASSWORD: &str = "pw-Zq9hidden";
-
-/// A loopback port nothing listens on (bound, then let go).
-fn closed_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Every URL form the gateway's `[store] url` (and `--store`) accepts, with
 /// credentials, and how it is shown once redacted.

@@ -5,20 +5,16 @@
 //! default and fail here); every Go setting tollgate does not support stops
 //! the start with an error naming it.
 
+#[path = "support/ports.rs"]
+mod ports;
+
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-/// A loopback port nothing listens on (bound, then let go).
-fn closed_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use ports::closed_port;
 
 /// The system's CA bundle, a PEM file `REDIS_TLS_CACERT` can name.
 const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";

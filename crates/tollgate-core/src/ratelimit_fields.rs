@@ -55,15 +55,18 @@ pub struct RateLimitItem<'a> {
     pub reset_s: u64,
 }
 
-/// The `RateLimit-Policy` and `RateLimit` values of `items`, as Lists in the
-/// given order: `"plan";q=5;w=60, "orders";q=60;w=60` and
+/// The `RateLimit-Policy` and `RateLimit` values of `items` (any iterator:
+/// no list is built on the way), as Lists in the given order: `"plan";q=5;w=60, "orders";q=60;w=60` and
 /// `"plan";r=3;t=40, "orders";r=59;t=1`. Printable ASCII only.
-pub fn rate_limit_fields(items: &[RateLimitItem<'_>]) -> (String, String) {
-    // Each item: its quoted name and two numbers of at most 20 digits.
-    let capacity: usize = items.iter().map(|item| item.name.len() + 50).sum();
-    let mut policy = String::with_capacity(capacity);
-    let mut state = String::with_capacity(capacity);
-    for (index, item) in items.iter().enumerate() {
+pub fn rate_limit_fields<'a>(
+    items: impl IntoIterator<Item = RateLimitItem<'a>>,
+) -> (String, String) {
+    let mut policy = String::new();
+    let mut state = String::new();
+    for (index, item) in items.into_iter().enumerate() {
+        // Its quoted name and two numbers of at most 20 digits each.
+        policy.reserve(item.name.len() + 50);
+        state.reserve(item.name.len() + 50);
         if index > 0 {
             policy.push_str(", ");
             state.push_str(", ");
@@ -132,20 +135,20 @@ mod tests {
             reset_s,
         };
         assert_eq!(
-            rate_limit_fields(&[item("plan", 5, 60, 3, 40), item("orders", 60, 60, 59, 1)]),
+            rate_limit_fields([item("plan", 5, 60, 3, 40), item("orders", 60, 60, 59, 1)]),
             (
                 "\"plan\";q=5;w=60, \"orders\";q=60;w=60".to_owned(),
                 "\"plan\";r=3;t=40, \"orders\";r=59;t=1".to_owned()
             )
         );
         assert_eq!(
-            rate_limit_fields(&[item("max", u64::MAX, 1, u64::MAX, 0)]),
+            rate_limit_fields([item("max", u64::MAX, 1, u64::MAX, 0)]),
             (
                 "\"max\";q=18446744073709551615;w=1".to_owned(),
                 "\"max\";r=18446744073709551615;t=0".to_owned()
             )
         );
-        assert_eq!(rate_limit_fields(&[]), (String::new(), String::new()));
+        assert_eq!(rate_limit_fields([]), (String::new(), String::new()));
     }
 
     #[test]

@@ -30,6 +30,21 @@ async fn start(workers: usize) -> (Rls, tempfile::TempDir) {
     loopback::start_at_noon(CONFIG, arguments).await
 }
 
+/// One call for the tenant `acme`, one hit.
+fn acme_request() -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "rl".to_owned(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "tenant".to_owned(),
+                value: "acme".to_owned(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 0,
+    }
+}
+
 /// Held by each test that starts a service: they count the process's worker
 /// threads, so they run one at a time.
 static ONE_SERVICE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -67,17 +82,7 @@ async fn the_workers_share_one_budget_and_shutdown_ends_them() {
     let _alone = ONE_SERVICE_AT_A_TIME.lock().await;
     let (rls, _directory) = start(3).await;
     let address = format!("http://{}", rls.server().grpc_address().unwrap());
-    let request = RateLimitRequest {
-        domain: "rl".to_owned(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "tenant".to_owned(),
-                value: "acme".to_owned(),
-            }],
-            ..RateLimitDescriptor::default()
-        }],
-        hits_addend: 0,
-    };
+    let request = acme_request();
     // Six connections, all held open, seven calls in turn over them: the
     // budget of 5 a day is one (which worker decides each call is proven by
     // `three_workers_decide_for_one_key`).
@@ -218,17 +223,7 @@ async fn three_workers_decide_for_one_key() {
         .serve(3, recording.clone(), Health::serving().await, pages)
         .unwrap();
     let address = format!("http://{}", server.grpc_address().unwrap());
-    let request = RateLimitRequest {
-        domain: "rl".to_owned(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "tenant".to_owned(),
-                value: "acme".to_owned(),
-            }],
-            ..RateLimitDescriptor::default()
-        }],
-        hits_addend: 0,
-    };
+    let request = acme_request();
     // Three connections held open: each new one goes to the worker with
     // the fewest open, so one each (0, 1, 2). Seven calls in turn over
     // them: 1 is OK, 2 OVER_LIMIT; the budget of 5 a day is one.

@@ -117,11 +117,6 @@ impl<Stream> Tracked<Stream> {
             activity: Arc::clone(activity),
         }
     }
-
-    /// The stream itself.
-    pub fn get_ref(&self) -> &Stream {
-        &self.stream
-    }
 }
 
 impl<Stream: AsyncRead + Unpin> AsyncRead for Tracked<Stream> {

@@ -47,11 +47,6 @@ impl WorkerThread {
         let thread = self.thread;
         let _ = tokio::task::spawn_blocking(move || thread.join()).await;
     }
-
-    /// Whether the thread has ended.
-    pub fn is_finished(&self) -> bool {
-        self.thread.is_finished()
-    }
 }
 
 /// Starts a thread named `name` running a single-threaded event loop (timers

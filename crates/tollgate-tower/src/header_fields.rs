@@ -100,7 +100,7 @@ impl HeaderTemplate {
     pub fn new(name: &str, quota: u64, window_s: u64) -> Self {
         // Core's writer gives the policy value; the state's numbers are
         // filled on each response (`state_of`).
-        let (policy, _) = rate_limit_fields(&[RateLimitItem {
+        let (policy, _) = rate_limit_fields([RateLimitItem {
             name,
             quota,
             window_s,
@@ -176,17 +176,13 @@ impl RateLimitField<'_> {
     /// the given order: `"plan";q=5;w=60, "orders";q=60;w=60` and
     /// `"plan";r=3;t=40, "orders";r=59;t=1`.
     pub fn headers(fields: &[RateLimitField<'_>]) -> (HeaderValue, HeaderValue) {
-        let items: Vec<RateLimitItem<'_>> = fields
-            .iter()
-            .map(|field| RateLimitItem {
-                name: field.name,
-                quota: field.quota,
-                window_s: field.window_s,
-                remaining: field.decision.remaining.unwrap_or(0),
-                reset_s: field.decision.reset_after_seconds(),
-            })
-            .collect();
-        let (policy, state) = rate_limit_fields(&items);
+        let (policy, state) = rate_limit_fields(fields.iter().map(|field| RateLimitItem {
+            name: field.name,
+            quota: field.quota,
+            window_s: field.window_s,
+            remaining: field.decision.remaining.unwrap_or(0),
+            reset_s: field.decision.reset_after_seconds(),
+        }));
         (joined(&[&policy]), joined(&[&state]))
     }
 }

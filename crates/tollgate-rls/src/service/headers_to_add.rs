@@ -53,7 +53,7 @@ pub(crate) fn retry_after(checked: &[Checked]) -> Option<HeaderValue> {
 /// core's one writer (`tollgate_core::rate_limit_fields`, whose rule gives a
 /// token bucket's quota as its burst over its fill time).
 pub(crate) fn ietf_fields(checked: &[Checked], held: &[Held<'_>]) -> Vec<HeaderValue> {
-    let items: Vec<RateLimitItem<'_>> = checked
+    let items = checked
         .iter()
         .zip(held)
         .filter(|(_, held)| !held.unlimited)
@@ -67,12 +67,11 @@ pub(crate) fn ietf_fields(checked: &[Checked], held: &[Held<'_>]) -> Vec<HeaderV
                 remaining: u64::from(one.status.limit_remaining),
                 reset_s: one.status.duration_until_reset.map_or(0, |d| d.as_secs()),
             })
-        })
-        .collect();
-    if items.is_empty() {
+        });
+    let (policy, state) = rate_limit_fields(items);
+    if policy.is_empty() {
         return Vec::new();
     }
-    let (policy, state) = rate_limit_fields(&items);
     vec![
         HeaderValue::new("RateLimit-Policy", policy),
         HeaderValue::new("RateLimit", state),
