@@ -11,45 +11,17 @@
 
 #![forbid(unsafe_code)]
 
-mod access_log;
 mod admin;
-mod admin_guard;
-mod admin_route_budget;
-mod admission;
-mod api_key;
 mod app;
-mod body_timeout;
-mod client;
-mod client_body;
 pub mod config;
-mod demo;
-mod error;
-mod forward_auth;
-mod forward_auth_endpoint;
-mod hop_by_hop;
-mod listener;
-mod metrics;
-mod path;
-mod problem;
+mod observe;
 mod proxy;
-mod rate_limit_headers;
-mod reload;
-mod reloadable;
-mod routes;
-mod servers;
-mod shadow;
-mod start;
-mod store;
-mod tls;
-mod upgrade;
-mod upstream;
-mod upstream_health;
-mod upstream_tls;
-mod workers;
+mod request;
+mod serve;
 
 pub use config::{ServeConfig, ServeConfigError};
-pub use error::StartError;
-pub use start::{Running, ServeOptions, run, start};
+pub use serve::error::StartError;
+pub use serve::start::{Running, ServeOptions, run, start};
 
 /// Reads the files `config` names as a start would, without starting: the
 /// listener's certificate and key (`[tls]`, the key checked against the
@@ -62,9 +34,9 @@ pub use start::{Running, ServeOptions, run, start};
 /// would refuse it.
 pub fn check_files(config: &ServeConfig) -> Result<(), ServeConfigError> {
     if let Some(tls) = &config.tls {
-        tls::ListenerTls::new(tls)?;
+        serve::tls::ListenerTls::new(tls)?;
     }
-    upstream_tls::client_config(&config.routes, &config.upstream_tls)?;
+    proxy::upstream_tls::client_config(&config.routes, &config.upstream_tls)?;
     Ok(())
 }
 

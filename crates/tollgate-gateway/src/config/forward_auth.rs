@@ -66,7 +66,7 @@ impl ForwardAuthConfig {
             )));
         }
         if let Some(path) = &self.path {
-            let normal = crate::path::normalize(path)
+            let normal = crate::request::path::normalize(path)
                 .is_ok_and(|normal| matches!(normal, std::borrow::Cow::Borrowed(_)));
             if !path.starts_with('/') || !normal || path.contains('?') {
                 return Err(ServeConfigError::Invalid(

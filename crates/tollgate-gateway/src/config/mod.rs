@@ -34,7 +34,7 @@ use serde::Deserialize;
 use tollgate_core::LimiterConfig;
 use tollgate_tower::HostDefaults;
 
-use crate::api_key::MAX_KEY_LENGTH;
+use crate::request::api_key::MAX_KEY_LENGTH;
 
 pub use access_log::{
     AccessLogConfig, AccessLogFormat, DEFAULT_ACCESS_LOG_BUFFER, MAX_ACCESS_LOG_BUFFER,

@@ -98,7 +98,7 @@ fn unusable_key_header(name: &http::HeaderName) -> Option<&'static str> {
         "authorization" | "x-api-key" => Some("the API key is key = \"principal\""),
         "host" => Some("HTTP/2 requests carry no Host header, and HTTP/1 clients choose it"),
         "content-length" | "transfer-encoding" => Some("it describes the body, not the client"),
-        name if crate::hop_by_hop::is_hop_by_hop(name) => {
+        name if crate::proxy::hop_by_hop::is_hop_by_hop(name) => {
             Some("it describes the connection, not the client")
         }
         _ => None,

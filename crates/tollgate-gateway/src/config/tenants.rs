@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::ServeConfigError;
-use crate::api_key::MAX_KEY_LENGTH;
+use crate::request::api_key::MAX_KEY_LENGTH;
 
 /// Checks the tenants: names not empty, every key one a request can carry,
 /// no key in two tenants. Errors show a key only redacted.

@@ -28,9 +28,9 @@ use bytes::Bytes;
 use http::Method;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
-use super::config::{AccessLogConfig, AccessLogFormat};
-use super::error::StartError;
-use super::upgrade::TunnelLog;
+use crate::config::{AccessLogConfig, AccessLogFormat};
+use crate::proxy::upgrade::TunnelLog;
+use crate::serve::error::StartError;
 
 mod line;
 

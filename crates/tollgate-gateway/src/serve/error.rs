@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use crate::config::ServeConfigError;
 
-/// Why [`start`](crate::start) failed. The text names the address, the file
+/// Why [`start`](crate::serve::start) failed. The text names the address, the file
 /// or the setting, never a key, a token or a Redis password; the operating
 /// system's reason, where there is one, is the error's `source` (printed
 /// after it by `{:#}`-style reports).

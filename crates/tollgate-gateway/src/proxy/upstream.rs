@@ -31,8 +31,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
 use tower_service::Service;
 
-use super::upstream_health::Health;
-use super::upstream_tls::UpstreamTls;
+use crate::proxy::upstream_health::Health;
+use crate::proxy::upstream_tls::UpstreamTls;
 
 /// Any error of reaching an upstream.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
-use super::app::App;
-use super::config::{InForce, ServeConfig, ServeConfigError, kept_until_restart, removed_tiers};
-use super::reloadable::Reloadable;
-use super::tls::ListenerTls;
+use crate::app::App;
+use crate::config::{InForce, ServeConfig, ServeConfigError, kept_until_restart, removed_tiers};
+use crate::serve::reloadable::Reloadable;
+use crate::serve::tls::ListenerTls;
 
 impl App {
     /// Reads the configuration file again and puts it in force; an invalid

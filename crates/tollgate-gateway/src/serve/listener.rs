@@ -1,7 +1,7 @@
 //! The gateway listener of one worker: it accepts client connections and
 //! serves each with hyper (HTTP/1.1, or HTTP/2 with prior knowledge; over
 //! TLS with `[tls]`, HTTP/2 or HTTP/1.1 as ALPN chose), every request going
-//! straight to [`app::handle`] with its [`ClientConnection`]. On shutdown it stops accepting, asks every connection to close once its
+//! straight to [`handle`] with its [`ClientConnection`]. On shutdown it stops accepting, asks every connection to close once its
 //! requests are answered, and returns when all have.
 
 use std::convert::Infallible;
@@ -18,8 +18,9 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tollgate_serve::{Activity, InFlight, Stopping, Tracked};
 
-use super::app::{self, Worker};
-use super::client::ClientConnection;
+use crate::app::Worker;
+use crate::request::handle::handle;
+use crate::serve::client::ClientConnection;
 
 /// Serves `listener` until `stopping` says stop, then drains its
 /// connections. Accepting follows `tollgate_serve::accept`'s error policy,
@@ -53,7 +54,7 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
             let in_flight = InFlight::start(&requests);
             async move {
                 let request = request.map(Body::new);
-                let response = app::handle(worker, client, request).await;
+                let response = handle(worker, client, request).await;
                 Ok::<_, Infallible>(response.map(|body| {
                     Body::new(body.map_frame(move |frame| {
                         let _held = &in_flight;
@@ -89,7 +90,7 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
             continue;
         }
         // With upgrades: a WebSocket's connection leaves hyper after its 101
-        // (see `upgrade.rs`).
+        // (see `proxy/upgrade.rs`).
         let connection = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();

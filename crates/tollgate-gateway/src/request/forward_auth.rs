@@ -33,12 +33,12 @@ use axum::response::Response;
 use http::{HeaderMap, HeaderName, StatusCode};
 use tollgate_core::Store;
 
-use super::access_log::Outcome;
-use super::admission;
-use super::forward_auth_endpoint::ForwardAuth;
-use super::path;
-use super::problem::problem;
-use super::reloadable::Reloadable;
+use crate::observe::access_log::Outcome;
+use crate::request::admission;
+use crate::request::forward_auth_endpoint::ForwardAuth;
+use crate::request::path;
+use crate::request::problem::problem;
+use crate::serve::reloadable::Reloadable;
 
 /// The original request's method, as Caddy and Traefik set it (and nginx by
 /// `proxy_set_header X-Forwarded-Method $request_method`).
@@ -92,7 +92,7 @@ fn is_preflight(headers: &HeaderMap) -> bool {
     let method = headers
         .get(X_FORWARDED_METHOD)
         .and_then(|value| http::Method::from_bytes(value.as_bytes()).ok());
-    method.is_some_and(|method| super::app::is_preflight_of(&method, headers))
+    method.is_some_and(|method| crate::request::handle::is_preflight_of(&method, headers))
 }
 
 /// The original request's path in normal form, from `header` (exactly once,

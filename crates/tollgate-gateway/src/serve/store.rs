@@ -9,8 +9,8 @@ use tollgate_core::{Clock, Store};
 use tollgate_redis::{RedisConfig, RedisStoreError, TimeSource};
 use tollgate_serve::{OpenStoreError, StoreLocation};
 
-use super::config::{ServeConfig, StoreTime};
-use super::error::StartError;
+use crate::config::{ServeConfig, StoreTime};
+use crate::serve::error::StartError;
 
 /// The store `config` names, on `clock`: in memory without `[store] url`.
 /// `config_path` names the file in errors.

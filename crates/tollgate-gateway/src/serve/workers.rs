@@ -9,10 +9,10 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tollgate_serve::{Stopping, WorkerThread};
 
-use super::app::{App, Worker};
-use super::error::StartError;
-use super::listener;
-use super::proxy::Proxy;
+use crate::app::{App, Worker};
+use crate::proxy::forward::Proxy;
+use crate::serve::error::StartError;
+use crate::serve::listener;
 
 /// `count` listening sockets sharing `address`, and the address bound (see
 /// [`tollgate_serve::bind_reuse_port`]: a port another process listens on

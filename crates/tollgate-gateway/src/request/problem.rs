@@ -9,7 +9,7 @@ use http::StatusCode;
 use http_body_util::Full;
 use tollgate_tower::Problem;
 
-use super::access_log::OwnAnswer;
+use crate::observe::access_log::OwnAnswer;
 
 /// A problem+json answer of `status` explained by `detail`.
 pub(crate) fn problem(status: StatusCode, detail: impl Into<String>) -> Response {

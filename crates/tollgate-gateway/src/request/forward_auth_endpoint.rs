@@ -5,7 +5,7 @@
 use http::StatusCode;
 use http::header::HeaderName;
 
-use super::config::ForwardAuthConfig;
+use crate::config::ForwardAuthConfig;
 
 /// The decision endpoint in force.
 #[derive(Clone, Debug)]

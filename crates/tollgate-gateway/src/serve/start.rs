@@ -17,14 +17,16 @@ use tollgate_core::{Clock, Store, SystemClock};
 use tollgate_serve::shutdown::FORCED_GRACE;
 use tollgate_serve::{Drained, Shutdown, Signals, WorkerThread};
 
-use super::access_log::AccessLog;
-use super::admin_guard::AdminGuard;
-use super::app::App;
-use super::config::{InForce, ServeConfig, ServeConfigError};
-use super::error::StartError;
-use super::reloadable::Reloadable;
-use super::tls::ListenerTls;
-use super::{admin, metrics, store, workers};
+use crate::admin::endpoints;
+use crate::admin::guard::AdminGuard;
+use crate::app::App;
+use crate::config::{InForce, ServeConfig, ServeConfigError};
+use crate::observe::access_log::AccessLog;
+use crate::observe::metrics;
+use crate::serve::error::StartError;
+use crate::serve::reloadable::Reloadable;
+use crate::serve::tls::ListenerTls;
+use crate::serve::{store, workers};
 
 /// How to start a gateway.
 pub struct ServeOptions {
@@ -180,7 +182,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     let (shutdown_admin, admin_stopped) = watch::channel(false);
     let admin = tokio::spawn(serve_admin(
         admin,
-        admin::router(Arc::clone(&app)),
+        endpoints::router(Arc::clone(&app)),
         admin_stopped,
     ));
     // A store that cannot decide at start (Redis down, a wrong password) is

@@ -16,16 +16,18 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::client::legacy::connect::HttpConnector;
 
-use super::body_timeout::IdleTimeout;
-use super::client::ClientConnection;
-use super::client_body::ClientBody;
-use super::config::UpstreamConfig;
-use super::hop_by_hop::remove_hop_by_hop;
-use super::metrics::{UpstreamFailure, record_client_body_error, record_upstream_failure};
-use super::problem::problem;
-use super::routes::Route;
-use super::upgrade::{TunnelLog, keep_upgrade_headers, tunnel, websocket_upgrade};
-use super::upstream::{BoxError, ReturnWhenDone, SendError, UpstreamConnections, UpstreamTarget};
+use crate::config::UpstreamConfig;
+use crate::observe::metrics::{UpstreamFailure, record_client_body_error, record_upstream_failure};
+use crate::proxy::body_timeout::IdleTimeout;
+use crate::proxy::client_body::ClientBody;
+use crate::proxy::hop_by_hop::remove_hop_by_hop;
+use crate::proxy::upgrade::{TunnelLog, keep_upgrade_headers, tunnel, websocket_upgrade};
+use crate::proxy::upstream::{
+    BoxError, ReturnWhenDone, SendError, UpstreamConnections, UpstreamTarget,
+};
+use crate::request::problem::problem;
+use crate::request::routes::Route;
+use crate::serve::client::ClientConnection;
 
 /// The HTTP client to the upstreams of one worker: its keep-alive
 /// connections (see [`UpstreamConnections`]).
@@ -199,7 +201,7 @@ impl Proxy {
     }
 
     /// Sends `request` to the servers of `route` in the order of
-    /// [`Servers::attempts`](super::servers::Servers::attempts), its `Host`
+    /// [`Servers::attempts`](crate::proxy::servers::Servers::attempts), its `Host`
     /// set for each, until one takes a connection: a server that does not
     /// is counted (`unreachable`) and put in back-off for `backoff`, and the
     /// request, never written, goes to the next. `tried` names the server

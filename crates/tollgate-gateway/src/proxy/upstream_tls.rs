@@ -14,8 +14,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use super::config::{RouteConfig, ServeConfigError, UpstreamTlsConfig};
-use super::tls::{provider, read_certificates};
+use crate::config::{RouteConfig, ServeConfigError, UpstreamTlsConfig};
+use crate::serve::tls::{provider, read_certificates};
 
 /// How one `https://` upstream is reached: the shared client configuration
 /// and the upstream's name.

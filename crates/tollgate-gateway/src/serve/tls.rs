@@ -15,7 +15,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio_rustls::TlsAcceptor;
 
-use super::config::{ServeConfigError, TlsConfig};
+use crate::config::{ServeConfigError, TlsConfig};
 
 /// The crypto of every TLS connection tollgate makes or accepts: rustls on
 /// *ring*.

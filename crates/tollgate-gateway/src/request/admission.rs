@@ -13,15 +13,17 @@ use tollgate_tower::{
     Problem, RateLimitField, advertised_quota, record_denial, record_shadow_denial,
 };
 
-use super::access_log::{Admission, Outcome};
-use super::api_key::{KeyError, MAX_KEY_LENGTH, api_key};
-use super::config::RouteKey;
-use super::metrics;
-use super::problem::{problem, respond};
-use super::rate_limit_headers::{RateLimitHeaders, rate_limit_headers, rate_limit_headers_listed};
-use super::reloadable::Reloadable;
-use super::routes::{Route, RouteBudget};
-use super::shadow::ShadowLimits;
+use crate::config::RouteKey;
+use crate::observe::access_log::{Admission, Outcome};
+use crate::observe::metrics;
+use crate::request::api_key::{KeyError, MAX_KEY_LENGTH, api_key};
+use crate::request::problem::{problem, respond};
+use crate::request::rate_limit_headers::{
+    RateLimitHeaders, rate_limit_headers, rate_limit_headers_listed,
+};
+use crate::request::routes::{Route, RouteBudget};
+use crate::request::shadow::ShadowLimits;
+use crate::serve::reloadable::Reloadable;
 use tollgate_core::{FailurePolicy, StoreError};
 
 /// The `key_kind` label of a refusal by the API key's plan (route budgets

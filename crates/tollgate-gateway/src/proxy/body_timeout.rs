@@ -17,7 +17,7 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use super::metrics::{UpstreamFailure, record_upstream_failure};
+use crate::observe::metrics::{UpstreamFailure, record_upstream_failure};
 
 /// The error of a body whose upstream paused longer than the idle timeout.
 #[derive(Debug, thiserror::Error)]

@@ -7,10 +7,10 @@ use http::uri::PathAndQuery;
 use tollgate_core::{PreparedPolicy, Store};
 use tollgate_tower::Budget;
 
-use super::config::{Preflight, RouteConfig, RouteKey, ServeConfigError};
-use super::servers::Servers;
-use super::upstream::UpstreamTarget;
-use super::upstream_tls::UpstreamTls;
+use crate::config::{Preflight, RouteConfig, RouteKey, ServeConfigError};
+use crate::proxy::servers::Servers;
+use crate::proxy::upstream::UpstreamTarget;
+use crate::proxy::upstream_tls::UpstreamTls;
 
 /// A budget ready for the store: its `rpm` and `burst`, and the prepared policy.
 #[derive(Clone, Debug)]
@@ -190,7 +190,7 @@ mod tests {
     use tollgate_core::{LimiterConfig, ManualClock, MemoryStore};
 
     fn table(routes: &str) -> RouteTable {
-        let config = super::super::config::ServeConfig::from_toml_str(routes).unwrap();
+        let config = crate::config::ServeConfig::from_toml_str(routes).unwrap();
         let store =
             MemoryStore::new(&LimiterConfig::default(), Arc::new(ManualClock::new(0))).unwrap();
         RouteTable::new(&config.routes, &store, None).unwrap()

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use tollgate_core::{ApiKey, Store};
 use tollgate_tower::ClientIpResolver;
 
-use super::config::{RefusalConfig, ServeConfig, ServeConfigError, UpstreamConfig};
-use super::demo::DEMO_ROUTE;
-use super::forward_auth_endpoint::ForwardAuth;
-use super::metrics::DecisionCounters;
-use super::routes::{RouteBudget, RouteTable};
-use super::upstream_tls;
+use crate::config::{RefusalConfig, ServeConfig, ServeConfigError, UpstreamConfig};
+use crate::observe::metrics::DecisionCounters;
+use crate::proxy::demo::DEMO_ROUTE;
+use crate::proxy::upstream_tls;
+use crate::request::forward_auth_endpoint::ForwardAuth;
+use crate::request::routes::{RouteBudget, RouteTable};
 use tollgate_core::DEFAULT_TIER;
 use tollgate_core::FailurePolicy;
 

@@ -16,7 +16,7 @@
 //! | `POST /admin/inspect` | `{"route", "key" \| "tenant" \| "ip" \| "header"}` | `{"route", "key_kind", "policy", "tracked", "remaining", "reset_after_s"}` |
 //!
 //! A call with `route` is about the route budget a request on that route
-//! would be held to for that value ([`admin_route_budget`](super::admin_route_budget)).
+//! would be held to for that value ([`admin_route_budget`](crate::admin::route_budget)).
 //! | `GET /admin/stats` | | `{"tracked_keys", "allowed", "rejected"}` |
 //!
 //! Invalid input gets 400 with a problem+json body and changes nothing; a body
@@ -40,10 +40,10 @@ use subtle::ConstantTimeEq;
 use tollgate_core::{ApiKey, FailurePolicy, PlanPolicies, Policy, Redacted, StoreError};
 use tollgate_tower::Problem;
 
-use super::admin_route_budget::Target;
-use super::app::App;
-use super::metrics;
-use super::problem::{problem, respond};
+use crate::admin::route_budget::Target;
+use crate::app::App;
+use crate::observe::metrics;
+use crate::request::problem::{problem, respond};
 
 /// The admin listener's routes.
 pub(crate) fn router(app: Arc<App>) -> Router {

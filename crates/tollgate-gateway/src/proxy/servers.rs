@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use super::upstream::UpstreamTarget;
+use crate::proxy::upstream::UpstreamTarget;
 
 /// The servers of a route: at least one, at most 64
 /// (`config::MAX_UPSTREAMS`).
@@ -23,7 +23,7 @@ pub(crate) struct Servers {
     next: AtomicUsize,
 }
 
-const _: () = assert!(super::config::MAX_UPSTREAMS <= u64::BITS as usize);
+const _: () = assert!(crate::config::MAX_UPSTREAMS <= u64::BITS as usize);
 
 impl Servers {
     /// The servers `targets` (1 to 64), in the order listed.

@@ -15,8 +15,8 @@ use tollgate_core::{
 };
 use tollgate_core::{Redacted, route_store_key};
 
-use super::reloadable::Reloadable;
-use super::routes::RouteBudget;
+use crate::request::routes::RouteBudget;
+use crate::serve::reloadable::Reloadable;
 
 /// The body of an inspect or reset call: an API key alone for its plan, or a
 /// route with exactly one value.

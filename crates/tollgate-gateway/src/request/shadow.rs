@@ -7,8 +7,8 @@
 //! enforced limit refuses it too. Set by `[refusal] shadow` (every limit),
 //! `[refusal] shadow_tiers` (plans) and a route's `shadow` (its own budget).
 
-use super::config::RefusalConfig;
-use super::routes::Route;
+use crate::config::RefusalConfig;
+use crate::request::routes::Route;
 
 /// Which limits of one request are in shadow mode: its plan (limit 0) and
 /// its route budget (limit 1, the route's own or the host default).
