@@ -5,6 +5,7 @@
 //! requests are answered, and returns when all have.
 
 use std::convert::Infallible;
+use std::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use tokio::net::TcpListener;
 use tollgate_serve::{Activity, InFlight, Stopping, Tracked};
 
 use crate::app::Worker;
+use crate::observe::access_log::AccessLog;
 use crate::request::handle::handle;
 use crate::serve::client::ClientConnection;
 
@@ -40,6 +42,7 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
     while let Some((stream, peer)) = tollgate_serve::accept(&listener, &stopping).await {
         // Every phase of the connection is timed: see tollgate_serve::idle.
         let idle_timeout = worker.app.in_force.load().config.idle_timeout;
+        let access_log = worker.app.access_log.clone();
         let activity = Activity::new();
         let stream = Tracked::new(stream, &activity);
         let worker = worker.clone();
@@ -84,6 +87,7 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
                     watcher.watch(connection.into_owned()),
                     &activity,
                     idle_timeout,
+                    access_log,
                 )
                 .await;
             });
@@ -95,7 +99,9 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
         let connection = graceful.watch(connection);
-        tokio::spawn(async move { until_idle(connection, &activity, idle_timeout).await });
+        tokio::spawn(
+            async move { until_idle(connection, &activity, idle_timeout, access_log).await },
+        );
     }
     drop(listener);
     graceful.shutdown().await;
@@ -107,18 +113,43 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `connection` until it ends, or until it has been idle for
 /// `idle_timeout` (no byte, no request in flight), when it is dropped and
-/// its socket closed.
-async fn until_idle<Error: std::fmt::Display>(
-    connection: impl Future<Output = Result<(), Error>>,
+/// its socket closed. A request the HTTP parser rejected (and hyper
+/// answered) still gets its access-log line.
+async fn until_idle(
+    connection: impl Future<Output = Result<(), Box<dyn Error + Send + Sync>>>,
     activity: &Activity,
     idle_timeout: Duration,
+    access_log: Option<AccessLog>,
 ) {
     tokio::select! {
         served = connection => if let Err(error) = served {
             tracing::debug!(%error, "client connection ended");
+            if let (Some(access_log), Some(status)) = (access_log, rejected_status(&*error)) {
+                access_log.rejected(status);
+            }
         },
         () = tollgate_serve::idle(activity, idle_timeout) => {
             tracing::debug!(?idle_timeout, "idle client connection closed");
         }
     }
+}
+
+/// The status hyper's HTTP/1 server answered a request it could not parse
+/// with, when `error` is such a rejection: hyper's `Server::on_error` (hyper
+/// 1.x, `proto/h1/role.rs`) writes 431 when the head is too large, 414 when
+/// the URI is, and 400 for a bad method, URI, version or header; it writes
+/// nothing for the other parse errors (an HTTP/2 preface on an HTTP/1
+/// connection, its own internal error), which hyper tells apart only by
+/// their text.
+fn rejected_status(error: &(dyn Error + 'static)) -> Option<u16> {
+    let error = error.downcast_ref::<hyper::Error>()?;
+    if !error.is_parse() || error.is_parse_status() {
+        return None;
+    }
+    let text = error.to_string();
+    if error.is_parse_too_large() {
+        return Some(if text == "URI too long" { 414 } else { 431 });
+    }
+    let unanswered = text.contains("HTTP2 preface") || text.starts_with("internal error");
+    (!unanswered).then_some(400)
 }

@@ -1,6 +1,7 @@
 //! One access-log line's fields, in their order, and how a line is written
 //! as text (`name=value` pairs); the JSON form is serde's of [`Line`].
 
+use http::Method;
 use serde::Serialize;
 
 use super::Record;
@@ -9,8 +10,8 @@ use super::Record;
 #[derive(Serialize)]
 pub(super) struct Line<'a> {
     time: String,
-    method: &'a str,
-    path: &'a str,
+    method: Option<&'a str>,
+    path: Option<&'a str>,
     status: u16,
     route: Option<&'a str>,
     tier: Option<&'a str>,
@@ -31,8 +32,8 @@ impl<'a> Line<'a> {
         });
         Line {
             time: humantime::format_rfc3339_micros(record.arrival.time).to_string(),
-            method: record.arrival.method.as_str(),
-            path: &record.arrival.path,
+            method: record.arrival.method.as_ref().map(Method::as_str),
+            path: record.arrival.path.as_deref(),
             status: record.status,
             route: outcome.route.as_deref(),
             tier,
@@ -51,8 +52,8 @@ pub(super) fn text_line(out: &mut Vec<u8>, line: &Line<'_>) {
     let number = |value: Option<u64>| value.map_or_else(|| "-".to_owned(), |n| n.to_string());
     let texts = [
         ("time", Some(line.time.as_str())),
-        ("method", Some(line.method)),
-        ("path", Some(line.path)),
+        ("method", line.method),
+        ("path", line.path),
     ];
     let numbers = [
         (

@@ -135,9 +135,11 @@ pub(crate) struct OwnAnswer;
 pub(crate) struct Arrival {
     time: SystemTime,
     started: Instant,
-    method: Method,
-    /// The path as the client sent it, without the query.
-    path: String,
+    /// `None` for a request the HTTP parser rejected.
+    method: Option<Method>,
+    /// The path as the client sent it, without the query; `None` for a
+    /// request the HTTP parser rejected.
+    path: Option<String>,
 }
 
 impl Arrival {
@@ -146,8 +148,19 @@ impl Arrival {
         Arrival {
             time: SystemTime::now(),
             started: Instant::now(),
-            method: request.method().clone(),
-            path: request.uri().path().to_owned(),
+            method: Some(request.method().clone()),
+            path: Some(request.uri().path().to_owned()),
+        }
+    }
+
+    /// A request the HTTP parser rejected, now: its method and path are not
+    /// known.
+    fn unread() -> Self {
+        Arrival {
+            time: SystemTime::now(),
+            started: Instant::now(),
+            method: None,
+            path: None,
         }
     }
 }
@@ -279,6 +292,21 @@ impl AccessLog {
                 pending: Some(pending),
             })
         })
+    }
+
+    /// The line of a request that hyper's HTTP/1 parser rejected and answered
+    /// itself with `status` (400, 414 or 431, and an empty body): no method,
+    /// path, route or decision, its time when it was rejected, its duration
+    /// 0.
+    pub(crate) fn rejected(&self, status: u16) {
+        self.send(Record {
+            arrival: Arrival::unread(),
+            status,
+            outcome: Outcome::new(true),
+            upstream_status: None,
+            duration: Duration::ZERO,
+            bytes: 0,
+        });
     }
 
     /// Hands `record` to the writer, or drops and counts it when the channel
