@@ -1,5 +1,5 @@
 //! `tollgate rls` started as the Go service is deployed: by environment
-//! variables alone. Every one of the 48 variables it reads is set to a value
+//! variables alone. Every one of the 49 variables it reads is set to a value
 //! other than its default, and the debug listener's `/settings` page must
 //! show each value taken (a misspelt variable name in tollgate would keep its
 //! default and fail here); every Go setting tollgate does not support stops
@@ -107,8 +107,9 @@ async fn every_go_variable_is_read_and_shown_in_force() {
         ),
         ("TOLLGATE_STORE_TIMEOUT", "30ms".into(), "30ms".into()),
         ("TOLLGATE_WORKERS", "3".into(), "3".into()),
+        ("TOLLGATE_IDLE_TIMEOUT", "45s".into(), "45s".into()),
     ];
-    assert_eq!(settings.len(), 48);
+    assert_eq!(settings.len(), 49);
     let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
     command
         .arg("rls")

@@ -308,8 +308,10 @@ async fn text_lines_name_their_fields() {
 }
 
 /// What comes back for `request` sent byte for byte on a new connection:
-/// the status of the first response.
-async fn raw_status(address: std::net::SocketAddr, request: &[u8]) -> u16 {
+/// the status of the first response; `None` when the connection was reset
+/// before it could be read (a server closing with part of a long head
+/// unread resets the connection, which may discard its answer).
+async fn raw_status(address: std::net::SocketAddr, request: &[u8]) -> Option<u16> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
     // The server may answer and close before it has read all of a long
@@ -317,10 +319,8 @@ async fn raw_status(address: std::net::SocketAddr, request: &[u8]) -> u16 {
     let _ = stream.write_all(request).await;
     let mut response = Vec::new();
     let _ = stream.read_to_end(&mut response).await;
-    std::str::from_utf8(&response[9..12])
-        .unwrap()
-        .parse()
-        .unwrap()
+    let status = std::str::from_utf8(response.get(9..12)?).ok()?;
+    Some(status.parse().unwrap())
 }
 
 #[tokio::test]
@@ -333,16 +333,18 @@ async fn requests_the_http_parser_rejects_get_their_lines() {
     let before = SystemTime::now();
     // A header line without a colon: hyper answers 400 itself.
     let bad_header = b"GET /api/x HTTP/1.1\r\nHost: test\r\nno colon here\r\n\r\n";
-    assert_eq!(raw_status(address, bad_header).await, 400);
+    assert_eq!(raw_status(address, bad_header).await, Some(400));
     // A path of 70,000 bytes, past hyper's longest URI (65,534): 414.
     let long_uri = format!("GET /{} HTTP/1.1\r\nHost: test\r\n\r\n", "a".repeat(70_000));
-    assert_eq!(raw_status(address, long_uri.as_bytes()).await, 414);
+    let status = raw_status(address, long_uri.as_bytes()).await;
+    assert!(matches!(status, Some(414) | None), "{status:?}");
     // 500 KB of headers, past hyper's 408 KiB read buffer: 431.
     let long_head = format!(
         "GET /api/x HTTP/1.1\r\nHost: test\r\n{}\r\n",
         "X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n".repeat(10_000)
     );
-    assert_eq!(raw_status(address, long_head.as_bytes()).await, 431);
+    let status = raw_status(address, long_head.as_bytes()).await;
+    assert!(matches!(status, Some(431) | None), "{status:?}");
     let lines = lines_of(&path, 3).await;
     let after = SystemTime::now();
     let rejected = |status: u16| {
@@ -351,10 +353,12 @@ async fn requests_the_http_parser_rejects_get_their_lines() {
             "decision": "none", "upstream_status": null, "bytes": 0,
         })
     };
-    let lines: Vec<Value> = lines
+    let mut lines: Vec<Value> = lines
         .iter()
         .map(|line| checked(serde_json::from_str(line).unwrap(), before, after))
         .collect();
+    // Each connection may have landed on another worker: lines in any order.
+    lines.sort_by_key(|line| line["status"].as_u64());
     assert_eq!(lines, [rejected(400), rejected(414), rejected(431)]);
     gateway.running.shutdown().await;
 }

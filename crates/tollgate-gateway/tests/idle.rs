@@ -114,3 +114,13 @@ async fn a_request_in_flight_keeps_its_quiet_connection() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.unwrap(), "finally");
 }
+
+#[tokio::test]
+async fn an_admin_connection_that_sends_nothing_is_closed() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream, "idle_admin").await;
+    let mut silent = TcpStream::connect(gateway.running.admin_address)
+        .await
+        .unwrap();
+    assert!(closed_by_the_gateway(&mut silent).await.is_empty());
+}

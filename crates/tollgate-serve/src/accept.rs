@@ -8,10 +8,10 @@
 //!   accepts again, rather than spin on an error that repeats until
 //!   connections close; a stop ends the pause.
 //!
-//! The gateway's proxy listener and `tollgate rls`'s gRPC listener accept
-//! through it; the listeners served by `axum::serve` (the gateway's admin
-//! listener, `tollgate rls`'s HTTP, debug and Prometheus listeners) keep
-//! axum's own rule (a 1 s pause).
+//! Every listener of every server accepts through it: the gateway's proxy
+//! listener and `tollgate rls`'s gRPC listener directly, the plain HTTP
+//! listeners (the gateway's admin listener, `tollgate rls`'s HTTP, debug and
+//! Prometheus listeners) through [`serve_http`](crate::serve_http).
 //!
 //! Every accepted connection gets `TCP_NODELAY`: requests and answers are
 //! small, and Nagle's algorithm would hold one back until the peer's delayed

@@ -178,6 +178,113 @@ impl<Stream: AsyncWrite + Unpin> AsyncWrite for Tracked<Stream> {
     }
 }
 
+/// A stream that ends itself once idle: like [`Tracked`], and when a read
+/// finds nothing to read after its connection has moved no byte for
+/// `timeout` with no request in flight, the read fails (`TimedOut`), so
+/// whatever serves the connection (tonic's or hyper's, which poll their
+/// reads as long as a connection is open, HTTP/2 included) closes it. For
+/// servers that do not hand out each connection's future to race against
+/// [`idle`].
+#[derive(Debug)]
+pub struct ClosedWhenIdle<Stream> {
+    tracked: Tracked<Stream>,
+    timeout: Duration,
+    /// When to look again.
+    wake: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<Stream> ClosedWhenIdle<Stream> {
+    /// `stream`, its bytes noted in `activity`, closed once idle for
+    /// `timeout`.
+    pub fn new(stream: Stream, activity: &Arc<Activity>, timeout: Duration) -> Self {
+        ClosedWhenIdle {
+            tracked: Tracked::new(stream, activity),
+            timeout,
+            wake: Box::pin(tokio::time::sleep(timeout)),
+        }
+    }
+
+    /// The stream inside.
+    pub fn get_ref(&self) -> &Stream {
+        &self.tracked.stream
+    }
+
+    /// Whether the connection is idle now; if not, the wake-up is set to when
+    /// it may be, and registered with `context`.
+    fn is_idle(&mut self, context: &mut Context<'_>) -> bool {
+        loop {
+            let activity = &self.tracked.activity;
+            let quiet_until = activity.last_byte() + self.timeout;
+            let now = Instant::now();
+            let next = if now < quiet_until {
+                quiet_until
+            } else if activity.in_flight() == 0 {
+                return true;
+            } else {
+                // A request in flight: its end touches the activity.
+                now + self.timeout
+            };
+            self.wake.as_mut().reset(next);
+            if self.wake.as_mut().poll(context).is_pending() {
+                return false;
+            }
+        }
+    }
+}
+
+impl<Stream: AsyncRead + Unpin> AsyncRead for ClosedWhenIdle<Stream> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.tracked).poll_read(context, buffer);
+        if polled.is_pending() && self.is_idle(context) {
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the connection was idle too long",
+            )));
+        }
+        polled
+    }
+}
+
+impl<Stream: AsyncWrite + Unpin> AsyncWrite for ClosedWhenIdle<Stream> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.tracked).poll_write(context, bytes)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffers: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.tracked).poll_write_vectored(context, buffers)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tracked.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tracked).poll_flush(context)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tracked).poll_shutdown(context)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +335,43 @@ mod tests {
         // Looks at 30, 60, 90 and 120 s find the request in flight or its
         // end (100 s) less than a timeout ago; idle a whole timeout after its
         // end, at 130 s.
+        assert_eq!(start.elapsed(), Duration::from_secs(130));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_closed_when_idle_fails_its_read_a_timeout_after_its_last_byte() {
+        let activity = Activity::new();
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut server = ClosedWhenIdle::new(server, &activity, TIMEOUT);
+        let start = Instant::now();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        client.write_all(b"x").await.unwrap();
+        let mut byte = [0];
+        server.read_exact(&mut byte).await.unwrap();
+        // The byte came at 20 s: the next read fails at 50 s.
+        let error = server.read_exact(&mut byte).await.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(start.elapsed(), Duration::from_secs(50));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_closed_when_idle_stays_open_while_a_request_is_in_flight() {
+        let activity = Activity::new();
+        let (_client, server) = tokio::io::duplex(64);
+        let mut server = ClosedWhenIdle::new(server, &activity, TIMEOUT);
+        let start = Instant::now();
+        let request = InFlight::start(&activity);
+        let ending = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(100)).await;
+            drop(request);
+        });
+        let mut byte = [0];
+        let error = server.read_exact(&mut byte).await.unwrap_err();
+        ending.await.unwrap();
+        // The request ended at 100 s; looks at 30, 60 and 90 s found it in
+        // flight, and the one at 120 s its end less than a timeout ago: the
+        // read fails at 130 s.
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
         assert_eq!(start.elapsed(), Duration::from_secs(130));
     }
 }

@@ -10,8 +10,12 @@
 //! - [`spread`]: the two ways connections are spread over workers
 //!   (`SO_REUSEPORT` sockets, or one acceptor handing each connection to the
 //!   worker with the fewest open);
+//! - [`http`]: serving a plain HTTP listener (admin, health, debug pages)
+//!   by these rules;
 //! - [`idle`]: closing a connection that moves no byte for an idle timeout
-//!   while none of its requests is in flight, in every phase of its life;
+//!   while none of its requests is in flight, in every phase of its life
+//!   (and [`in_flight_body`], the response body that keeps its request in
+//!   flight);
 //! - [`shutdown`]: stop accepting, drain for a grace period, then force;
 //! - [`signals`]: the first and second of a list of signals;
 //! - [`files`]: reading a file a configuration names, bounded, regular files
@@ -24,7 +28,9 @@
 
 pub mod accept;
 pub mod files;
+pub mod http;
 pub mod idle;
+pub mod in_flight_body;
 pub mod shutdown;
 pub mod signals;
 pub mod spread;
@@ -33,7 +39,9 @@ pub mod workers;
 
 pub use accept::{ACCEPT_PAUSE, accept};
 pub use files::{FileError, MAX_FILE_BYTES, read_regular_file};
-pub use idle::{Activity, InFlight, Tracked, idle};
+pub use http::serve_http;
+pub use idle::{Activity, ClosedWhenIdle, InFlight, Tracked, idle};
+pub use in_flight_body::InFlightBody;
 pub use shutdown::{Drained, Shutdown, Stopping};
 pub use signals::Signals;
 pub use spread::{FewestOpen, ListenError, Live, bind_reuse_port};

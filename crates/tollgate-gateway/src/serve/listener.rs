@@ -10,14 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tollgate_serve::{Activity, InFlight, Stopping, Tracked};
+use tollgate_serve::{Activity, InFlight, InFlightBody, Stopping, Tracked};
 
 use crate::app::Worker;
 use crate::observe::access_log::AccessLog;
@@ -58,12 +57,9 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
             async move {
                 let request = request.map(Body::new);
                 let response = handle(worker, client, request).await;
-                Ok::<_, Infallible>(response.map(|body| {
-                    Body::new(body.map_frame(move |frame| {
-                        let _held = &in_flight;
-                        frame
-                    }))
-                }))
+                Ok::<_, Infallible>(
+                    response.map(|body| Body::new(InFlightBody::new(body, in_flight))),
+                )
             }
         });
         if let Some((acceptor, builder)) = &tls {

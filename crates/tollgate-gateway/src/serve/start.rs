@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
-use axum::Router;
+use axum::Extension;
+use axum::extract::ConnectInfo;
 use tokio::net::TcpListener;
 use tokio::signal::unix::SignalKind;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tollgate_core::{Clock, Store, SystemClock};
 use tollgate_serve::shutdown::FORCED_GRACE;
@@ -69,8 +69,8 @@ pub struct Running {
     /// Stops the gateway listener's workers: drains, then forces.
     shutdown: Shutdown,
     /// Stops the admin listener, once the workers are done.
-    shutdown_admin: watch::Sender<bool>,
-    admin: JoinHandle<std::io::Result<()>>,
+    admin_shutdown: Shutdown,
+    admin: JoinHandle<()>,
     workers: Vec<WorkerThread>,
 }
 
@@ -124,15 +124,16 @@ impl Running {
         }
         // The admin listener drains its requests for at most FORCED_GRACE
         // too (a client holding a half-sent request would hold it for
-        // ever), then is aborted.
-        let _ = self.shutdown_admin.send(true);
+        // ever), then closes its connections.
         let mut admin = self.admin;
-        match tokio::time::timeout(FORCED_GRACE, &mut admin).await {
-            Ok(Ok(Err(error))) => {
-                tracing::warn!(%error, "the admin listener stopped with an error")
-            }
-            Ok(_) => {}
-            Err(_) => admin.abort(),
+        let drained = self
+            .admin_shutdown
+            .drain(FORCED_GRACE, async {
+                let _ = (&mut admin).await;
+            })
+            .await;
+        if drained == Drained::Abandoned {
+            admin.abort();
         }
     }
 }
@@ -179,11 +180,14 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     let (admin, admin_address) = bind_admin(config.admin.listen).await?;
     let (shutdown, stopping) = Shutdown::new();
     let workers = workers::spawn(listeners, &app, config.upstream.connect_timeout, &stopping)?;
-    let (shutdown_admin, admin_stopped) = watch::channel(false);
-    let admin = tokio::spawn(serve_admin(
+    let (admin_shutdown, admin_stopping) = Shutdown::new();
+    let router = endpoints::router(Arc::clone(&app));
+    let admin = tokio::spawn(tollgate_serve::serve_http(
         admin,
-        endpoints::router(Arc::clone(&app)),
-        admin_stopped,
+        // The admin guard limits failed calls per client address.
+        move |peer: SocketAddr| router.clone().layer(Extension(ConnectInfo(peer))),
+        admin_stopping,
+        config.idle_timeout,
     ));
     // A store that cannot decide at start (Redis down, a wrong password) is
     // an error worth a line, whatever the failure policy does with requests.
@@ -203,7 +207,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         admin_address,
         app,
         shutdown,
-        shutdown_admin,
+        admin_shutdown,
         admin,
         workers,
     })
@@ -236,21 +240,6 @@ fn log_start_warnings(started: &InForce, in_memory_store: bool) {
     if let Some(warning) = started.config.key_secret_warning() {
         tracing::warn!("{warning}");
     }
-}
-
-async fn serve_admin(
-    listener: TcpListener,
-    router: Router,
-    mut stopped: watch::Receiver<bool>,
-) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
-        let _ = stopped.wait_for(|stopped| *stopped).await;
-    })
-    .await
 }
 
 /// Runs a gateway until SIGTERM or Ctrl-C (SIGINT), reloading on SIGHUP.

@@ -1,38 +1,57 @@
-//! A TCP connection that counts itself among its worker's open connections
-//! while it is open (`tollgate_serve::Live`, for `FewestOpen`), and gives
-//! tonic its connection information.
+//! A gRPC connection as a worker serves it: it counts itself among its
+//! worker's open connections while it is open (`tollgate_serve::Live`, for
+//! `FewestOpen`), closes itself once idle (`tollgate_serve::ClosedWhenIdle`),
+//! and gives tonic the connection's activity, so that a call can count
+//! itself in flight ([`Connection`]).
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
-use tollgate_serve::Live;
-use tonic::transport::server::{Connected, TcpConnectInfo};
 
-/// A [`TcpStream`] counted while it lives; reads, writes and connection
-/// information are the stream's.
+use tokio::net::TcpStream;
+use tollgate_serve::{Activity, ClosedWhenIdle, Live};
+use tonic::transport::server::Connected;
+
+/// A [`TcpStream`] counted while it lives and closed once idle; reads and
+/// writes are the stream's.
 #[derive(Debug)]
 pub(crate) struct CountedStream {
-    stream: TcpStream,
+    stream: ClosedWhenIdle<TcpStream>,
+    activity: Arc<Activity>,
     _live: Live,
 }
 
 impl CountedStream {
-    pub(crate) fn new(stream: TcpStream, live: Live) -> Self {
+    /// `stream`, counted by `live`, closed once it has moved no byte for
+    /// `idle_timeout` with no call in flight.
+    pub(crate) fn new(stream: TcpStream, live: Live, idle_timeout: Duration) -> Self {
+        let activity = Activity::new();
         CountedStream {
-            stream,
+            stream: ClosedWhenIdle::new(stream, &activity, idle_timeout),
+            activity,
             _live: live,
         }
     }
 }
 
-impl Connected for CountedStream {
-    type ConnectInfo = TcpConnectInfo;
+/// What tonic puts in each call's extensions: the connection's activity (a
+/// call holds a `tollgate_serve::InFlight` on it).
+#[derive(Clone, Debug)]
+pub(crate) struct Connection {
+    pub(crate) activity: Arc<Activity>,
+}
 
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.stream.connect_info()
+impl Connected for CountedStream {
+    type ConnectInfo = Connection;
+
+    fn connect_info(&self) -> Connection {
+        Connection {
+            activity: Arc::clone(&self.activity),
+        }
     }
 }
 

@@ -121,7 +121,13 @@ pub struct Listeners {
     grpc: TcpListener,
     http: TcpListener,
     debug: Option<TcpListener>,
+    idle_timeout: std::time::Duration,
 }
+
+/// How long a connection to any listener may move no byte, with no call in
+/// flight, before it is closed (`TOLLGATE_IDLE_TIMEOUT`): 30 s, the
+/// gateway's `idle_timeout`.
+pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Where the listeners are: `host:port` texts, as the Go service joins them
 /// (`net.JoinHostPort`); port 0 picks a free port.
@@ -149,7 +155,19 @@ impl Listeners {
             Some(address) => Some(bind("debug", address).await?),
             None => None,
         };
-        Ok(Listeners { grpc, http, debug })
+        Ok(Listeners {
+            grpc,
+            http,
+            debug,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+        })
+    }
+
+    /// These listeners with connections closed once idle for `timeout` (no
+    /// byte moved, no call in flight) rather than [`DEFAULT_IDLE_TIMEOUT`].
+    pub fn with_idle_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
     }
 
     /// The gRPC listener's address.
@@ -192,36 +210,36 @@ impl Listeners {
         let (shutdown, stopping) = Shutdown::new();
         let mut tasks = JoinSet::new();
 
-        let (acceptor, threads) = workers::start(workers, self.grpc, &decider, &health, &stopping)
-            .map_err(|source| ServerError::Workers { source })?;
+        let idle_timeout = self.idle_timeout;
+        let (acceptor, threads) = workers::start(
+            workers,
+            self.grpc,
+            idle_timeout,
+            &decider,
+            &health,
+            &stopping,
+        )
+        .map_err(|source| ServerError::Workers { source })?;
         tasks.spawn(acceptor);
         for thread in threads {
             tasks.spawn(thread.ended());
         }
 
         let router = http::router(decider, health.clone());
-        let http_stop = stopping.stopped();
-        let http_listener = self.http;
-        tasks.spawn(async move {
-            let served = axum::serve(http_listener, router)
-                .with_graceful_shutdown(http_stop)
-                .await;
-            if let Err(error) = served {
-                tracing::error!(%error, "the HTTP listener failed");
-            }
-        });
-
+        tasks.spawn(tollgate_serve::serve_http(
+            self.http,
+            move |_| router.clone(),
+            stopping.clone(),
+            idle_timeout,
+        ));
         if let Some(debug_listener) = self.debug {
             let router = http::debug_router(debug);
-            let debug_stop = stopping.stopped();
-            tasks.spawn(async move {
-                let served = axum::serve(debug_listener, router)
-                    .with_graceful_shutdown(debug_stop)
-                    .await;
-                if let Err(error) = served {
-                    tracing::error!(%error, "the debug listener failed");
-                }
-            });
+            tasks.spawn(tollgate_serve::serve_http(
+                debug_listener,
+                move |_| router.clone(),
+                stopping.clone(),
+                idle_timeout,
+            ));
         }
 
         Ok(RunningServer {
@@ -312,19 +330,17 @@ impl RunningServer {
         listener: TcpListener,
         health: Health,
         router: axum::Router,
+        idle_timeout: std::time::Duration,
     ) -> RunningServer {
         let address = listener.local_addr().ok();
         let (shutdown, stopping) = Shutdown::new();
         let mut tasks = JoinSet::new();
-        let until = stopping.stopped();
-        tasks.spawn(async move {
-            if let Err(error) = axum::serve(listener, router)
-                .with_graceful_shutdown(until)
-                .await
-            {
-                tracing::error!(%error, "a listener failed");
-            }
-        });
+        tasks.spawn(tollgate_serve::serve_http(
+            listener,
+            move |_| router.clone(),
+            stopping,
+            idle_timeout,
+        ));
         RunningServer {
             grpc: None,
             http: address,

@@ -156,7 +156,9 @@ impl Rls {
             http: join_host_port(&arguments.host, arguments.port),
             debug: Some(join_host_port(&arguments.debug_host, arguments.debug_port)),
         };
-        let listeners = Listeners::bind(&addresses).await?;
+        let listeners = Listeners::bind(&addresses)
+            .await?
+            .with_idle_timeout(arguments.idle_timeout);
         let stats_service = Arc::clone(&service);
         let counter_source: CounterSource = Arc::new(move || stats_service.stats());
         let prometheus = if arguments.use_prometheus && !arguments.disable_stats {
@@ -356,5 +358,6 @@ async fn serve_prometheus(
                 async move { prometheus_page(&counters()) }
             }),
         ),
+        arguments.idle_timeout,
     ))
 }

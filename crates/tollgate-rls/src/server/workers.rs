@@ -18,7 +18,8 @@ use super::health::Health;
 use super::{Decide, grpc};
 
 /// Starts `count` workers (at least one), each serving the health service
-/// and `decider` until `stopping` says stop (the calls in flight finish) or
+/// and `decider` (a connection idle for `idle_timeout`, no byte moved and no
+/// call in flight, closed) until `stopping` says stop (the calls in flight finish) or
 /// force (its event loop ends, dropping its connections); and the acceptor
 /// task for `listener`, to be spawned on the caller's runtime.
 ///
@@ -30,6 +31,7 @@ use super::{Decide, grpc};
 pub(crate) fn start(
     count: usize,
     listener: TcpListener,
+    idle_timeout: std::time::Duration,
     decider: &Arc<dyn Decide>,
     health: &Health,
     stopping: &Stopping,
@@ -49,7 +51,7 @@ pub(crate) fn start(
                 let incoming = UnboundedReceiverStream::new(connections).map(
                     |(stream, live): (std::net::TcpStream, Live)| {
                         tokio::net::TcpStream::from_std(stream)
-                            .map(|stream| CountedStream::new(stream, live))
+                            .map(|stream| CountedStream::new(stream, live, idle_timeout))
                     },
                 );
                 let serving = tonic::transport::Server::builder()

@@ -273,6 +273,16 @@ pub struct RlsArguments {
     #[arg(long, env = "TOLLGATE_WORKERS", value_name = "COUNT",
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_WORKERS as u64))]
     pub workers: Option<usize>,
+    /// How long a connection to any listener (gRPC, HTTP, debug,
+    /// Prometheus) may move no byte with no call in flight before it is
+    /// closed, in every phase: before its first byte, between calls, an
+    /// HTTP/2 connection that sends none. A tollgate extension: the Go
+    /// service never closes an idle connection (only at
+    /// `GRPC_MAX_CONNECTION_AGE`), so a client that opens connections and
+    /// sends nothing could use up its file descriptors.
+    #[arg(long, env = "TOLLGATE_IDLE_TIMEOUT", value_parser = go_duration, default_value = "30s",
+        value_name = "DURATION")]
+    pub idle_timeout: Duration,
 
     /// Send no stats anywhere.
     #[arg(long, env = "DISABLE_STATS", value_parser = go_bool, num_args = 0..=1,

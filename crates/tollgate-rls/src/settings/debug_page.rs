@@ -120,6 +120,7 @@ impl RlsArguments {
                 "TOLLGATE_WORKERS",
                 optional(self.workers.map(|workers| workers.to_string())),
             ),
+            ("TOLLGATE_IDLE_TIMEOUT", go_duration(self.idle_timeout)),
         ];
         lines
             .into_iter()
@@ -161,7 +162,7 @@ mod tests {
             .map(|line| line.split_once(": ").unwrap().0.to_owned())
             .collect();
         dumped.sort();
-        assert_eq!(read.len(), 48);
+        assert_eq!(read.len(), 49);
         assert_eq!(dumped, read);
     }
 

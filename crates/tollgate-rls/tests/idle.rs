@@ -1,0 +1,118 @@
+//! Idle connections to `tollgate rls` are closed in every phase
+//! (`TOLLGATE_IDLE_TIMEOUT`, here 300 ms), on the gRPC listener and the HTTP
+//! listener alike: one that never sends a byte, an HTTP/2 connection that
+//! sends its preface and no call, a keep-alive connection after its answer.
+//! Before, each stayed open until the client went away.
+//!
+//! The waits are for the server's own timer: each test waits for an event
+//! (the connection closing) under a generous bound, and never sleeps.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tollgate_rls::proto::{Code, RateLimitRequest, RateLimitResponse};
+use tollgate_rls::server::{
+    DebugPages, Decide, DecideFuture, Health, ListenAddresses, Listeners, RunningServer,
+};
+
+/// Answers every call OK.
+struct AlwaysOk;
+
+impl Decide for AlwaysOk {
+    fn decide<'a>(&'a self, _request: &'a RateLimitRequest) -> DecideFuture<'a> {
+        Box::pin(async {
+            Ok(RateLimitResponse {
+                overall_code: Code::Ok,
+                ..RateLimitResponse::default()
+            })
+        })
+    }
+}
+
+/// A server whose connections may idle 300 ms.
+async fn server() -> RunningServer {
+    let listeners = Listeners::bind(&ListenAddresses {
+        grpc: "127.0.0.1:0".to_owned(),
+        http: "127.0.0.1:0".to_owned(),
+        debug: None,
+    })
+    .await
+    .unwrap()
+    .with_idle_timeout(Duration::from_millis(300));
+    let empty = || Arc::new(String::new) as Arc<dyn Fn() -> String + Send + Sync>;
+    let pages = DebugPages {
+        stats: empty(),
+        config: empty(),
+        settings: empty(),
+    };
+    listeners
+        .serve(1, Arc::new(AlwaysOk), Health::serving().await, pages)
+        .unwrap()
+}
+
+/// Reads until the server closes `stream` (end of stream or a reset),
+/// within 20 s; what was read.
+async fn closed_by_the_server(stream: &mut TcpStream) -> Vec<u8> {
+    let mut read = Vec::new();
+    let until_closed = async {
+        let mut buffer = [0u8; 4096];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(count) => read.extend_from_slice(&buffer[..count]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), until_closed)
+        .await
+        .expect("the server closed the idle connection");
+    read
+}
+
+/// HTTP/2's client connection preface and an empty SETTINGS frame (RFC
+/// 9113 section 3.4).
+const HTTP2_PREFACE: &[u8] =
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+#[tokio::test]
+async fn a_grpc_connection_that_sends_nothing_is_closed() {
+    let server = server().await;
+    let mut silent = TcpStream::connect(server.grpc_address().unwrap())
+        .await
+        .unwrap();
+    // Read until closed: the server's HTTP/2 SETTINGS come unasked.
+    closed_by_the_server(&mut silent).await;
+    server.shutdown_within(Duration::from_millis(200)).await;
+}
+
+#[tokio::test]
+async fn a_grpc_connection_that_sends_no_call_is_closed() {
+    let server = server().await;
+    let mut quiet = TcpStream::connect(server.grpc_address().unwrap())
+        .await
+        .unwrap();
+    quiet.write_all(HTTP2_PREFACE).await.unwrap();
+    let read = closed_by_the_server(&mut quiet).await;
+    // The server's own SETTINGS frame (type 4) came first.
+    assert_eq!(read.get(3), Some(&4), "{read:?}");
+    server.shutdown_within(Duration::from_millis(200)).await;
+}
+
+#[tokio::test]
+async fn an_http_connection_is_closed_before_its_first_byte_and_after_its_answer() {
+    let server = server().await;
+    let address = server.http_address().unwrap();
+    let mut silent = TcpStream::connect(address).await.unwrap();
+    assert!(closed_by_the_server(&mut silent).await.is_empty());
+    let mut kept_alive = TcpStream::connect(address).await.unwrap();
+    kept_alive
+        .write_all(b"GET /healthcheck HTTP/1.1\r\nHost: rls\r\n\r\n")
+        .await
+        .unwrap();
+    let read = String::from_utf8(closed_by_the_server(&mut kept_alive).await).unwrap();
+    assert!(read.starts_with("HTTP/1.1 200 OK\r\n"), "{read}");
+    assert!(read.ends_with("OK"), "{read}");
+    server.shutdown_within(Duration::from_millis(200)).await;
+}
