@@ -10,8 +10,8 @@ use super::headers_to_add;
 use super::held::Held;
 use super::metadata::dynamic_metadata;
 use super::settings::ServiceSettings;
+use crate::config::stats::{StatsSink, service_stats};
 use crate::proto::{Code, DescriptorStatus, RateLimitRequest, RateLimitResponse};
-use crate::stats::{StatsSink, service_stats};
 
 /// The response to `request` from its descriptors' `checked` statuses (one per
 /// descriptor, in order) and what they are `held` to. Counts

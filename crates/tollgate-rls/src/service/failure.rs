@@ -19,8 +19,8 @@ use tollgate_core::FailurePolicy;
 
 use super::plan::Plan;
 use super::settings::ServiceSettings;
+use crate::config::stats::{StatsSink, service_stats};
 use crate::proto::{Code, CurrentLimit, DescriptorStatus, RateLimitResponse};
-use crate::stats::{StatsSink, service_stats};
 
 /// The answer of `policy` for a request whose descriptors are held to
 /// `plans`, the failure counted in `stats`.

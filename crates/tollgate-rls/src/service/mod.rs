@@ -48,9 +48,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 use tollgate_core::{Clock, Store};
 
-use crate::config::RateLimitConfig;
+use crate::config::stats::{MemoryStats, StatsSink, service_stats};
+use crate::config::tree::RateLimitConfig;
 use crate::proto::{RateLimitRequest, RateLimitResponse};
-use crate::stats::{MemoryStats, StatsSink, service_stats};
 use held::Held;
 use local_cache::LocalCache;
 use plan::Plan;

@@ -9,11 +9,11 @@ use tollgate_core::{Algorithm, Policy};
 
 use super::ServiceError;
 use super::settings::ServiceSettings;
-use crate::config::RateLimitConfig;
-use crate::lookup::MatchedLimit;
+use crate::config::lookup::MatchedLimit;
+use crate::config::rate_limit::{Enforcement, LimitOverride};
+use crate::config::stats::StatsSink;
+use crate::config::tree::RateLimitConfig;
 use crate::proto::{RateLimitDescriptor, RateLimitRequest};
-use crate::rate_limit::{Enforcement, LimitOverride};
-use crate::stats::StatsSink;
 
 /// What one descriptor is held to.
 #[derive(Debug)]

@@ -30,9 +30,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::config::RateLimitConfig;
-use crate::error::ConfigError;
-use crate::loader::LoaderOptions;
+use crate::config::error::ConfigError;
+use crate::config::loader::LoaderOptions;
+use crate::config::tree::RateLimitConfig;
 use crate::settings::RlsArguments;
 
 /// The largest configuration file read (bigger ones are skipped and logged).
