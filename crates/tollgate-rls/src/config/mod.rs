@@ -8,9 +8,11 @@
 //! errors worded as the Go service's ([`error`]) and the stats a configured
 //! limit is counted under ([`stats`]).
 //!
-//! Everything here is read-only once loaded: deciding a request is
-//! [`crate::service`]'s, serving it [`crate::server`]'s, and reading the
-//! environment [`crate::settings`]'.
+//! Everything here is read-only once loaded, and imports none of the
+//! crate's other concerns: deciding a request is [`crate::service`]'s,
+//! serving it [`crate::server`]'s, and reading the environment
+//! [`crate::settings`]' (which builds the [`files::ConfigSource`] the
+//! settings name).
 
 pub(crate) mod document;
 pub(crate) mod dump;

@@ -48,6 +48,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 use tollgate_core::{Clock, Store};
 
+use crate::config::files::ReloadTarget;
 use crate::config::stats::{MemoryStats, StatsSink, service_stats};
 use crate::config::tree::RateLimitConfig;
 use crate::proto::{RateLimitRequest, RateLimitResponse};
@@ -267,6 +268,17 @@ impl RateLimitService {
             now_s,
             self.stats.as_ref(),
         ))
+    }
+}
+
+/// What [`watch_config`](crate::watch_config) reloads: the service.
+impl ReloadTarget for RateLimitService {
+    fn reloaded(&self, config: RateLimitConfig) {
+        self.reload(config);
+    }
+
+    fn reload_failed(&self) {
+        RateLimitService::reload_failed(self);
     }
 }
 

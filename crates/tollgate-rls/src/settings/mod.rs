@@ -12,6 +12,7 @@
 //! when they are set to anything but their default ([`refuse_unsupported`]).
 
 mod arguments;
+mod config_source;
 mod debug_page;
 mod error;
 mod log;
