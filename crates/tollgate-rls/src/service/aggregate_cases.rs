@@ -21,10 +21,10 @@ use super::held::Held;
 use super::{RateLimitService, ServiceSettings};
 use crate::config::metadata::{Metadata, MetadataValue};
 use crate::config::stats::MemoryStats;
-use crate::harness::block_on;
 use crate::proto::{
     Code, CurrentLimit, DescriptorStatus, Entry, RateLimitDescriptor, RateLimitRequest,
 };
+use crate::service::harness::block_on;
 use crate::{LoaderOptions, RateLimitConfig, Unit};
 
 /// The 12 cases of `aggregate.jsonl` (pinned: a lost or cut file fails

@@ -18,8 +18,9 @@
 use tollgate_core::FailurePolicy;
 
 use super::plan::Plan;
-use super::settings::ServiceSettings;
-use crate::config::stats::{StatsSink, service_stats};
+use super::service_settings::ServiceSettings;
+use super::service_stats;
+use crate::config::stats::StatsSink;
 use crate::proto::{Code, CurrentLimit, DescriptorStatus, RateLimitResponse};
 
 /// The answer of `policy` for a request whose descriptors are held to

@@ -8,7 +8,7 @@
 use tollgate_core::{Algorithm, Policy};
 
 use super::ServiceError;
-use super::settings::ServiceSettings;
+use super::service_settings::ServiceSettings;
 use crate::config::lookup::MatchedLimit;
 use crate::config::rate_limit::{Enforcement, LimitOverride};
 use crate::config::stats::StatsSink;

@@ -1,4 +1,5 @@
-//! The service's behaviour settings from [`RlsArguments`].
+//! The settings of the service's behaviour: the [`ServiceSettings`] that
+//! [`RlsArguments`] name.
 
 use super::arguments::RlsArguments;
 use crate::service::{Extensions, ServiceSettings};
