@@ -40,6 +40,7 @@ mod policies;
 mod refunds;
 mod service_settings;
 pub mod service_stats;
+mod store_key;
 
 #[cfg(test)]
 mod aggregate_cases;
