@@ -30,45 +30,39 @@
 //! boolean, `010` is 8, a scalar goes into a string field as its source text);
 //! this crate parses with serde_yaml_ng and resolves scalars itself with
 //! yaml.v2's rules, so files mean what they mean to the Go service.
+//!
+//! The crate is laid out by concern, as envoyproxy/ratelimit's `src/` is:
+//! `config/` loads, checks, looks up and dumps the YAML configuration;
+//! `service/` decides a request (`ShouldRateLimit` on a tollgate store, and
+//! the step harness); [`server`] serves it over gRPC and HTTP; [`settings`]
+//! reads the Go service's environment variables and flags; [`proto`] holds
+//! the protocol's messages every one of them speaks.
 
 #![forbid(unsafe_code)]
 
 mod config;
-mod document;
-mod dump;
-mod error;
-pub mod harness;
-mod loader;
-mod lookup;
-mod metadata;
 pub mod proto;
-mod rate_limit;
-mod service;
-mod stats;
-mod unit;
-mod validate;
-mod wildcard;
-mod yaml;
-
-mod config_dir;
 pub mod server;
+mod service;
 pub mod settings;
 
-pub use config::RateLimitConfig;
-pub use config_dir::{
+pub use config::error::{ConfigError, ConfigErrorKind};
+pub use config::files::{
     ConfigDirError, ConfigFile, ConfigFiles, ConfigSource, MAX_CONFIG_FILE_BYTES, POLL_INTERVAL,
     ReloadCounters, ReloadTarget, watch as watch_config,
 };
-pub use error::{ConfigError, ConfigErrorKind};
-pub use loader::{LoaderOptions, ParsedFile};
-pub use lookup::{DescriptorEntry, MatchedLimit};
-pub use metadata::{Metadata, MetadataValue, metadata_to_json};
-pub use rate_limit::{Enforcement, LimitOverride, RateLimit};
+pub use config::loader::{LoaderOptions, ParsedFile};
+pub use config::lookup::{DescriptorEntry, MatchedLimit};
+pub use config::metadata::{Metadata, MetadataValue, metadata_to_json};
+pub use config::rate_limit::{Enforcement, LimitOverride, RateLimit};
+pub use config::stats::{
+    LimitStatNames, MemoryStats, NoStats, RATE_LIMIT_SCOPE, StatsSink, domain_not_found_stat,
+    sanitize_stat_name,
+};
+pub use config::tree::RateLimitConfig;
+pub use config::unit::Unit;
 pub use server::{Rls, RlsError, serve};
+pub use service::harness;
+pub use service::service_stats;
 pub use service::{Extensions, RateLimitService, ServiceError, ServiceSettings};
 pub use settings::RlsArguments;
-pub use stats::{
-    LimitStatNames, MemoryStats, NoStats, RATE_LIMIT_SCOPE, StatsSink, domain_not_found_stat,
-    sanitize_stat_name, service_stats,
-};
-pub use unit::Unit;

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::metadata::{Metadata, metadata_to_json};
-use crate::unit::Unit;
+use crate::config::metadata::{Metadata, metadata_to_json};
+use crate::config::unit::Unit;
 use json::{
     ProtoEnum, de_enum, de_null_default, de_opt_u64, de_u32, duration_text, ser_bytes,
     ser_opt_u64_string, timestamp_text,
@@ -96,7 +96,7 @@ impl Entry {
     }
 }
 
-impl crate::lookup::DescriptorEntry for Entry {
+impl crate::config::lookup::DescriptorEntry for Entry {
     fn key(&self) -> &str {
         &self.key
     }

@@ -9,9 +9,9 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3 as common;
 use envoy_types::pb::envoy::service::ratelimit::v3 as rls;
 use envoy_types::pb::google::protobuf as pbtypes;
 
-use crate::metadata::{Metadata, MetadataValue};
+use crate::config::metadata::{Metadata, MetadataValue};
+use crate::config::unit::Unit;
 use crate::proto;
-use crate::unit::Unit;
 
 /// A decoded gRPC request as the service's request.
 pub(crate) fn request_from_prost(request: rls::RateLimitRequest) -> proto::RateLimitRequest {

@@ -13,7 +13,7 @@ use tollgate_serve::{OpenStoreError, Signals, StoreLocation};
 use super::ServerError;
 use super::stats_export::{CounterSource, prometheus_page, spawn_statsd};
 use super::{DebugPages, Decide, DecideFuture, Health, ListenAddresses, Listeners, RunningServer};
-use crate::config_dir::{ConfigDirError, ConfigSource, POLL_INTERVAL, ReloadCounters, watch};
+use crate::config::files::{ConfigDirError, ConfigSource, POLL_INTERVAL, ReloadCounters, watch};
 use crate::proto::RateLimitRequest;
 use crate::service::RateLimitService;
 use crate::settings::{RlsArguments, SettingsError, StoreSettings, refuse_unsupported};
@@ -184,7 +184,7 @@ impl Rls {
             interval,
             files,
             Arc::clone(&counters),
-            Arc::clone(&service) as Arc<dyn crate::config_dir::ReloadTarget>,
+            Arc::clone(&service) as Arc<dyn crate::config::files::ReloadTarget>,
         )];
         if arguments.use_statsd && !arguments.disable_stats {
             let address = join_host_port(&arguments.statsd_host, arguments.statsd_port);

@@ -6,12 +6,13 @@
 //! global shadow mode, dynamic metadata; then tollgate's extension headers.
 
 use super::cache::Checked;
+use super::dynamic_metadata::dynamic_metadata;
 use super::headers_to_add;
 use super::held::Held;
-use super::metadata::dynamic_metadata;
-use super::settings::ServiceSettings;
+use super::service_settings::ServiceSettings;
+use super::service_stats;
+use crate::config::stats::StatsSink;
 use crate::proto::{Code, DescriptorStatus, RateLimitRequest, RateLimitResponse};
-use crate::stats::{StatsSink, service_stats};
 
 /// The response to `request` from its descriptors' `checked` statuses (one per
 /// descriptor, in order) and what they are `held` to. Counts

@@ -19,12 +19,12 @@ use super::aggregate::respond;
 use super::cache::Checked;
 use super::held::Held;
 use super::{RateLimitService, ServiceSettings};
-use crate::harness::block_on;
-use crate::metadata::{Metadata, MetadataValue};
+use crate::config::metadata::{Metadata, MetadataValue};
+use crate::config::stats::MemoryStats;
 use crate::proto::{
     Code, CurrentLimit, DescriptorStatus, Entry, RateLimitDescriptor, RateLimitRequest,
 };
-use crate::stats::MemoryStats;
+use crate::service::harness::block_on;
 use crate::{LoaderOptions, RateLimitConfig, Unit};
 
 /// The 12 cases of `aggregate.jsonl` (pinned: a lost or cut file fails

@@ -12,8 +12,8 @@ use tollgate_core::{Decision, Limit, LimitUnits, PreparedPolicy};
 use super::counter::{GoStatus, Reading, StatDeltas, go_status, local_cache_status};
 use super::plan::{Enforced, Limited, Plan};
 use super::{RateLimitService, ServiceError};
+use crate::config::stats::StatsSink;
 use crate::proto::{Code, CurrentLimit, DescriptorStatus};
-use crate::stats::StatsSink;
 
 /// One descriptor's status, with what the extensions' headers need.
 #[derive(Clone, Debug, Default)]
@@ -311,7 +311,11 @@ fn extension_status(decision: &Decision, capacity: u64, limited: &Limited, ratio
     }
 }
 
-fn add_stats(sink: &dyn StatsSink, names: &crate::stats::LimitStatNames, deltas: StatDeltas) {
+fn add_stats(
+    sink: &dyn StatsSink,
+    names: &crate::config::stats::LimitStatNames,
+    deltas: StatDeltas,
+) {
     for (name, by) in [
         (&names.over_limit, deltas.over_limit),
         (&names.near_limit, deltas.near_limit),

@@ -18,9 +18,10 @@
 use tollgate_core::FailurePolicy;
 
 use super::plan::Plan;
-use super::settings::ServiceSettings;
+use super::service_settings::ServiceSettings;
+use super::service_stats;
+use crate::config::stats::StatsSink;
 use crate::proto::{Code, CurrentLimit, DescriptorStatus, RateLimitResponse};
-use crate::stats::{StatsSink, service_stats};
 
 /// The answer of `policy` for a request whose descriptors are held to
 /// `plans`, the failure counted in `stats`.

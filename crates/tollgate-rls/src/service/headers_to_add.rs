@@ -6,7 +6,7 @@ use tollgate_core::{RateLimitItem, rate_limit_fields};
 
 use super::cache::Checked;
 use super::held::Held;
-use super::settings::ServiceSettings;
+use super::service_settings::ServiceSettings;
 use crate::proto::{DescriptorStatus, HeaderValue};
 
 /// `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (or the

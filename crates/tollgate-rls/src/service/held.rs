@@ -2,7 +2,7 @@
 //! is limited or unlimited, its quota mode, metadata and the name the IETF
 //! fields give it.
 
-use crate::metadata::Metadata;
+use crate::config::metadata::Metadata;
 
 /// What the answer needs of one descriptor besides its status.
 #[derive(Clone, Copy, Debug, Default)]

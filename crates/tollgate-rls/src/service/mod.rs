@@ -29,15 +29,18 @@
 mod aggregate;
 mod cache;
 mod counter;
+mod dynamic_metadata;
 mod failure;
+pub mod harness;
 mod headers_to_add;
 mod held;
 mod local_cache;
-mod metadata;
 mod plan;
 mod policies;
 mod refunds;
-mod settings;
+mod service_settings;
+pub mod service_stats;
+mod store_key;
 
 #[cfg(test)]
 mod aggregate_cases;
@@ -48,14 +51,15 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 use tollgate_core::{Clock, Store};
 
-use crate::config::RateLimitConfig;
+use crate::config::files::ReloadTarget;
+use crate::config::stats::{MemoryStats, StatsSink};
+use crate::config::tree::RateLimitConfig;
 use crate::proto::{RateLimitRequest, RateLimitResponse};
-use crate::stats::{MemoryStats, StatsSink, service_stats};
 use held::Held;
 use local_cache::LocalCache;
 use plan::Plan;
 use policies::PreparedPolicies;
-pub use settings::{Extensions, ServiceSettings};
+pub use service_settings::{Extensions, ServiceSettings};
 
 /// Why `ShouldRateLimit` failed; the text is the Go service's message, which
 /// its gRPC server returns with code `UNKNOWN` (and its `/json` endpoint as a
@@ -267,6 +271,17 @@ impl RateLimitService {
             now_s,
             self.stats.as_ref(),
         ))
+    }
+}
+
+/// What [`watch_config`](crate::watch_config) reloads: the service.
+impl ReloadTarget for RateLimitService {
+    fn reloaded(&self, config: RateLimitConfig) {
+        self.reload(config);
+    }
+
+    fn reload_failed(&self) {
+        RateLimitService::reload_failed(self);
     }
 }
 

@@ -8,12 +8,13 @@
 use tollgate_core::{Algorithm, Policy};
 
 use super::ServiceError;
-use super::settings::ServiceSettings;
-use crate::config::RateLimitConfig;
-use crate::lookup::MatchedLimit;
+use super::service_settings::ServiceSettings;
+use super::store_key::store_key;
+use crate::config::lookup::MatchedLimit;
+use crate::config::rate_limit::{Enforcement, LimitOverride};
+use crate::config::stats::StatsSink;
+use crate::config::tree::RateLimitConfig;
 use crate::proto::{RateLimitDescriptor, RateLimitRequest};
-use crate::rate_limit::{Enforcement, LimitOverride};
-use crate::stats::StatsSink;
 
 /// What one descriptor is held to.
 #[derive(Debug)]
@@ -37,7 +38,8 @@ pub(crate) struct Limited {
     pub(crate) hits: u64,
     /// The Go cache key without its window: `prefix + domain + "_" +
     /// (key + "_" + value + "_")...` (a share-threshold pattern in place of
-    /// the value where one matched).
+    /// the value where one matched), or its digest when long
+    /// (`store_key.rs`).
     pub(crate) store_key: String,
     /// How it is enforced.
     pub(crate) enforcement: Enforced,
@@ -169,37 +171,4 @@ pub(crate) fn hits(request: &RateLimitRequest, descriptor: &RateLimitDescriptor)
     descriptor
         .hits_addend
         .unwrap_or_else(|| u64::from(request.hits_addend.max(1)))
-}
-
-/// The Go cache key of a descriptor without its window start.
-fn store_key(
-    settings: &ServiceSettings,
-    domain: &str,
-    descriptor: &RateLimitDescriptor,
-    matched: &MatchedLimit,
-) -> String {
-    let patterns = matched.share_threshold_key_pattern.as_deref();
-    let mut key = String::with_capacity(
-        settings.cache_key_prefix.len()
-            + domain.len()
-            + 1
-            + descriptor
-                .entries
-                .iter()
-                .map(|e| e.key.len() + e.value.len() + 2)
-                .sum::<usize>(),
-    );
-    key.push_str(&settings.cache_key_prefix);
-    key.push_str(domain);
-    key.push('_');
-    for (index, entry) in descriptor.entries.iter().enumerate() {
-        key.push_str(&entry.key);
-        key.push('_');
-        let pattern = patterns
-            .and_then(|patterns| patterns.get(index))
-            .filter(|pattern| !pattern.is_empty());
-        key.push_str(pattern.map_or(entry.value.as_str(), String::as_str));
-        key.push('_');
-    }
-    key
 }

@@ -23,8 +23,8 @@ use tollgate_core::{Decision, Limit, LimitUnits, PreparedPolicy};
 use super::cache::Checked;
 use super::plan::{Enforced, Limited, Plan};
 use super::{RateLimitService, ServiceError};
+use crate::config::stats::StatsSink;
 use crate::proto::{Code, CurrentLimit, DescriptorStatus, RateLimitRequest};
-use crate::stats::StatsSink;
 
 /// The last part of the refund counter's full name.
 const REFUNDED_HITS: &str = "refunded_hits";

@@ -12,11 +12,12 @@
 //! when they are set to anything but their default ([`refuse_unsupported`]).
 
 mod arguments;
+mod behaviour;
+mod config_source;
 mod debug_page;
 mod error;
 mod log;
 mod secret;
-mod service;
 mod store;
 mod unsupported;
 

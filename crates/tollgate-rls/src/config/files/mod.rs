@@ -30,10 +30,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::config::RateLimitConfig;
-use crate::error::ConfigError;
-use crate::loader::LoaderOptions;
-use crate::settings::RlsArguments;
+use crate::config::error::ConfigError;
+use crate::config::loader::LoaderOptions;
+use crate::config::tree::RateLimitConfig;
 
 /// The largest configuration file read (bigger ones are skipped and logged).
 pub const MAX_CONFIG_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -147,27 +146,6 @@ impl ConfigSource {
                 ignore_dot_files: true,
             },
             options,
-        }
-    }
-
-    /// The source the settings name: `--config DIR`, else the `RUNTIME_*`
-    /// directories; `MERGE_DOMAIN_CONFIG` and the extensions flag as loader
-    /// options.
-    pub fn from_arguments(arguments: &RlsArguments) -> ConfigSource {
-        let options = LoaderOptions {
-            merge_domains: arguments.merge_domain_config,
-            extensions: arguments.config_extensions,
-        };
-        match &arguments.config {
-            Some(directory) => ConfigSource::directory(directory, options),
-            None => ConfigSource::runtime(
-                &arguments.runtime_root,
-                &arguments.runtime_subdirectory,
-                &arguments.runtime_appdirectory,
-                arguments.runtime_ignoredotfiles,
-                arguments.runtime_watch_root,
-                options,
-            ),
         }
     }
 
@@ -357,16 +335,6 @@ pub trait ReloadTarget: Send + Sync + 'static {
     fn reloaded(&self, config: RateLimitConfig);
     /// Records a configuration that did not load; the one in force stays.
     fn reload_failed(&self);
-}
-
-impl ReloadTarget for crate::service::RateLimitService {
-    fn reloaded(&self, config: RateLimitConfig) {
-        self.reload(config);
-    }
-
-    fn reload_failed(&self) {
-        crate::service::RateLimitService::reload_failed(self);
-    }
 }
 
 /// Polls `source` every `interval` and gives `target` each new configuration

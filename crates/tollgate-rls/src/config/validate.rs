@@ -9,9 +9,9 @@
 //! `algorithm`, `burst` and `window` are known keys too, but only directly in a
 //! `rate_limit` mapping.
 
-use crate::error::ConfigErrorKind;
-use crate::yaml::go_value::GoValue;
-use crate::yaml::gofmt::format_v;
+use crate::config::error::ConfigErrorKind;
+use crate::config::yaml::go_value::GoValue;
+use crate::config::yaml::gofmt::format_v;
 
 /// The keys envoyproxy/ratelimit knows (its `validKeys`).
 const VALID_KEYS: [&str; 16] = [

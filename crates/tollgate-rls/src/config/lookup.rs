@@ -20,10 +20,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::config::{DescriptorNode, RateLimitConfig};
-use crate::metadata::Metadata;
-use crate::rate_limit::{LimitOverride, RateLimit};
-use crate::stats::{LimitStatNames, StatsSink, domain_not_found_stat};
+use crate::config::metadata::Metadata;
+use crate::config::rate_limit::{LimitOverride, RateLimit};
+use crate::config::stats::{LimitStatNames, StatsSink, domain_not_found_stat};
+use crate::config::tree::{DescriptorNode, RateLimitConfig};
 
 /// One `key`/`value` entry of a request descriptor.
 pub trait DescriptorEntry {

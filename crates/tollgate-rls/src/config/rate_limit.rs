@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use tollgate_core::{Algorithm, Policy, PolicyError};
 
-use crate::stats::LimitStatNames;
-use crate::unit::Unit;
+use crate::config::stats::LimitStatNames;
+use crate::config::unit::Unit;
 
 /// How a limit is enforced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,8 @@
-//! The service's behaviour settings from [`RlsArguments`].
+//! The settings of the service's behaviour: the [`ServiceSettings`] that
+//! [`RlsArguments`] name.
 
 use super::arguments::RlsArguments;
+use super::store::StoreSettings;
 use crate::service::{Extensions, ServiceSettings};
 
 impl RlsArguments {
@@ -8,7 +10,8 @@ impl RlsArguments {
     /// `QUOTA_MODE`, `NEAR_LIMIT_RATIO`, `LIMIT_RESPONSE_HEADERS_ENABLED` and
     /// the three header names, `RESPONSE_DYNAMIC_METADATA`,
     /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`, `CACHE_KEY_PREFIX`,
-    /// `LOCAL_CACHE_SIZE_IN_BYTES`, and tollgate's extensions.
+    /// `LOCAL_CACHE_SIZE_IN_BYTES`, tollgate's extensions, and whether long
+    /// store keys are digested (limits in memory: `REDIS_URL` unset).
     pub fn service_settings(&self) -> ServiceSettings {
         ServiceSettings {
             shadow_mode: self.shadow_mode,
@@ -22,6 +25,8 @@ impl RlsArguments {
             stop_cache_key_increment_when_overlimit: self.stop_cache_key_increment_when_overlimit,
             cache_key_prefix: self.cache_key_prefix.clone(),
             local_cache_size_bytes: self.local_cache_size_in_bytes,
+            // Redis names every key by its digest already.
+            digest_long_keys: matches!(self.store_settings(), Ok(StoreSettings::Memory)),
             extensions: Extensions {
                 all_or_nothing: self.all_or_nothing,
                 retry_after_header: self.retry_after_header,
@@ -43,5 +48,13 @@ mod tests {
             RlsArguments::defaults().service_settings(),
             ServiceSettings::default()
         );
+    }
+
+    #[test]
+    fn long_keys_are_digested_only_in_memory() {
+        assert!(RlsArguments::defaults().service_settings().digest_long_keys);
+        let mut arguments = RlsArguments::defaults();
+        arguments.redis_url = Some(crate::settings::Secret::new("127.0.0.1:6379"));
+        assert!(!arguments.service_settings().digest_long_keys);
     }
 }

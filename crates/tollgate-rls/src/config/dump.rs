@@ -10,8 +10,8 @@
 
 use tollgate_core::Algorithm;
 
-use crate::config::{DescriptorNode, RateLimitConfig};
-use crate::rate_limit::{Enforcement, RateLimit};
+use crate::config::rate_limit::{Enforcement, RateLimit};
+use crate::config::tree::{DescriptorNode, RateLimitConfig};
 
 impl RateLimitConfig {
     /// Every limit of every domain, a line each (ending in `\n`), sorted by

@@ -6,7 +6,7 @@
 //! value of a field wins; structs merge field by field).
 
 use super::held::Held;
-use crate::metadata::{Metadata, MetadataValue};
+use crate::config::metadata::{Metadata, MetadataValue};
 use crate::proto::{RateLimitDescriptor, RateLimitRequest};
 
 /// The dynamic metadata of `request`, given the indices of the descriptors

@@ -43,6 +43,13 @@ pub struct ServiceSettings {
     /// them without asking the store (counted in `over_limit_with_local_cache`).
     /// Bounded by this many bytes of keys (about).
     pub local_cache_size_bytes: u64,
+    /// Whether a store key longer than 128 bytes is kept as its SHA-256
+    /// digest (`#sha256:` and 64 hex digits), so that a key costs the store
+    /// at most 128 bytes whatever a request's values (true). For the
+    /// in-memory store; `tollgate rls` turns it off when limits are in Redis,
+    /// which names every key by the SHA-256 of the whole key already, so the
+    /// names of long keys stay the ones they were.
+    pub digest_long_keys: bool,
     /// tollgate's extensions.
     pub extensions: Extensions,
 }
@@ -61,6 +68,7 @@ impl Default for ServiceSettings {
             stop_cache_key_increment_when_overlimit: false,
             cache_key_prefix: String::new(),
             local_cache_size_bytes: 0,
+            digest_long_keys: true,
             extensions: Extensions::default(),
         }
     }

@@ -2,11 +2,11 @@
 //! envoyproxy/ratelimit's `ConfigFileContentToYaml` (parse, check the keys,
 //! decode), which the Go service runs on every file before it checks any rule.
 
-use crate::document::{YamlRoot, decode_root};
-use crate::error::{ConfigError, ConfigErrorKind};
-use crate::validate::validate_keys;
-use crate::yaml::generic;
-use crate::yaml::parse::parse_document;
+use crate::config::document::{YamlRoot, decode_root};
+use crate::config::error::{ConfigError, ConfigErrorKind};
+use crate::config::validate::validate_keys;
+use crate::config::yaml::generic;
+use crate::config::yaml::parse::parse_document;
 
 /// How configuration files are loaded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::yaml::go_value::GoValue;
-use crate::yaml::gofmt::format_v;
+use crate::config::yaml::go_value::GoValue;
+use crate::config::yaml::gofmt::format_v;
 
 /// A descriptor's metadata: a protobuf `Struct`, fields by name.
 pub type Metadata = BTreeMap<String, MetadataValue>;

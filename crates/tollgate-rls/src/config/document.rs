@@ -3,9 +3,9 @@
 //! `yamlReplaces` (config_impl.go), plus tollgate's opt-in `algorithm`, `burst`
 //! and `window` inside `rate_limit`, decoded with yaml.v2's rules.
 
-use crate::yaml::decode::Decoder;
-use crate::yaml::go_value::GoValue;
-use crate::yaml::node::Node;
+use crate::config::yaml::decode::Decoder;
+use crate::config::yaml::go_value::GoValue;
+use crate::config::yaml::node::Node;
 
 /// A file: `domain` and its top-level `descriptors`.
 #[derive(Clone, Debug, Default)]

@@ -10,14 +10,14 @@ use std::time::Duration;
 use foldhash::fast::RandomState;
 use tollgate_core::Algorithm;
 
-use crate::document::{YamlDescriptor, YamlRateLimit};
-use crate::error::{ConfigError, ConfigErrorKind};
-use crate::loader::{LoaderOptions, ParsedFile};
-use crate::metadata::{Metadata, metadata_from_fields};
-use crate::rate_limit::{Enforcement, RateLimit, enforcement};
-use crate::stats::LimitStatNames;
-use crate::unit::Unit;
-use crate::wildcard::WildcardEntry;
+use crate::config::document::{YamlDescriptor, YamlRateLimit};
+use crate::config::error::{ConfigError, ConfigErrorKind};
+use crate::config::loader::{LoaderOptions, ParsedFile};
+use crate::config::metadata::{Metadata, metadata_from_fields};
+use crate::config::rate_limit::{Enforcement, RateLimit, enforcement};
+use crate::config::stats::LimitStatNames;
+use crate::config::unit::Unit;
+use crate::config::wildcard::WildcardEntry;
 
 /// A loaded rate limit configuration: what `GetLimit` looks descriptors up in.
 /// Immutable; a reload builds a new one.

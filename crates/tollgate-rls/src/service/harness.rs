@@ -30,9 +30,9 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tollgate_core::{Clock, LimiterConfig, ManualClock, MemoryStore, Store};
 
-use crate::config::RateLimitConfig;
-use crate::error::ConfigError;
-use crate::loader::LoaderOptions;
+use crate::config::error::ConfigError;
+use crate::config::loader::LoaderOptions;
+use crate::config::tree::RateLimitConfig;
 use crate::proto::RateLimitRequest;
 use crate::service::{RateLimitService, ServiceSettings};
 
