@@ -40,6 +40,7 @@ mod limiter;
 mod plan;
 mod policy;
 mod ratelimit_fields;
+mod reach;
 mod resolution;
 mod route_budget;
 mod store;
@@ -64,6 +65,7 @@ pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};
 pub use ratelimit_fields::{
     RateLimitItem, advertised_quota, push_structured_string, rate_limit_fields,
 };
+pub use reach::Reach;
 pub use resolution::Resolution;
 pub use route_budget::{
     RouteBudgetChoice, RouteBudgets, RouteKeyKind, route_store_key, route_store_key_prefix,

@@ -14,6 +14,7 @@ use crate::limiter::{
 };
 use crate::plan::PlanPolicies;
 use crate::policy::{Policy, PolicyError};
+use crate::reach::Reach;
 use crate::resolution::Resolution;
 
 /// The future every [`Store`] call returns.
@@ -179,6 +180,22 @@ pub trait Store: Send + Sync {
     /// [`StoreError::Unavailable`] with the reason (never a password).
     fn check(&self) -> StoreFuture<'_, ()> {
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// How much of the store can decide now ([`Reach`]): a store on one
+    /// server reaches all of it or nothing ([`Store::check`]); a Redis
+    /// Cluster counts the hash slots whose primary answered, so that a node
+    /// down or stalled is told from the whole store down.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] with the reason when no part of the store
+    /// can decide.
+    fn reach(&self) -> StoreFuture<'_, Reach> {
+        Box::pin(async move {
+            self.check().await?;
+            Ok(Reach::WHOLE)
+        })
     }
 
     /// Puts a reloaded configuration in force; see [`Limiter::reconfigure`].

@@ -45,6 +45,7 @@ mod keys;
 mod plans;
 mod policy_sync;
 mod protocol;
+mod reach;
 mod redaction;
 mod refund;
 mod script;

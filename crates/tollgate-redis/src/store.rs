@@ -13,7 +13,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tollgate_core::{
     Decision, KeyReport, Limit, LimitDecision, LimitUnits, LimiterConfig, PlanPolicies, Policy,
-    PolicyDecision, PolicyError, PreparedPolicy, Resolution, Stats, Store, StoreError, StoreFuture,
+    PolicyDecision, PolicyError, PreparedPolicy, Reach, Resolution, Stats, Store, StoreError,
+    StoreFuture,
 };
 
 use crate::admin;
@@ -508,6 +509,30 @@ impl Store for RedisStore {
                 .timed(redis::cmd("PING").query_async(&mut connection))
                 .await?;
             Ok(())
+        })
+    }
+
+    /// On one server, [`Store::check`]; on a Redis Cluster, the hash slots
+    /// whose primary answers (see `reach.rs`).
+    fn reach(&self) -> StoreFuture<'_, Reach> {
+        Box::pin(async move {
+            let cluster = self
+                .context
+                .within(async {
+                    self.context
+                        .connection
+                        .cluster()
+                        .await
+                        .map_err(|error| crate::connection::unavailable(&error, true))
+                })
+                .await?;
+            match cluster {
+                None => {
+                    self.check().await?;
+                    Ok(Reach::WHOLE)
+                }
+                Some(cluster) => crate::reach::cluster_reach(&self.context, &cluster).await,
+            }
         })
     }
 

@@ -119,17 +119,31 @@ async fn authenticate(
     next.run(request).await
 }
 
-/// `/readyz`: 503 while draining; when the store cannot decide, 503 under
-/// `fail_closed` (every request would get 503) and 200 "degraded" under
-/// `fail_open` (requests pass unlimited), each with the reason.
+/// `/readyz`: 503 while draining; when no part of the store can decide,
+/// 503 under `fail_closed` (every request would get 503) and 200 "degraded"
+/// under `fail_open` (requests pass unlimited), each with the reason. When
+/// part of a Redis Cluster answers, 200 "degraded" with the share: every
+/// gateway shares the cluster, so taking this one out of service would move
+/// its clients to gateways no better off; the keys of the slots that do not
+/// answer follow the failure policy.
 async fn ready(State(app): State<Arc<App>>) -> Response {
     if app.is_draining() {
         return problem(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     }
-    let checked = app.store.check().await;
-    metrics::record_store_up(checked.is_ok());
-    match (checked, app.reloadable.load().failure) {
-        (Ok(()), _) => Response::new(Body::from("ready\n")),
+    let reach = app.store.reach().await;
+    metrics::record_store_up(reach.as_ref().map_or(0.0, |reach| reach.share()));
+    let failure = app.reloadable.load().failure;
+    match (reach, failure) {
+        (Ok(reach), _) if reach.is_whole() => Response::new(Body::from("ready\n")),
+        (Ok(reach), failure) => Response::new(Body::from(format!(
+            "degraded: {} of {} hash slots of the Redis Cluster answer; keys in the others {}\n",
+            reach.answering,
+            reach.of,
+            match failure {
+                FailurePolicy::FailClosed => "get 503 (fail_closed)",
+                FailurePolicy::FailOpen => "pass unlimited (fail_open)",
+            }
+        ))),
         (Err(error), FailurePolicy::FailClosed) => problem(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {error}; requests get 503 (fail_closed)"),

@@ -19,13 +19,14 @@ pub(crate) const TRACKED_KEYS: &str = "tollgate_tracked_keys";
 /// (`host:port`) and `failure`.
 pub(crate) const UPSTREAM_FAILURES: &str = "tollgate_upstream_failures_total";
 
-/// 1 when the limit store could decide at the last check (start, and every
-/// `/readyz`), 0 when it could not.
+/// The share of the limit store that could decide at the last check (start,
+/// and every `/readyz`): 1 or 0 for one Redis server (or memory, always 1);
+/// for a Redis Cluster, the share of hash slots whose primary answered.
 pub(crate) const STORE_UP: &str = "tollgate_store_up";
 
-/// Records whether the store could decide at the last check.
-pub(crate) fn record_store_up(up: bool) {
-    metrics::gauge!(STORE_UP).set(if up { 1.0 } else { 0.0 });
+/// Records the share of the store that could decide at the last check.
+pub(crate) fn record_store_up(share: f64) {
+    metrics::gauge!(STORE_UP).set(share);
 }
 
 /// Requests whose body the client sent malformed or cut off (answered 400),

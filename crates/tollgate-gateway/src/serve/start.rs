@@ -191,10 +191,21 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     ));
     // A store that cannot decide at start (Redis down, a wrong password) is
     // an error worth a line, whatever the failure policy does with requests.
-    let checked = app.store.check().await;
-    metrics::record_store_up(checked.is_ok());
-    if let Err(error) = checked {
-        tracing::error!(%error, "the limit store cannot decide at start; requests follow store.failure");
+    match app.store.reach().await {
+        Ok(reach) => {
+            metrics::record_store_up(reach.share());
+            if !reach.is_whole() {
+                tracing::error!(
+                    answering = reach.answering,
+                    of = reach.of,
+                    "part of the Redis Cluster cannot decide at start; its keys follow store.failure"
+                );
+            }
+        }
+        Err(error) => {
+            metrics::record_store_up(0.0);
+            tracing::error!(%error, "the limit store cannot decide at start; requests follow store.failure");
+        }
     }
     let scheme = if app.listener_tls.is_some() {
         "https"
