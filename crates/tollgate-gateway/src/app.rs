@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
 use tollgate_core::Store;
+use tollgate_serve::Connections;
 
 use crate::admin::guard::AdminGuard;
 use crate::config::InForce;
@@ -39,6 +40,9 @@ pub(crate) struct App {
     pub(crate) listener_tls: Option<ListenerTls>,
     /// The access log, when `[access_log] enabled`.
     pub(crate) access_log: Option<AccessLog>,
+    /// Every open connection of both listeners, the oldest idle one shed
+    /// when a listener runs out of file descriptors.
+    pub(crate) connections: Arc<Connections>,
 }
 
 impl App {

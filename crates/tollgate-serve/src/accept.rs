@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::shed::Connections;
 use crate::shutdown::Stopping;
 
 /// How long a listener pauses after an `accept` error that is not the
@@ -29,12 +30,21 @@ use crate::shutdown::Stopping;
 /// (`accept_mutex_delay`, 500 ms, in `ngx_event_accept.c`).
 pub const ACCEPT_PAUSE: Duration = Duration::from_millis(500);
 
+/// How long a listener waits after shedding a connection (`shed.rs`) for its
+/// descriptor to be closed by the connection's task, before it accepts
+/// again.
+pub const SHED_PAUSE: Duration = Duration::from_millis(5);
+
 /// The next connection on `listener`, with `TCP_NODELAY` set, and its peer;
 /// `None` once `stopping` says stop (stopping wins over a connection
-/// arriving at that moment).
+/// arriving at that moment). Out of file descriptors, it sheds the oldest
+/// idle connections of `connections` ([`SHED_PER_SHORTAGE`]) and accepts
+/// again at once; with none to
+/// shed it pauses [`ACCEPT_PAUSE`].
 pub async fn accept(
     listener: &TcpListener,
     stopping: &Stopping,
+    connections: &Connections,
 ) -> Option<(TcpStream, SocketAddr)> {
     loop {
         let accepted = tokio::select! {
@@ -53,15 +63,42 @@ pub async fn accept(
                 tracing::debug!(%error, "a connection failed before it was accepted");
             }
             Err(error) => {
-                tracing::error!(%error, pause = ?ACCEPT_PAUSE, "cannot accept a connection");
+                let pause = if is_out_of_descriptors(&error) && shed(connections) {
+                    tracing::warn!(%error, "out of file descriptors: the oldest idle connection was closed");
+                    SHED_PAUSE
+                } else {
+                    tracing::error!(%error, pause = ?ACCEPT_PAUSE, "cannot accept a connection");
+                    ACCEPT_PAUSE
+                };
                 tokio::select! {
                     biased;
                     () = stopping.stopped() => return None,
-                    () = tokio::time::sleep(ACCEPT_PAUSE) => {}
+                    () = tokio::time::sleep(pause) => {}
                 }
             }
         }
     }
+}
+
+/// How many idle connections are shed when a listener is out of file
+/// descriptors: one for the connection it accepts, one for the upstream
+/// connection its request may need (a gateway's), so that it is answered.
+pub const SHED_PER_SHORTAGE: usize = 2;
+
+/// Sheds up to [`SHED_PER_SHORTAGE`] of the oldest idle connections; whether
+/// any was.
+fn shed(connections: &Connections) -> bool {
+    let mut shed = 0;
+    while shed < SHED_PER_SHORTAGE && connections.shed_oldest_idle() {
+        shed += 1;
+    }
+    shed > 0
+}
+
+/// Whether an `accept` error says the process (`EMFILE`) or the system
+/// (`ENFILE`) has no file descriptor left.
+fn is_out_of_descriptors(error: &std::io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
 /// Whether an `accept` error is the connection's own, not the listener's.
@@ -93,6 +130,9 @@ mod tests {
         // EMFILE: too many open files.
         assert!(!is_connection_error(&Error::from_raw_os_error(24)));
         assert!(!is_connection_error(&Error::from(ErrorKind::OutOfMemory)));
+        assert!(is_out_of_descriptors(&Error::from_raw_os_error(24)));
+        assert!(is_out_of_descriptors(&Error::from_raw_os_error(23)));
+        assert!(!is_out_of_descriptors(&Error::from(ErrorKind::OutOfMemory)));
     }
 
     #[tokio::test]
@@ -101,18 +141,28 @@ mod tests {
         let address = listener.local_addr().unwrap();
         let (shutdown, stopping) = Shutdown::new();
         let client = TcpStream::connect(address).await.unwrap();
-        let (stream, peer) = accept(&listener, &stopping).await.unwrap();
+        let (stream, peer) = accept(&listener, &stopping, &Connections::default())
+            .await
+            .unwrap();
         assert_eq!(peer, client.local_addr().unwrap());
         assert!(stream.nodelay().unwrap());
         shutdown.stop();
-        assert!(accept(&listener, &stopping).await.is_none());
+        assert!(
+            accept(&listener, &stopping, &Connections::default())
+                .await
+                .is_none()
+        );
     }
 
     #[tokio::test]
     async fn a_stop_ends_a_wait_already_under_way() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let (shutdown, stopping) = Shutdown::new();
-        let waiting = tokio::spawn(async move { accept(&listener, &stopping).await.is_none() });
+        let waiting = tokio::spawn(async move {
+            accept(&listener, &stopping, &Connections::default())
+                .await
+                .is_none()
+        });
         // The wait is under way (no connection comes); the stop ends it.
         tokio::task::yield_now().await;
         shutdown.stop();

@@ -25,6 +25,7 @@ use tokio::task::JoinSet;
 
 use crate::idle::{Activity, InFlight, Tracked, idle};
 use crate::in_flight_body::InFlightBody;
+use crate::shed::Connections;
 use crate::shutdown::Stopping;
 
 /// Serves `listener` until `stopping` says stop, each connection from `peer`
@@ -33,12 +34,15 @@ use crate::shutdown::Stopping;
 /// `stopping` forces the end, when every connection still open is closed.
 /// A connection that moves no byte for `idle_timeout` with no request in
 /// flight is closed, whatever its phase (before its first byte, between
-/// requests, an HTTP/2 connection sending none).
+/// requests, an HTTP/2 connection sending none). Its connections are listed
+/// in `listed`, the process's list, for shedding when it runs out of
+/// file descriptors.
 pub async fn serve_http<Make, Service, ResponseBody>(
     listener: TcpListener,
     service_for: Make,
     stopping: Stopping,
     idle_timeout: Duration,
+    listed: Arc<Connections>,
 ) where
     Make: Fn(SocketAddr) -> Service,
     Service: tower_service::Service<
@@ -59,9 +63,10 @@ pub async fn serve_http<Make, Service, ResponseBody>(
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            accepted = crate::accept(&listener, &stopping) => {
+            accepted = crate::accept(&listener, &stopping, &listed) => {
                 let Some((stream, peer)) = accepted else { break };
                 let activity = Activity::new();
+                listed.register(&activity);
                 let io = TokioIo::new(Tracked::new(stream, &activity));
                 let service = TowerToHyperService::new(service_for(peer));
                 let requests = Arc::clone(&activity);
@@ -142,7 +147,13 @@ mod tests {
         let (shutdown, stopping) = Shutdown::new();
         // Shorter than hyper's own 30 s for a request's headers.
         let timeout = Duration::from_secs(10);
-        tokio::spawn(serve_http(listener, hello, stopping, timeout));
+        tokio::spawn(serve_http(
+            listener,
+            hello,
+            stopping,
+            timeout,
+            Connections::new(),
+        ));
         let mut silent = tokio::net::TcpStream::connect(address).await.unwrap();
         let start = tokio::time::Instant::now();
         let mut byte = [0];

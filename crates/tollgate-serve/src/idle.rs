@@ -15,11 +15,13 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// One connection's activity: when it last moved a byte, and how many of its
@@ -32,6 +34,13 @@ pub struct Activity {
     /// Nanoseconds from `opened` to the last byte read or written.
     last_byte_ns: AtomicU64,
     in_flight: AtomicUsize,
+    /// Set when the connection is shed (see `shed.rs`): it is then closed as
+    /// if idle.
+    shed: AtomicBool,
+    /// Wakes [`idle`] when the connection is shed.
+    shed_notify: Notify,
+    /// Wakes a [`ClosedWhenIdle`] stream's read when the connection is shed.
+    shed_waker: AtomicWaker,
 }
 
 impl Activity {
@@ -41,7 +50,36 @@ impl Activity {
             opened: Instant::now(),
             last_byte_ns: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
+            shed: AtomicBool::new(false),
+            shed_notify: Notify::new(),
+            shed_waker: AtomicWaker::new(),
         })
+    }
+
+    /// Has the connection closed as if idle, at once (the process is out of
+    /// file descriptors, and it is the oldest idle one).
+    pub(crate) fn shed(&self) {
+        self.shed.store(true, Ordering::Release);
+        self.shed_notify.notify_waiters();
+        self.shed_waker.wake();
+    }
+
+    /// Whether the connection has been shed.
+    pub(crate) fn is_shed(&self) -> bool {
+        self.shed.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the connection is shed.
+    async fn shed_requested(&self) {
+        loop {
+            let notified = self.shed_notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_shed() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     fn touch(&self) {
@@ -50,7 +88,7 @@ impl Activity {
         self.last_byte_ns.fetch_max(nanos, Ordering::Relaxed);
     }
 
-    fn last_byte(&self) -> Instant {
+    pub(crate) fn last_byte(&self) -> Instant {
         self.opened + Duration::from_nanos(self.last_byte_ns.load(Ordering::Relaxed))
     }
 
@@ -82,8 +120,17 @@ impl Drop for InFlight {
 }
 
 /// Resolves once `activity`'s connection has moved no byte for `timeout`
-/// with no request in flight.
+/// with no request in flight, or has been shed.
 pub async fn idle(activity: &Activity, timeout: Duration) {
+    tokio::select! {
+        () = quiet_for(activity, timeout) => {}
+        () = activity.shed_requested() => {}
+    }
+}
+
+/// Resolves once `activity`'s connection has moved no byte for `timeout`
+/// with no request in flight.
+async fn quiet_for(activity: &Activity, timeout: Duration) {
     loop {
         let deadline = activity.last_byte() + timeout;
         if Instant::now() < deadline {
@@ -212,6 +259,10 @@ impl<Stream> ClosedWhenIdle<Stream> {
     /// Whether the connection is idle now; if not, the wake-up is set to when
     /// it may be, and registered with `context`.
     fn is_idle(&mut self, context: &mut Context<'_>) -> bool {
+        self.tracked.activity.shed_waker.register(context.waker());
+        if self.tracked.activity.is_shed() {
+            return true;
+        }
         loop {
             let activity = &self.tracked.activity;
             let quiet_until = activity.last_byte() + self.timeout;

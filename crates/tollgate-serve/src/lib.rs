@@ -16,6 +16,8 @@
 //!   while none of its requests is in flight, in every phase of its life
 //!   (and [`in_flight_body`], the response body that keeps its request in
 //!   flight);
+//! - [`shed`]: the process's list of open connections, whose oldest idle one
+//!   is closed when a listener is out of file descriptors;
 //! - [`shutdown`]: stop accepting, drain for a grace period, then force;
 //! - [`signals`]: the first and second of a list of signals;
 //! - [`files`]: reading a file a configuration names, bounded, regular files
@@ -31,17 +33,19 @@ pub mod files;
 pub mod http;
 pub mod idle;
 pub mod in_flight_body;
+pub mod shed;
 pub mod shutdown;
 pub mod signals;
 pub mod spread;
 pub mod store;
 pub mod workers;
 
-pub use accept::{ACCEPT_PAUSE, accept};
+pub use accept::{ACCEPT_PAUSE, SHED_PAUSE, SHED_PER_SHORTAGE, accept};
 pub use files::{FileError, MAX_FILE_BYTES, read_regular_file};
 pub use http::serve_http;
 pub use idle::{Activity, ClosedWhenIdle, InFlight, Tracked, idle};
 pub use in_flight_body::InFlightBody;
+pub use shed::Connections;
 pub use shutdown::{Drained, Shutdown, Stopping};
 pub use signals::Signals;
 pub use spread::{FewestOpen, ListenError, Live, bind_reuse_port};

@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::accept::accept;
+use crate::shed::Connections;
 use crate::shutdown::Stopping;
 
 /// A listening socket cannot be opened.
@@ -129,8 +130,13 @@ impl FewestOpen {
     /// handing each connection to the worker with the fewest open. A worker
     /// that no longer takes connections (its thread ended) gets no more;
     /// with none left the acceptor stops.
-    pub async fn run(mut self, listener: TcpListener, stopping: Stopping) {
-        while let Some((stream, _)) = accept(&listener, &stopping).await {
+    pub async fn run(
+        mut self,
+        listener: TcpListener,
+        stopping: Stopping,
+        connections: Arc<Connections>,
+    ) {
+        while let Some((stream, _)) = accept(&listener, &stopping, &connections).await {
             let mut stream = match stream.into_std() {
                 Ok(stream) => stream,
                 Err(error) => {
@@ -210,7 +216,7 @@ mod tests {
         let mut first = spread.add_worker();
         let mut second = spread.add_worker();
         let (shutdown, stopping) = Shutdown::new();
-        let acceptor = tokio::spawn(spread.run(listener, stopping));
+        let acceptor = tokio::spawn(spread.run(listener, stopping, Connections::new()));
         let mut clients = Vec::new();
         let mut held = Vec::new();
         for expected in [0, 1, 0, 1] {

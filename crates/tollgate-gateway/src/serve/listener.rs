@@ -38,11 +38,14 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
         .listener_tls
         .as_ref()
         .map(|tls| (tls.acceptor.clone(), Arc::new(builder.clone())));
-    while let Some((stream, peer)) = tollgate_serve::accept(&listener, &stopping).await {
+    while let Some((stream, peer)) =
+        tollgate_serve::accept(&listener, &stopping, &worker.app.connections).await
+    {
         // Every phase of the connection is timed: see tollgate_serve::idle.
         let idle_timeout = worker.app.in_force.load().config.idle_timeout;
         let access_log = worker.app.access_log.clone();
         let activity = Activity::new();
+        worker.app.connections.register(&activity);
         let stream = Tracked::new(stream, &activity);
         let worker = worker.clone();
         let client = Arc::new(match tls {

@@ -15,7 +15,7 @@ use tokio::signal::unix::SignalKind;
 use tokio::task::JoinHandle;
 use tollgate_core::{Clock, Store, SystemClock};
 use tollgate_serve::shutdown::FORCED_GRACE;
-use tollgate_serve::{Drained, Shutdown, Signals, WorkerThread};
+use tollgate_serve::{Connections, Drained, Shutdown, Signals, WorkerThread};
 
 use crate::admin::endpoints;
 use crate::admin::guard::AdminGuard;
@@ -174,6 +174,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         admin_guard: AdminGuard::new(options.clock),
         listener_tls,
         access_log,
+        connections: Connections::new(),
     });
     let config = &app.started.config;
     let (address, listeners) = workers::bind(config.listen, app.started.workers)?;
@@ -188,6 +189,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         move |peer: SocketAddr| router.clone().layer(Extension(ConnectInfo(peer))),
         admin_stopping,
         config.idle_timeout,
+        Arc::clone(&app.connections),
     ));
     // A store that cannot decide at start (Redis down, a wrong password) is
     // an error worth a line, whatever the failure policy does with requests.

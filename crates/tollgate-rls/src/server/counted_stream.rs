@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use tokio::net::TcpStream;
-use tollgate_serve::{Activity, ClosedWhenIdle, Live};
+use tollgate_serve::{Activity, ClosedWhenIdle, Connections, Live};
 use tonic::transport::server::Connected;
 
 /// A [`TcpStream`] counted while it lives and closed once idle; reads and
@@ -27,9 +27,15 @@ pub(crate) struct CountedStream {
 
 impl CountedStream {
     /// `stream`, counted by `live`, closed once it has moved no byte for
-    /// `idle_timeout` with no call in flight.
-    pub(crate) fn new(stream: TcpStream, live: Live, idle_timeout: Duration) -> Self {
+    /// `idle_timeout` with no call in flight, listed in `connections`.
+    pub(crate) fn new(
+        stream: TcpStream,
+        live: Live,
+        idle_timeout: Duration,
+        connections: &Connections,
+    ) -> Self {
         let activity = Activity::new();
+        connections.register(&activity);
         CountedStream {
             stream: ClosedWhenIdle::new(stream, &activity, idle_timeout),
             activity,

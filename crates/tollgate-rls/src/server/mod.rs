@@ -31,7 +31,7 @@ use std::sync::Arc;
 use futures_util::FutureExt as _;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
-use tollgate_serve::Shutdown;
+use tollgate_serve::{Connections, Shutdown};
 
 use crate::proto::{RateLimitRequest, RateLimitResponse};
 
@@ -211,10 +211,13 @@ impl Listeners {
         let mut tasks = JoinSet::new();
 
         let idle_timeout = self.idle_timeout;
+        // Every connection of every listener, for shedding the oldest idle
+        // one when a listener runs out of file descriptors.
+        let connections = Connections::new();
         let (acceptor, threads) = workers::start(
             workers,
             self.grpc,
-            idle_timeout,
+            (idle_timeout, &connections),
             &decider,
             &health,
             &stopping,
@@ -231,6 +234,7 @@ impl Listeners {
             move |_| router.clone(),
             stopping.clone(),
             idle_timeout,
+            Arc::clone(&connections),
         ));
         if let Some(debug_listener) = self.debug {
             let router = http::debug_router(debug);
@@ -239,6 +243,7 @@ impl Listeners {
                 move |_| router.clone(),
                 stopping.clone(),
                 idle_timeout,
+                connections,
             ));
         }
 
@@ -340,6 +345,7 @@ impl RunningServer {
             move |_| router.clone(),
             stopping,
             idle_timeout,
+            Connections::new(),
         ));
         RunningServer {
             grpc: None,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::UnboundedReceiverStream;
-use tollgate_serve::{FewestOpen, Live, Stopping, WorkerThread};
+use tollgate_serve::{Connections, FewestOpen, Live, Stopping, WorkerThread};
 
 use super::counted_stream::CountedStream;
 use super::health::Health;
@@ -19,7 +19,8 @@ use super::{Decide, grpc};
 
 /// Starts `count` workers (at least one), each serving the health service
 /// and `decider` (a connection idle for `idle_timeout`, no byte moved and no
-/// call in flight, closed) until `stopping` says stop (the calls in flight finish) or
+/// call in flight, closed; every connection listed in `listed`, for
+/// shedding) until `stopping` says stop (the calls in flight finish) or
 /// force (its event loop ends, dropping its connections); and the acceptor
 /// task for `listener`, to be spawned on the caller's runtime.
 ///
@@ -31,7 +32,7 @@ use super::{Decide, grpc};
 pub(crate) fn start(
     count: usize,
     listener: TcpListener,
-    idle_timeout: std::time::Duration,
+    (idle_timeout, listed): (std::time::Duration, &Arc<Connections>),
     decider: &Arc<dyn Decide>,
     health: &Health,
     stopping: &Stopping,
@@ -44,6 +45,7 @@ pub(crate) fn start(
         let health_service = health.grpc_service();
         let stop = stopping.stopped();
         let force = stopping.forced();
+        let listed = Arc::clone(listed);
         threads.push(tollgate_serve::spawn_event_loop(
             format!("rls-worker-{index}"),
             move || async move {
@@ -51,7 +53,7 @@ pub(crate) fn start(
                 let incoming = UnboundedReceiverStream::new(connections).map(
                     |(stream, live): (std::net::TcpStream, Live)| {
                         tokio::net::TcpStream::from_std(stream)
-                            .map(|stream| CountedStream::new(stream, live, idle_timeout))
+                            .map(|stream| CountedStream::new(stream, live, idle_timeout, &listed))
                     },
                 );
                 let serving = tonic::transport::Server::builder()
@@ -67,5 +69,8 @@ pub(crate) fn start(
             },
         )?);
     }
-    Ok((spread.run(listener, stopping.clone()), threads))
+    Ok((
+        spread.run(listener, stopping.clone(), Arc::clone(listed)),
+        threads,
+    ))
 }

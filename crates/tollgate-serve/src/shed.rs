@@ -1,0 +1,128 @@
+//! Shedding the oldest idle connection when the process is out of file
+//! descriptors. Without it, a flood of connections that send nothing holds
+//! every descriptor until each one's idle timeout: no new client, health
+//! checks included, is accepted meanwhile. With it, a listener that cannot
+//! accept for want of a descriptor (`EMFILE`, `ENFILE`) closes the
+//! connection of the whole process that has been idle longest (no request in
+//! flight) and accepts at once, so a health check or a real client takes the
+//! place of the quietest connection.
+//!
+//! [`Connections`] is the process's one list (every listener of every
+//! worker registers its connections in it, so the admin listener can shed a
+//! proxy connection); a connection is listed from its start, by its
+//! [`Activity`], and leaves the list when its activity is dropped.
+
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::idle::Activity;
+
+/// The open connections of a process, by their activity.
+#[derive(Debug, Default)]
+pub struct Connections {
+    listed: Mutex<Listed>,
+}
+
+#[derive(Debug, Default)]
+struct Listed {
+    activities: Vec<Weak<Activity>>,
+    /// The list's length after its last sweep of closed connections.
+    after_sweep: usize,
+}
+
+impl Connections {
+    /// An empty list, to share between every listener of a process.
+    pub fn new() -> Arc<Connections> {
+        Arc::new(Connections::default())
+    }
+
+    /// Lists the connection of `activity`, until the activity is dropped.
+    pub fn register(&self, activity: &Arc<Activity>) {
+        let Ok(mut listed) = self.listed.lock() else {
+            return;
+        };
+        // Closed connections are swept out once the list has doubled since
+        // the last sweep: a constant cost per connection on average.
+        if listed.activities.len() >= 2 * listed.after_sweep + 64 {
+            listed.activities.retain(|weak| weak.strong_count() > 0);
+            listed.after_sweep = listed.activities.len();
+        }
+        listed.activities.push(Arc::downgrade(activity));
+    }
+
+    /// Sheds the open connection idle longest (none of its requests in
+    /// flight, not shed already): it closes as if its idle timeout had
+    /// passed. `false` when there is none.
+    pub fn shed_oldest_idle(&self) -> bool {
+        let Ok(listed) = self.listed.lock() else {
+            return false;
+        };
+        let oldest = listed
+            .activities
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|activity| activity.in_flight() == 0 && !activity.is_shed())
+            .min_by_key(|activity| activity.last_byte());
+        drop(listed);
+        match oldest {
+            Some(activity) => {
+                activity.shed();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::idle::{InFlight, Tracked, idle};
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test(start_paused = true)]
+    async fn the_connection_idle_longest_is_shed_and_closes_at_once() {
+        let connections = Connections::new();
+        // Three connections; the second moves a byte at 10 s, the third has
+        // a request in flight; the first is idle longest.
+        let first = Activity::new();
+        let second = Activity::new();
+        let third = Activity::new();
+        for activity in [&first, &second, &third] {
+            connections.register(activity);
+        }
+        let (mut client, server) = tokio::io::duplex(8);
+        let mut server = Tracked::new(server, &second);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        client.write_all(b"x").await.unwrap();
+        server.read_exact(&mut [0]).await.unwrap();
+        let _request = InFlight::start(&third);
+        assert!(connections.shed_oldest_idle());
+        assert!(first.is_shed() && !second.is_shed() && !third.is_shed());
+        // Its wait for idleness ends now, not at its timeout.
+        let start = tokio::time::Instant::now();
+        idle(&first, Duration::from_secs(30)).await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        // Then the second; the third is never shed while in flight.
+        assert!(connections.shed_oldest_idle());
+        assert!(second.is_shed());
+        assert!(!connections.shed_oldest_idle());
+    }
+
+    #[test]
+    fn closed_connections_leave_the_list() {
+        let connections = Connections::new();
+        for _ in 0..1_000 {
+            connections.register(&Activity::new());
+        }
+        let kept = Activity::new();
+        connections.register(&kept);
+        let listed = connections.listed.lock().unwrap().activities.len();
+        // Every one closes at once, so each sweep (at 64 listed) empties the
+        // list: the last, at the 961st, leaves it and the 39 after it (40),
+        // and the one kept.
+        assert_eq!(listed, 41);
+        assert!(connections.shed_oldest_idle());
+        assert!(kept.is_shed());
+    }
+}
