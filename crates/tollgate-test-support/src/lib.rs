@@ -10,7 +10,11 @@
 //! - `redis` (`redis`): the Redis a test runs against, a redis-server of a
 //!   test's own, key prefixes and their cleanup, a Redis that stalls, a test
 //!   store's settings.
-//! - `loopback`: a free port on 127.0.0.1.
+//! - `loopback`: a free port on 127.0.0.1; with the feature `loopback`, a
+//!   test upstream there.
+//! - `websocket` (`websocket`): a WebSocket upstream and client.
+//! - `exposition`: the Prometheus text of a `/metrics` read into samples.
+//! - `gateway` (`gateway`): a gateway started in process on a manual clock.
 //!
 //! # Tests that need a peer
 //!
@@ -25,8 +29,13 @@
 //! its peer here (`redis::require_redis_url`, `envoy::envoy_binary`,
 //! ...), which fails it when the peer is missing or does not answer.
 
+pub mod exposition;
+#[cfg(feature = "gateway")]
+pub mod gateway;
 pub mod loopback;
 #[cfg(feature = "models")]
 pub mod models;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "websocket")]
+pub mod websocket;

@@ -1,4 +1,11 @@
-//! Servers on loopback: a port on 127.0.0.1 that nothing listens on.
+//! Servers on loopback: a port on 127.0.0.1 that nothing listens on, and
+//! (feature `loopback`) a test upstream there.
+
+#[cfg(feature = "loopback")]
+mod upstream;
+
+#[cfg(feature = "loopback")]
+pub use upstream::Upstream;
 
 /// A port on 127.0.0.1 that nothing listens on now (bound, then let go):
 /// for a server to listen on, or as a peer that refuses connections.
