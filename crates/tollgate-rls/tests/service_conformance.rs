@@ -4,8 +4,6 @@
 //! answers are given rather than computed, are unit tests of the service's
 //! answer (`src/service/aggregate_cases.rs`).
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -16,6 +14,7 @@ use tollgate_core::{
 use tollgate_rls::harness::{block_on, run};
 use tollgate_rls::proto::{Entry, RateLimitDescriptor, RateLimitRequest};
 use tollgate_rls::{LoaderOptions, RateLimitConfig, RateLimitService, ServiceSettings, Unit};
+use tollgate_test_support::conformance;
 
 /// Compares the statuses an answer gave (proto3 JSON) with a case's: the
 /// fields the case gives; a case status without `current_limit` means none.
@@ -113,10 +112,7 @@ fn settings_of(settings: &Value) -> ServiceSettings {
 /// One `rls` case: its configs as the starting directory, its steps through
 /// the harness (a reload step at the time of the step before it).
 fn check_rls(case: &Value) -> Result<(), String> {
-    let read = |file: &str| {
-        std::fs::read_to_string(common::conformance_dir().join("configs").join(file))
-            .map_err(|error| format!("{file}: {error}"))
-    };
+    let read = conformance::config_file;
     let files = case["configs"]
         .as_array()
         .ok_or("no configs")?
@@ -207,7 +203,7 @@ fn check_rls(case: &Value) -> Result<(), String> {
 
 #[test]
 fn every_rls_case() {
-    let cases = common::cases("rls.jsonl");
+    let cases = conformance::cases("rls.jsonl");
     let failures: Vec<String> = cases
         .iter()
         .filter_map(|case| {
@@ -216,7 +212,7 @@ fn every_rls_case() {
                 .map(|e| format!("{}: {e}", case["id"]))
         })
         .collect();
-    common::report("rls", cases.len(), &failures);
+    conformance::report("rls", cases.len(), &failures);
 }
 
 /// The YAML of a `counter` case: a descriptor tree holding limit `i` at the
@@ -429,7 +425,7 @@ fn check_counter(case: &Value) -> Result<(), String> {
 
 #[test]
 fn every_counter_case() {
-    let cases = common::cases("counter.jsonl");
+    let cases = conformance::cases("counter.jsonl");
     let failures: Vec<String> = cases
         .iter()
         .filter_map(|case| {
@@ -438,5 +434,5 @@ fn every_counter_case() {
                 .map(|e| format!("{}: {e}", case["id"]))
         })
         .collect();
-    common::report("counter", cases.len(), &failures);
+    conformance::report("counter", cases.len(), &failures);
 }

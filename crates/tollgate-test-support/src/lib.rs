@@ -10,11 +10,16 @@
 //! - `redis` (`redis`): the Redis a test runs against, a redis-server of a
 //!   test's own, key prefixes and their cleanup, a Redis that stalls, a test
 //!   store's settings.
+//! - `envoy` (`envoy`): finding and starting an Envoy in front of a test
+//!   upstream, its rate limit filter asking a `tollgate rls`.
 //! - `loopback`: a free port on 127.0.0.1; with the feature `loopback`, a
 //!   test upstream there.
 //! - `websocket` (`websocket`): a WebSocket upstream and client.
 //! - `exposition`: the Prometheus text of a `/metrics` read into samples.
 //! - `gateway` (`gateway`): a gateway started in process on a manual clock.
+//! - `rls` (`rls`): `tollgate rls` started in process on loopback.
+//! - `conformance` (`rls`): the envoyproxy/ratelimit conformance cases
+//!   (`tests/conformance/envoy-rls/`), each file's count of cases pinned.
 //!
 //! # Tests that need a peer
 //!
@@ -29,6 +34,10 @@
 //! its peer here (`redis::require_redis_url`, `envoy::envoy_binary`,
 //! ...), which fails it when the peer is missing or does not answer.
 
+#[cfg(feature = "rls")]
+pub mod conformance;
+#[cfg(feature = "envoy")]
+pub mod envoy;
 pub mod exposition;
 #[cfg(feature = "gateway")]
 pub mod gateway;
@@ -37,5 +46,7 @@ pub mod loopback;
 pub mod models;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "rls")]
+pub mod rls;
 #[cfg(feature = "websocket")]
 pub mod websocket;
