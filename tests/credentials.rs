@@ -7,16 +7,12 @@
 //! does not exist), so the store fails as it would in production and logs
 //! what it logs then.
 
-#[path = "support/ports.rs"]
-mod ports;
-
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
-
-use ports::closed_port;
+use tollgate_test_support::loopback::free_port;
 
 /// The user name every URL carries: found nowhere in any output.
 const USER: &str = "tguser7k";
@@ -26,7 +22,7 @@ const PASSWORD: &str = "pw-Zq9hidden";
 /// Every URL form the gateway's `[store] url` (and `--store`) accepts, with
 /// credentials, and how it is shown once redacted.
 fn url_forms() -> Vec<(String, String)> {
-    let (one, two) = (closed_port(), closed_port());
+    let (one, two) = (free_port(), free_port());
     vec![
         (
             format!("redis://{USER}:{PASSWORD}@127.0.0.1:{one}/2"),
@@ -290,7 +286,7 @@ async fn rls_logs(settings: &[(&str, String)]) -> (String, Option<String>) {
 
 #[tokio::test]
 async fn the_rate_limit_service_names_its_redis_without_credentials() {
-    let port = closed_port();
+    let port = free_port();
     let auth = format!("{USER}:{PASSWORD}");
     // (settings, the store as the start line names it)
     let mut cases: Vec<(Vec<(&str, String)>, String)> = vec![

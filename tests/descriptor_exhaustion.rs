@@ -7,20 +7,18 @@
 //! `shed.rs`) and accepts. Before, every client timed out until the flood's
 //! connections went away.
 
-#[path = "support/process.rs"]
 mod process;
-#[path = "../crates/tollgate-gateway/tests/support/mod.rs"]
-mod serve;
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use process::Process;
-use serve::Upstream;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::Command;
+use tollgate_test_support::gateway::config;
+use tollgate_test_support::loopback::Upstream;
 
 /// The descriptors the gateway may hold.
 const DESCRIPTORS: u32 = 128;
@@ -32,7 +30,7 @@ const FLOOD: usize = 300;
 async fn out_of_descriptors_the_gateway_sheds_idle_connections_and_answers() {
     let upstream = Upstream::start().await;
     let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("descriptors.toml");
-    let text = serve::config(&format!(
+    let text = config(&format!(
         "[[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
         upstream.address
     ));

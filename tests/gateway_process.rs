@@ -1,23 +1,21 @@
 //! The `tollgate serve` process and its signals: SIGHUP with a bad config
 //! keeps serving, SIGTERM lets in-flight requests finish before exiting.
 
-#[path = "support/process.rs"]
 mod process;
-#[path = "../crates/tollgate-gateway/tests/support/mod.rs"]
-mod serve;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use process::Process;
-use serve::Upstream;
+use tollgate_test_support::gateway::config;
+use tollgate_test_support::loopback::Upstream;
 
 /// A gateway of one route to `upstream`, whose plan is a sliding log of 5 per
 /// hour: the process runs on the system clock, and a sliding log has no
 /// window boundary for two requests to fall on either side of.
 fn config_file(name: &str, upstream: &Upstream) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let text = serve::config(&format!(
+    let text = config(&format!(
         "[limits.default_policy]\nalgorithm = \"sliding_log\"\nlimit = 5\nwindow_s = 3600\n\
          [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
         upstream.address
@@ -51,7 +49,7 @@ async fn sighup_with_a_bad_config_keeps_serving_on_the_old_one() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-ratelimit-remaining"], "3");
     // A good file is taken.
-    let good = serve::config(&format!(
+    let good = config(&format!(
         "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 50\nwindow_s = 60\n\
          [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
         upstream.address
@@ -113,7 +111,7 @@ async fn stopping_with_a_request_held(name: &str, drain_timeout: &str) -> (Proce
     // A top-level setting: before the tables `config` writes.
     let text = format!(
         "drain_timeout = \"{drain_timeout}\"\n{}",
-        serve::config(&format!(
+        config(&format!(
             "[[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
             upstream.address
         ))

@@ -2,20 +2,16 @@
 //! budget, on one Redis server or a Redis Cluster; when Redis is gone, requests
 //! follow the failure policy.
 
-#[path = "support/process.rs"]
 mod process;
-#[path = "../crates/tollgate-gateway/tests/support/mod.rs"]
-mod serve;
-
-#[path = "../crates/tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use process::Process;
-use serve::{Upstream, config};
+use tollgate_test_support::gateway::config;
+use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::redis as redis_support;
 
 /// Three gateways on one Redis, each with the limit `policy` (20 per window),
 /// and a hundred and twenty requests for one key spread over them at once.

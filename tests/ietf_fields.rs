@@ -11,11 +11,10 @@
 //! The gateway and `tollgate rls` also carry the request's other limits in
 //! the same Lists; each test finds the `orders` item among them.
 
-#[path = "../crates/tollgate-gateway/tests/support/mod.rs"]
-mod serve;
-
 use serde_json::{Value, json};
 use tollgate_core::ManualClock;
+use tollgate_test_support::gateway::{Gateway, config};
+use tollgate_test_support::loopback::Upstream;
 use tollgate_tower::{Budget, HostLimits, KeySelector, Tenant};
 use tower::{Service, ServiceExt};
 
@@ -61,9 +60,9 @@ async fn the_tower_layer_writes_the_fields() {
 
 #[tokio::test]
 async fn the_gateway_writes_the_same_fields_for_its_route_budget() {
-    let upstream = serve::Upstream::start().await;
-    let gateway = serve::Gateway::start(
-        &serve::config(&format!(
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(
+        &config(&format!(
             "[[routes]]\nname = \"orders\"\nprefix = \"/orders\"\nupstream = \"http://{}\"\n\
              rpm = 60\nburst = 5\nkey = \"principal\"\n",
             upstream.address

@@ -5,16 +5,12 @@
 //! default and fail here); every Go setting tollgate does not support stops
 //! the start with an error naming it.
 
-#[path = "support/ports.rs"]
-mod ports;
-
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
-
-use ports::closed_port;
+use tollgate_test_support::loopback::free_port;
 
 /// The system's CA bundle, a PEM file `REDIS_TLS_CACERT` can name.
 const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -29,7 +25,7 @@ async fn every_go_variable_is_read_and_shown_in_force() {
         "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
     )
     .unwrap();
-    let redis = closed_port();
+    let redis = free_port();
     let root_text = root.path().display().to_string();
     // (variable, value set, value `/settings` shows), every value other
     // than the default.

@@ -5,16 +5,13 @@
 //! written first (the built-in 5 per 60 s) and refused a key whose file
 //! policy allows 1,000 from its 6th request.
 
-#[path = "../crates/tollgate-rls/tests/loopback/mod.rs"]
-mod loopback;
-#[path = "../crates/tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
-#[path = "../crates/tollgate-gateway/tests/support/mod.rs"]
-mod serve;
-
 use std::time::Duration;
 
 use tollgate_rls::settings::Secret;
+use tollgate_test_support::gateway::{Gateway, config};
+use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::redis as redis_support;
+use tollgate_test_support::rls;
 
 #[tokio::test]
 #[cfg_attr(
@@ -25,9 +22,9 @@ async fn a_gateway_and_a_rate_limit_service_on_one_redis_keep_their_own_state() 
     // A Redis of this test's own: both servers use their default prefixes.
     let redis = redis_support::OwnRedis::start();
     let url = redis.url();
-    let mut arguments = loopback::arguments();
+    let mut arguments = rls::arguments();
     arguments.redis_url = Some(Secret::new(url.clone()));
-    let (rls, _directory) = loopback::start_at_noon(
+    let (rls, _directory) = rls::start_at_noon(
         "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
         arguments,
     )
@@ -44,9 +41,9 @@ async fn a_gateway_and_a_rate_limit_service_on_one_redis_keep_their_own_state() 
     }
     assert!(written, "tollgate rls wrote no tollgate-rls:config");
 
-    let upstream = serve::Upstream::start().await;
-    let gateway = serve::Gateway::start(
-        &serve::config(&format!(
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(
+        &config(&format!(
             "[store]\nurl = \"{url}\"\ntimeout = \"2s\"\n\
              [limits.default_policy]\nalgorithm = \"sliding_log\"\nlimit = 1000\nwindow_s = 60\n\
              [[routes]]\nname = \"shared_redis\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
@@ -66,5 +63,5 @@ async fn a_gateway_and_a_rate_limit_service_on_one_redis_keep_their_own_state() 
     }
     assert!(redis_support::keys(&url, "tollgate:config").len() == 1);
     gateway.running.shutdown().await;
-    loopback::stop(rls).await;
+    rls::stop(rls).await;
 }

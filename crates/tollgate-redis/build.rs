@@ -5,7 +5,7 @@
 //! say (there a missing peer fails its tests). Each such test carries
 //! `#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]`
 //! (or `has_redis_cluster` and `REDIS_CLUSTER_URL`). The script itself is
-//! `build/redis_peers.rs`, shared with the crates whose Redis tests use this
-//! crate's test support.
+//! `build/redis_peers.rs`, shared with the other packages that have Redis
+//! tests (their Redis helpers are `tollgate-test-support`'s `redis`).
 
 include!("build/redis_peers.rs");

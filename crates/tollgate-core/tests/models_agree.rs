@@ -5,7 +5,7 @@
 //! here: this is what makes the models fit to judge it.
 
 mod generators;
-mod models;
+use tollgate_test_support::models;
 
 use generators::{Step, step};
 use models::{FixedWindowModel, Model, RatioTokenBucketModel, SlidingLogModel, TokenBucketModel};

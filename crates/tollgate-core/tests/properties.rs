@@ -4,7 +4,7 @@
 //! eviction; and the limits themselves as properties.
 
 mod generators;
-mod models;
+use tollgate_test_support::models;
 
 use std::num::NonZeroU64;
 

@@ -6,7 +6,7 @@
 //! afresh), and the count of tracked keys to its bounds.
 
 mod generators;
-mod models;
+use tollgate_test_support::models;
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;

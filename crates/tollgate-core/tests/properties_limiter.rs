@@ -11,7 +11,7 @@
 //! times going backwards.
 
 mod generators;
-mod models;
+use tollgate_test_support::models;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU64;

@@ -5,7 +5,7 @@
 //! (`models/refunds.rs`), themselves held to the models without refunds
 //! where no refund happens.
 
-mod models;
+use tollgate_test_support::models;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -7,17 +7,16 @@
 //! upstream nothing listens on: 502). The API keys and the query's value
 //! must never reach the file.
 
-mod support;
-
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
-use support::{Gateway, Upstream};
+use tollgate_test_support::gateway::{self, Gateway};
+use tollgate_test_support::loopback::Upstream;
 
 /// A gateway logging to `path` in `format`, its routes ending in `suffix`.
 fn config(upstream: &Upstream, path: &Path, format: &str, suffix: &str) -> String {
-    support::config(&format!(
+    gateway::config(&format!(
         "[limits]\nexempt_keys = [\"sk_internal\"]\n\
          [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 2\nwindow_s = 60\n\
          [access_log]\nenabled = true\npath = \"{}\"\nformat = \"{format}\"\n\

@@ -6,17 +6,14 @@
 //! token, and no test runs long enough for a token to come back (one per 20 s
 //! and per 30 s).
 
-mod support;
-
-#[path = "../../tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
-
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::{Gateway, Upstream};
+use tollgate_test_support::gateway::{self, Gateway};
+use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::redis as redis_support;
 
 fn config(upstream: &Upstream, store: &str, suffix: &str) -> String {
-    support::config(&format!(
+    gateway::config(&format!(
         "{store}\
          [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow_s = 60\n\
          [tenants]\nacme = [\"sk_acme\"]\n\

@@ -12,12 +12,11 @@
 //! tests do, and is ignored otherwise (this crate's build script sets the
 //! cfg `has_redis`).
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::{Gateway, Upstream, config};
+use tollgate_test_support::gateway::{Gateway, config};
+use tollgate_test_support::loopback::Upstream;
 
 /// A cluster of this test's own, stopped when dropped.
 struct OwnCluster {

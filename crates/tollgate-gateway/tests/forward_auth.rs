@@ -10,21 +10,20 @@
 //! the clock starts at 6,000,000,000 s, the start of a window, so every
 //! answer below has 60 s to go.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use support::{Gateway, Upstream, header};
 use tokio::process::{Child, Command};
+use tollgate_test_support::gateway::{self, Gateway, header};
+use tollgate_test_support::loopback::{Upstream, free_port};
 
 /// The start of a window of 60 s, far from today.
 const START_S: u64 = 6_000_000_000;
 const DECIDE: &str = "/_tollgate/decide";
 
 fn gateway_config(upstream: &Upstream, forward_auth: &str) -> String {
-    support::config(&format!(
+    gateway::config(&format!(
         "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow_s = 60\n\
          [client_ip]\ntrusted_proxies = [\"127.0.0.1/32\"]\n\
          [forward_auth]\npath = \"{DECIDE}\"\n{forward_auth}\n\
@@ -51,15 +50,6 @@ fn binary(name: &str) -> PathBuf {
                  .ci/test does)"
             )
         })
-}
-
-/// A port free now on 127.0.0.1.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A proxy process, killed on drop.

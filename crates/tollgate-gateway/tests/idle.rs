@@ -7,14 +7,12 @@
 //! The waits are for the gateway's own timer: each test waits for an event
 //! (the connection closing) under a generous bound, and never sleeps.
 
-mod support;
-
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-use support::{Gateway, Upstream, config};
+use tollgate_test_support::gateway::{Gateway, config};
+use tollgate_test_support::loopback::Upstream;
 
 /// A gateway whose connections may idle 300 ms, with one route to `upstream`.
 async fn gateway(upstream: &Upstream, route: &str) -> Gateway {

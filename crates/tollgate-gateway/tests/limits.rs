@@ -3,11 +3,10 @@
 //! upstream on 127.0.0.1, the gateway in process on a manual clock, a real
 //! HTTP client. Expected values by hand.
 
-mod support;
-
 use reqwest::Method;
 use serde_json::json;
-use support::{Gateway, Upstream, config, header, plans};
+use tollgate_test_support::gateway::{Gateway, config, header, plans};
+use tollgate_test_support::loopback::Upstream;
 
 #[tokio::test]
 async fn plan_limits_and_their_headers_are_exact() {

@@ -1,13 +1,12 @@
 //! `tollgate serve` end to end, operated: the admin API, reloads, metrics
 //! and a configuration the Redis store cannot hold. Expected values by hand.
 
-mod support;
-
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::json;
-use support::{Gateway, Upstream, config, header, plans};
+use tollgate_test_support::gateway::{Gateway, config, header, plans};
+use tollgate_test_support::loopback::Upstream;
 
 #[tokio::test]
 async fn admin_calls_need_the_token_and_invalid_input_changes_nothing() {
@@ -394,7 +393,7 @@ async fn a_store_url_that_is_not_redis_is_named_with_its_file_and_never_shown() 
 
 #[test]
 fn the_exposition_is_read_sample_by_sample() {
-    let exposition = support::exposition::Exposition::parse(
+    let exposition = tollgate_test_support::exposition::Exposition::parse(
         "# TYPE hits counter\nhits{route=\"a\",kind=\"x\"} 10\nhits{kind=\"x\",route=\"b\"} 1\n\
          up 1 1700000000\nodd{v=\"q\\\"uote,d\"} 2\n",
     );

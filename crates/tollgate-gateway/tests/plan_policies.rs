@@ -7,12 +7,12 @@
 //! scenarios are `plan_scenarios/`).
 
 mod plan_scenarios;
-mod support;
 
 use plan_scenarios::{
     the_admin_api_reads_and_writes_lists, the_binding_policy_speaks, two_policies,
 };
-use support::{Gateway, Upstream};
+use tollgate_test_support::gateway::Gateway;
+use tollgate_test_support::loopback::Upstream;
 
 #[tokio::test]
 async fn in_memory_the_binding_policy_speaks_for_a_plan_of_two() {

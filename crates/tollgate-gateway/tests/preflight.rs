@@ -3,12 +3,11 @@
 //! without an API key and uses no budget; any other request is limited as
 //! before. The plan: a fixed window of 2 per 60 s.
 
-mod support;
-
-use support::{Gateway, Upstream};
+use tollgate_test_support::gateway::{self, Gateway};
+use tollgate_test_support::loopback::Upstream;
 
 fn config(upstream: &Upstream) -> String {
-    support::config(&format!(
+    gateway::config(&format!(
         "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 2\nwindow_s = 60\n\
          [[routes]]\nname = \"pf_open\"\nprefix = \"/open\"\nupstream = \"http://{0}\"\n\
          preflight = \"pass\"\n\

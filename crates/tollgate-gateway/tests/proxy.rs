@@ -2,11 +2,9 @@
 //! streamed bodies, hop-by-hop headers, upstream connections, path forms,
 //! stalls, CONNECT and message framing. Expected values by hand.
 
-mod support;
-
 use std::time::Duration;
-
-use support::{Gateway, Upstream, config, header, plans, raw_get};
+use tollgate_test_support::gateway::{Gateway, config, header, plans, raw_get};
+use tollgate_test_support::loopback::Upstream;
 
 /// Whether a body read failed because the connection ended before the body
 /// did (an unexpected end of file beneath the HTTP error).

@@ -4,14 +4,10 @@
 //! (and under `CI=true`), as the Redis store's tests do, and are ignored
 //! otherwise (this crate's build script sets the cfg `has_redis`).
 
-mod support;
-
-#[path = "../../tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
-
 use std::time::Duration;
-
-use support::{Gateway, Upstream, config, header};
+use tollgate_test_support::gateway::{Gateway, config, header};
+use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::redis as redis_support;
 
 /// A gateway on `redis` under `prefix` with a 50 ms store timeout and
 /// `failure`, every path to `upstream` on a route named `route` (of this

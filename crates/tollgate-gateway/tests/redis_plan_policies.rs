@@ -6,15 +6,13 @@
 //! tests are.
 
 mod plan_scenarios;
-mod support;
-
-#[path = "../../tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
 
 use std::sync::Arc;
 
-use support::{Gateway, Upstream};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_test_support::gateway::Gateway;
+use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::redis as redis_support;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]

@@ -5,14 +5,13 @@
 //! fixed windows of 2 per 60 s (default) and 3 per 60 s (`pro`); the clock at
 //! the start of a minute, so every wait is 60 s.
 
-mod support;
-
 use reqwest::Method;
 use serde_json::json;
-use support::{Gateway, Upstream, header};
+use tollgate_test_support::gateway::{self, Gateway, header};
+use tollgate_test_support::loopback::Upstream;
 
 fn config(upstream: &Upstream) -> String {
-    support::config(&format!(
+    gateway::config(&format!(
         "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 2\nwindow_s = 60\n\
          [limits.tiers.pro]\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow_s = 60\n\
          [refusal]\nstatus = 503\ntiers = {{ pro = 429 }}\n\

@@ -13,14 +13,11 @@
 //! token per 20 s). A request refused by one limit uses nothing of the other
 //! (all or nothing), in shadow mode as when enforced.
 
-mod support;
-
-#[path = "../../tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
-
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::{Gateway, Upstream, header};
+use tollgate_test_support::gateway::{self, Gateway, header};
+use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::redis as redis_support;
 
 const START_S: u64 = 6_000_000_000;
 const SHADOW: &str = "tollgate_shadow_denials_total";
@@ -30,7 +27,7 @@ const DECIDE: &str = "/_tollgate/decide";
 /// The routes of a gateway named with `suffix`, the limits above, and
 /// `refusal` (the `[refusal]` table's settings).
 fn config(upstream: &Upstream, store: &str, suffix: &str, refusal: &str) -> String {
-    support::config(&format!(
+    gateway::config(&format!(
         "{store}\
          [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow_s = 60\n\
          [limits.tiers.trial]\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow_s = 60\n\
@@ -361,7 +358,7 @@ async fn a_refusal_describes_the_enforced_limit_not_a_longer_shadow_one() {
     // token bucket of 1 refilled every 30 s (rpm 2, burst 1). The clock
     // stands at the start of a minute.
     let gateway = Gateway::start(
-        &support::config(&format!(
+        &gateway::config(&format!(
             "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow_s = 60\n\
              [refusal]\nshadow_tiers = [\"default\"]\nshadow_headers = true\n\
              [[routes]]\nname = \"sh_tight\"\nprefix = \"/t\"\nupstream = \"http://{}\"\n\

@@ -6,17 +6,15 @@
 //! resumes. The tests run when `REDIS_URL` is set (and under `CI=true`), as
 //! the other Redis tests do, and need `redis-server`.
 
-mod support;
-
-#[path = "../../tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
-
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::json;
-use support::{Gateway, Upstream, config, header};
+use tollgate_test_support::gateway::{Gateway, config, header};
+use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::redis as redis_support;
+use tollgate_test_support::redis::{Stalled, wait_for_the_backlog};
 
 /// 2100-01-01T00:00:10Z: the gateway's manual clock, ten seconds into a
 /// minute (the 60 s window does not end during the test) and far from today.
@@ -40,63 +38,6 @@ fn on_redis(
         redis.url(),
         upstream.address
     ))
-}
-
-/// The process id of the Redis server at `url`.
-fn process_id(url: &str) -> String {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut redis_support::connect(url))
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("process_id:"))
-        .expect("INFO server names the process id")
-        .trim()
-        .to_owned()
-}
-
-/// Sends `signal` (`STOP`, `CONT`) to the process `pid`.
-fn signal(pid: &str, signal: &str) {
-    let status = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid)
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{signal} {pid}");
-}
-
-/// A Redis server stopped with SIGSTOP, resumed with SIGCONT when dropped
-/// (also when the test fails).
-struct Stalled(String);
-
-impl Stalled {
-    fn stop(url: &str) -> Stalled {
-        let pid = process_id(url);
-        signal(&pid, "STOP");
-        Stalled(pid)
-    }
-}
-
-impl Drop for Stalled {
-    fn drop(&mut self) {
-        signal(&self.0, "CONT");
-    }
-}
-
-/// Waits until the server at `url` has run every call queued during the
-/// stall: until its count of script calls stops moving for 200 ms, at most
-/// 20 s.
-async fn wait_for_the_backlog(url: &str) {
-    let give_up = Instant::now() + Duration::from_secs(20);
-    let mut seen = redis_support::script_calls(url);
-    let mut still = 0;
-    while still < 4 {
-        assert!(Instant::now() < give_up, "Redis kept running calls");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let now = redis_support::script_calls(url);
-        still = if now == seen { still + 1 } else { 0 };
-        seen = now;
-    }
 }
 
 /// `key`'s report from `POST /admin/inspect`, once Redis answers again.
@@ -139,14 +80,15 @@ async fn stall_then_resume(failure: &str, during: impl Fn(&reqwest::Response)) {
     // Connected, and Redis's clock known.
     assert_eq!(answered(&gateway, "sk_warm").await.status(), 200);
 
-    let stalled = Stalled::stop(&redis.url());
+    let servers = [redis.url()];
+    let stalled = Stalled::stop(&servers);
     let responses = join_all((0..25).map(|_| gateway.get("/", "sk_a"))).await;
     for response in &responses {
         during(response);
     }
     drop(stalled);
 
-    wait_for_the_backlog(&redis.url()).await;
+    wait_for_the_backlog(&servers).await;
     let report = inspect(&gateway, "sk_a").await;
     assert_eq!(
         (&report["tracked"], &report["remaining"]),

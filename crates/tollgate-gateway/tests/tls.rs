@@ -6,7 +6,6 @@
 //! checked; an idle TLS connection closed. Limits in a Redis reached over
 //! TLS are in `tls_redis.rs`.
 
-mod support;
 mod tls_support;
 
 use std::net::SocketAddr;
@@ -22,9 +21,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::ClientConfig;
 use rustls::pki_types::CertificateDer;
 use rustls::server::Acceptor;
-use support::{Gateway, Upstream, config, header};
 use tls_support::{Issued, TestCa, directory, tls_section};
 use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
+use tollgate_test_support::gateway::{Gateway, config, header};
+use tollgate_test_support::loopback::Upstream;
 
 /// What a request over TLS got: the protocol, the status, the body, and the
 /// certificate the server showed.

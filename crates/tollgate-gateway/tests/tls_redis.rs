@@ -3,16 +3,14 @@
 //! is set, as the other Redis tests. And a CA file beside a URL without TLS,
 //! refused.
 
-mod support;
 mod tls_support;
-
-#[path = "../../tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
 
 use std::path::Path;
 
-use support::{Gateway, Upstream, config, header};
 use tls_support::{Issued, TestCa, directory};
+use tollgate_test_support::gateway::{Gateway, config, header};
+use tollgate_test_support::loopback::{Upstream, free_port};
+use tollgate_test_support::redis as redis_support;
 
 /// A redis-server of the test's own that speaks TLS only, on a free
 /// loopback port, with `issued`'s certificate; stopped when dropped.
@@ -25,11 +23,7 @@ impl TlsRedis {
     fn start(issued: &Issued, ca: &TestCa, files: &Path) -> TlsRedis {
         issued.write(files);
         std::fs::write(files.join("ca.pem"), &ca.pem).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let path = |name: &str| files.join(name).display().to_string();
         let mut child = std::process::Command::new("redis-server")
             .args(["--port", "0", "--tls-port", &port.to_string()])

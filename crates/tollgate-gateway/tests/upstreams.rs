@@ -3,12 +3,10 @@
 //! for `[upstream] backoff` and tried again after it, every server down, and
 //! the `server` label of the failures. Expected values by hand.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::time::Duration;
-
-use support::{Gateway, Upstream, config};
+use tollgate_test_support::gateway::{Gateway, config};
+use tollgate_test_support::loopback::Upstream;
 
 /// A gateway whose exempt key `sk_internal` is never limited, with `backoff`
 /// and the route `route` on `servers`.

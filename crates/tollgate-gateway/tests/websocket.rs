@@ -5,24 +5,18 @@
 //! written at the tunnel's end, and upgrades the gateway does not tunnel.
 //! Expected values by hand.
 
-mod support;
-
-// Not in `support`'s modules: the root package's tests share those, without
-// tokio-tungstenite.
-#[path = "support/websocket.rs"]
-mod websocket;
-
-#[path = "../../tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
-
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use support::{Gateway, Upstream, config};
 use tokio_tungstenite::tungstenite::{Error, Message};
-use websocket::{CLOSE_PLEASE, WebSocketUpstream, connect, next, round_trip};
+use tollgate_test_support::gateway::{Gateway, config};
+use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::redis as redis_support;
+use tollgate_test_support::websocket::{
+    CLOSE_PLEASE, WebSocketUpstream, connect, next, round_trip,
+};
 
-/// Plans as `support::plans` (default fixed window 5 per 60 s), every path
+/// Plans as `gateway::plans` (default fixed window 5 per 60 s), every path
 /// to `upstream` on a route named `route`, then `extra`.
 fn gateway_config(upstream: std::net::SocketAddr, route: &str, extra: &str) -> String {
     config(&format!(

@@ -3,13 +3,12 @@
 //! default policy and on tiers (one of them named `*`), route budgets alone,
 //! and a plan with a route budget.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate_core::{Limit, LimiterConfig, Policy, PreparedPolicy, Store};
 use tollgate_redis::{RedisConfig, RedisStore};
+use tollgate_test_support::redis as support;
 
 /// The limits of one request: a plan key, a route budget, or both.
 #[derive(Clone)]

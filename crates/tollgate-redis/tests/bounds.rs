@@ -6,12 +6,11 @@
 //! have granted then, and a counting window counts it in its newest window;
 //! a key whose policy changes rule starts afresh; and a batch of 10^15 units costs one script call.
 
-mod support;
-
 use std::time::Duration;
 
 use tollgate_core::{Decision, Limit, LimitUnits, LimiterConfig, Policy, Store};
 use tollgate_redis::{RedisConfig, RedisStore};
+use tollgate_test_support::redis as support;
 
 /// 2^52: the first quantity the store refuses.
 const BOUND: u64 = 1 << 52;

@@ -3,8 +3,6 @@
 //! route budget in different slots decided all or nothing, also under races;
 //! tiers, resets, the shared default policy and the key count across nodes.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,6 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use tollgate_core::{Limit, LimiterConfig, ManualClock, Policy, PreparedPolicy, Store};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_test_support::redis as support;
 
 /// 2100-01-01T00:00:10Z in nanoseconds: ten seconds into a minute, so a
 /// 60-second window does not end during a test; far from today, so a

@@ -12,9 +12,6 @@
 //! the store to the independent models instead; `bounds.rs` writes the edge
 //! cases out by hand.)
 
-mod support;
-
-#[path = "support/generators.rs"]
 mod generators;
 
 use std::time::Duration;
@@ -25,6 +22,7 @@ use tollgate_core::{
     Limit, LimitDecision, LimitUnits, Limiter, LimiterConfig, Policy, Resolution, Store,
 };
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_test_support::redis as support;
 
 const KEYS: [&str; 3] = ["sk_a", "sk_b", "sk_exempt"];
 

@@ -2,13 +2,12 @@
 //! `StoreError::Unavailable` (never a panic, never a hang), and decisions resume
 //! once Redis is back.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate_core::{Limit, LimitUnits, LimiterConfig, ManualClock, Policy, Store, StoreError};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_test_support::redis as support;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(

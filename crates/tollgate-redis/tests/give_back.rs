@@ -6,9 +6,6 @@
 //! leaping and going back), on a server and, with `REDIS_CLUSTER_URL`, on a
 //! cluster, where each limit is given back on its own.
 
-mod support;
-
-#[path = "support/generators.rs"]
 mod generators;
 
 use std::sync::Arc;
@@ -23,6 +20,7 @@ use tollgate_core::{
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
 use generators::{BOUND, moves, policies, starts};
+use tollgate_test_support::redis as support;
 
 /// 2100-01-01T00:00:10Z in microseconds: ten seconds into a minute, far
 /// from today (a decision on Redis's clock instead would show).

@@ -2,14 +2,13 @@
 //! store's key secret, or plain SHA-256 without one; the expected names are
 //! computed here with the hash crates directly, not by the store.
 
-mod support;
-
 use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use tollgate_core::{Limit, LimiterConfig, Store};
 use tollgate_redis::{RedisConfig, RedisStore};
+use tollgate_test_support::redis as support;
 
 /// `PREFIX:{first 16 bytes of digest, in hex}:s`.
 fn state_key(prefix: &str, digest: &[u8]) -> String {

@@ -8,15 +8,7 @@
 //! between requests; every number of every decision is compared (allowed,
 //! rejected, remaining, retry_after, reset_after).
 
-mod support;
-
-#[path = "support/generators.rs"]
 mod generators;
-
-// Only some of what the models hold is used here.
-#[allow(unused_imports)]
-#[path = "../../tollgate-core/tests/models/mod.rs"]
-mod models;
 
 use std::time::Duration;
 
@@ -25,6 +17,8 @@ use models::{FixedWindowModel, Model, Outcome, SlidingLogModel, TokenBucketModel
 use proptest::prelude::*;
 use tollgate_core::{Algorithm, Limit, LimitUnits, LimiterConfig, Policy, Store};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_test_support::models;
+use tollgate_test_support::redis as support;
 
 /// The model of `policy`, counting microseconds.
 fn model(policy: &Policy) -> Box<dyn Model> {

@@ -5,9 +5,6 @@
 //! and tier changes covering every policy. Runs with `REDIS_URL` (and
 //! `REDIS_CLUSTER_URL` for the cluster case).
 
-mod support;
-
-#[path = "support/generators.rs"]
 mod generators;
 
 use std::time::Duration;
@@ -19,6 +16,7 @@ use tollgate_core::{
     Resolution, Store,
 };
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_test_support::redis as support;
 
 const KEYS: [&str; 3] = ["sk_a", "sk_b", "sk_exempt"];
 

@@ -4,14 +4,13 @@
 //! that finds the generation gone back (the policy set again elsewhere)
 //! warns too. Tier assignments are lost with the restart, as CONFIG.md says.
 
-mod support;
-
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate_core::{Limit, LimiterConfig, Policy, Store};
 use tollgate_redis::{RedisConfig, RedisStore};
+use tollgate_test_support::redis as support;
 
 /// What the store logs, as text, while the returned guard lives (this
 /// thread only: the test's runtime, and the tasks the store spawns on it).

@@ -2,13 +2,12 @@
 //! budget are shared; a damaged key fails nobody sharing its script call;
 //! every state key has a TTL no longer than needed.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate_core::{Clock, Limit, LimiterConfig, ManualClock, Policy, Store};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_test_support::redis as support;
 
 /// 2100-01-01T00:00:10Z in nanoseconds: ten seconds into a minute (and an
 /// hour), so the windows below do not end during the test; far from today,

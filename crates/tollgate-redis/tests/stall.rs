@@ -7,8 +7,6 @@
 //! units, and on a cluster a one-slot call and the steps of limits in
 //! different slots.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +15,8 @@ use tollgate_core::{
     Limit, LimitDecision, LimitUnits, LimiterConfig, ManualClock, Policy, Store, StoreError,
 };
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_test_support::redis as support;
+use tollgate_test_support::redis::{Stalled, wait_for_the_backlog};
 
 /// 2100-01-01T00:00:10Z in nanoseconds: far from today (a fallback to
 /// Redis's `TIME` would show), ten seconds into a minute (a 60 s window does
@@ -39,67 +39,6 @@ fn store(url: &str, prefix: &str) -> RedisStore {
     // Redis expires keys on its own clock: keep them through the test.
     config.minimum_ttl = Duration::from_secs(600);
     RedisStore::connect(config, &limits).unwrap()
-}
-
-/// The process id of the Redis server (or cluster node) at `url`.
-fn process_id(url: &str) -> u32 {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut support::connect(url))
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("process_id:"))
-        .and_then(|pid| pid.trim().parse().ok())
-        .expect("INFO server names the process id")
-}
-
-/// Sends `signal` (`STOP`, `CONT`) to the process `pid`.
-fn signal(pid: u32, signal: &str) {
-    let status = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{signal} {pid}");
-}
-
-/// Redis servers stopped with SIGSTOP, resumed with SIGCONT when this is
-/// dropped (also when a test fails, so that no server stays stopped).
-struct Stalled(Vec<u32>);
-
-impl Stalled {
-    fn stop(urls: &[String]) -> Stalled {
-        let pids: Vec<u32> = urls.iter().map(|url| process_id(url)).collect();
-        for &pid in &pids {
-            signal(pid, "STOP");
-        }
-        Stalled(pids)
-    }
-}
-
-impl Drop for Stalled {
-    fn drop(&mut self) {
-        for &pid in &self.0 {
-            signal(pid, "CONT");
-        }
-    }
-}
-
-/// Waits until the servers at `urls` have run every call queued during the
-/// stall: until their count of script calls stops moving for 200 ms (nothing
-/// else calls scripts meanwhile), at most 20 s.
-async fn wait_for_the_backlog(urls: &[String]) {
-    let give_up = Instant::now() + Duration::from_secs(20);
-    let calls = || -> Vec<u64> { urls.iter().map(|url| support::script_calls(url)).collect() };
-    let mut seen = calls();
-    let mut still = 0;
-    while still < 4 {
-        assert!(Instant::now() < give_up, "Redis kept running calls");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let now = calls();
-        still = if now == seen { still + 1 } else { 0 };
-        seen = now;
-    }
 }
 
 /// Asserts that every outcome is the store's "unavailable".

@@ -1,17 +1,16 @@
 //! Every `config_load` case of envoyproxy/ratelimit's conformance data: the
 //! files load, or fail with the Go service's exact error.
 
-mod common;
-
 use serde_json::Value;
+use tollgate_test_support::conformance;
 
 #[test]
 fn every_config_load_case() {
-    let cases = common::cases("config_load.jsonl");
+    let cases = conformance::cases("config_load.jsonl");
     let mut failures = Vec::new();
     for case in &cases {
         let id = case["id"].as_str().unwrap_or("?");
-        let outcome = common::load_case(case);
+        let outcome = conformance::load_case(case);
         let expect = &case["expect"];
         match (expect.get("error").and_then(Value::as_str), outcome) {
             (None, Ok(_)) => {}
@@ -37,5 +36,5 @@ fn every_config_load_case() {
             }
         }
     }
-    common::report("config_load", cases.len(), &failures);
+    conformance::report("config_load", cases.len(), &failures);
 }

@@ -9,16 +9,15 @@
 //! the counter `after` the request's hits, OVER_LIMIT when `after > limit`,
 //! else OK with `limit - after` remaining.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tollgate_core::{Clock, LimiterConfig, ManualClock, MemoryStore, Store};
-use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_core::{LimiterConfig, ManualClock, MemoryStore, Store};
+use tollgate_redis::RedisStore;
 use tollgate_rls::proto::RateLimitRequest;
 use tollgate_rls::{LoaderOptions, RateLimitConfig, RateLimitService, ServiceSettings};
+use tollgate_test_support::redis as redis_support;
 
 /// 2100-01-01T00:00:10Z in nanoseconds: ten seconds into a minute, far from
 /// today so that a decision on Redis's own clock instead would show.
@@ -103,16 +102,11 @@ async fn the_counter_at_its_edges_in_memory() {
 #[tokio::test]
 #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
 async fn the_counter_at_its_edges_on_redis() {
-    let url = support::require_redis_url();
+    let url = redis_support::require_redis_url();
     let clock = Arc::new(ManualClock::new(START));
-    let mut redis = RedisConfig::new(url);
     // A prefix of this test's own, fresh on every run.
-    redis.prefix = format!("tollgate-test-counter-edges-{}", std::process::id());
-    redis.timeout = Duration::from_secs(5);
-    let shared: Arc<dyn Clock> = clock.clone();
-    redis.time = TimeSource::Clock(shared);
-    // Redis expires keys on its own clock: keep them past the test.
-    redis.minimum_ttl = Duration::from_secs(600);
+    let prefix = format!("tollgate-test-counter-edges-{}", std::process::id());
+    let redis = redis_support::on_manual_clock(&url, &prefix, clock.clone());
     let store = RedisStore::connect(redis, &LimiterConfig::default()).unwrap();
     the_counter_at_its_edges(Arc::new(store), clock).await;
 }

@@ -8,17 +8,17 @@
 //! --test envoy` (with `REDIS_URL=redis://127.0.0.1:6379` for the Redis case);
 //! without Envoy (or Redis) the tests show as ignored, saying what they need.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{Envoy, envoy_binary, require_redis_url, start_upstream};
 use tollgate_core::ManualClock;
 use tollgate_rls::settings::Secret;
 use tollgate_rls::{Rls, RlsArguments};
+use tollgate_test_support::envoy::{Envoy, envoy_binary};
+use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::redis::require_redis_url;
 
 /// Five requests a day per user from 127.0.0.1 (the service's clock stands
 /// at noon: no window boundary falls inside a test).
@@ -89,7 +89,7 @@ async fn limits_through_envoy(envoy_path: &Path, redis: Option<(&str, &str)>) {
     let config_file = directory.path().join("rl.yaml");
     std::fs::write(&config_file, CONFIG).unwrap();
     let rls = start(&arguments(directory.path(), redis)).await;
-    let upstream = start_upstream().await;
+    let upstream = Upstream::start().await.address;
     let envoy = Envoy::start(envoy_path, rls.server().grpc_address().unwrap(), upstream).await;
     let client = reqwest::Client::new();
 
@@ -232,7 +232,7 @@ async fn envoy_fails_open_or_closed_without_tollgate() {
     let directory = tempfile::tempdir().unwrap();
     std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
     let rls = start(&arguments(directory.path(), None)).await;
-    let upstream = start_upstream().await;
+    let upstream = Upstream::start().await.address;
     let envoy = Envoy::start(&envoy_path, rls.server().grpc_address().unwrap(), upstream).await;
     let client = reqwest::Client::new();
     let user = unique("failure");

@@ -3,14 +3,13 @@
 //! client, `grpc.health.v1` (service `ratelimit`), `/json`, `/healthcheck`,
 //! and malformed input answered with the Go service's errors.
 
-mod loopback;
-
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
     RateLimitDescriptor, rate_limit_descriptor::Entry,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_rls::Rls;
+use tollgate_test_support::rls;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
@@ -22,7 +21,7 @@ descriptors:
 ";
 
 async fn start() -> (Rls, tempfile::TempDir) {
-    loopback::start_at_noon(CONFIG, loopback::arguments()).await
+    rls::start_at_noon(CONFIG, rls::arguments()).await
 }
 
 fn request(domain: &str, value: &str) -> RateLimitRequest {
@@ -91,7 +90,7 @@ async fn grpc_answers_and_reports_health() {
             .status;
         assert_eq!(status, 1, "{service:?} is SERVING");
     }
-    loopback::stop(rls).await;
+    rls::stop(rls).await;
 }
 
 #[tokio::test]
@@ -185,5 +184,5 @@ async fn json_and_healthcheck_answer_as_the_go_service() {
         config,
         "rl.foo: unit=DAY requests_per_unit=1, shadow_mode: false, quota_mode: false\n"
     );
-    loopback::stop(rls).await;
+    rls::stop(rls).await;
 }

@@ -5,8 +5,6 @@
 //! never a panic (the server still answers afterwards, and no `internal
 //! error`).
 
-mod loopback;
-
 use std::time::Duration;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
@@ -15,6 +13,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_rls::Rls;
+use tollgate_test_support::rls;
 use tonic::transport::Channel;
 
 const CONFIG: &str = "\
@@ -27,7 +26,7 @@ descriptors:
 async fn start() -> (Rls, tempfile::TempDir, RateLimitServiceClient<Channel>) {
     let directory = tempfile::tempdir().unwrap();
     std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
-    let mut arguments = loopback::arguments();
+    let mut arguments = rls::arguments();
     arguments.config = Some(directory.path().to_owned());
     let rls = Rls::start_polling(&arguments, Duration::from_millis(100))
         .await
@@ -131,7 +130,7 @@ async fn malformed_requests_get_the_go_services_errors() {
         stats["ratelimit.service.call.should_rate_limit.service_error"],
         3
     );
-    loopback::stop(rls).await;
+    rls::stop(rls).await;
 }
 
 #[tokio::test]
@@ -181,5 +180,5 @@ async fn large_requests_are_answered_or_refused_by_size() {
         .unwrap()
         .into_inner();
     assert_eq!(fine.overall_code, 1);
-    loopback::stop(rls).await;
+    rls::stop(rls).await;
 }

@@ -9,8 +9,6 @@
 //! hit per call, all calls in one minute: calls 1 to 5 are OK with 4, 3, 2,
 //! 1, 0 remaining, the 6th is OVER_LIMIT with 0.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -138,7 +136,7 @@ fn redis_state_name(prefix: &str, key: &str) -> String {
 #[tokio::test]
 #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
 async fn on_redis_a_long_value_keeps_its_key_name() {
-    let url = support::require_redis_url();
+    let url = tollgate_test_support::redis::require_redis_url();
     // The service's settings as `tollgate rls` reads them with `REDIS_URL`.
     let arguments = RlsArguments::try_parse_from(["rls", "--redis-url", url.as_str()]).unwrap();
     let settings = arguments.service_settings();

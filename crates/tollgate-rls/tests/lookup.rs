@@ -2,14 +2,13 @@
 //! a descriptor gets, its fields and stats key, and the counters the lookup
 //! itself moves.
 
-mod common;
-
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use tollgate_rls::{
     LimitOverride, MatchedLimit, MemoryStats, RATE_LIMIT_SCOPE, Unit, metadata_to_json,
 };
+use tollgate_test_support::conformance;
 
 /// The fields of a match, named as the cases name them.
 fn fields(found: &MatchedLimit) -> BTreeMap<&'static str, Value> {
@@ -36,7 +35,7 @@ fn fields(found: &MatchedLimit) -> BTreeMap<&'static str, Value> {
 }
 
 fn check(case: &Value) -> Result<(), String> {
-    let config = common::load_case(case).map_err(|error| format!("load failed: {error}"))?;
+    let config = conformance::load_case(case).map_err(|error| format!("load failed: {error}"))?;
     let domain = case["domain"].as_str().ok_or("no domain")?;
     let descriptor = &case["descriptor"];
     let entries: Vec<(String, String)> = descriptor["entries"]
@@ -104,7 +103,7 @@ fn check(case: &Value) -> Result<(), String> {
 
 #[test]
 fn every_lookup_case() {
-    let cases = common::cases("lookup.jsonl");
+    let cases = conformance::cases("lookup.jsonl");
     let failures: Vec<String> = cases
         .iter()
         .filter_map(|case| {
@@ -113,5 +112,5 @@ fn every_lookup_case() {
                 .map(|why| format!("{}: {why}", case["id"].as_str().unwrap_or("?")))
         })
         .collect();
-    common::report("lookup", cases.len(), &failures);
+    conformance::report("lookup", cases.len(), &failures);
 }

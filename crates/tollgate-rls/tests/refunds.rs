@@ -7,9 +7,6 @@
 //! in-memory store and on Redis (`REDIS_URL`) with its store calls counted,
 //! and over real gRPC. Every expectation is worked out by hand.
 
-mod loopback;
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -24,10 +21,12 @@ use tollgate_core::{
     Clock, KeyReport, Limit, LimitDecision, LimitUnits, LimiterConfig, ManualClock, MemoryStore,
     Policy, PolicyError, PreparedPolicy, Stats, Store, StoreFuture,
 };
-use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_redis::RedisStore;
 use tollgate_rls::harness::run;
 use tollgate_rls::proto::{Code, Entry, RateLimitDescriptor, RateLimitRequest};
 use tollgate_rls::{Extensions, LoaderOptions, RateLimitConfig, RateLimitService, ServiceSettings};
+use tollgate_test_support::redis as redis_support;
+use tollgate_test_support::rls;
 
 const EXTENSIONS: LoaderOptions = LoaderOptions {
     merge_domains: false,
@@ -416,34 +415,13 @@ async fn refunds_in_memory() {
 #[tokio::test]
 #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
 async fn refunds_on_redis() {
-    let url = support::require_redis_url();
+    let url = redis_support::require_redis_url();
     let clock = Arc::new(ManualClock::new(START));
-    let mut redis = RedisConfig::new(url.as_str());
-    // A prefix of this test's own, fresh on every run.
-    let prefix = format!(
-        "tollgate-test-rls-refunds-{}-{}",
-        std::process::id(),
-        START / 1_000_000_000
-    );
-    redis.prefix.clone_from(&prefix);
-    redis.timeout = Duration::from_secs(5);
-    let shared: Arc<dyn Clock> = clock.clone();
-    redis.time = TimeSource::Clock(shared);
-    // Redis expires keys on its own clock: keep them past the test.
-    redis.minimum_ttl = Duration::from_secs(600);
+    let prefix = redis_support::prefix("rls-refunds");
+    let redis = redis_support::on_manual_clock(&url, &prefix, clock.clone());
     let store = RedisStore::connect(redis, &LimiterConfig::default()).unwrap();
     refunds_through_the_store(Arc::new(store), clock).await;
-    let mut connection = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
-        .query(&mut connection)
-        .unwrap();
-    for key in keys {
-        let _: i64 = redis::cmd("DEL").arg(key).query(&mut connection).unwrap();
-    }
+    redis_support::cleanup(&url, &prefix);
 }
 
 #[tokio::test]
@@ -457,7 +435,7 @@ async fn refunds_over_grpc() {
          {algorithm: token_bucket, requests_per_unit: 1, window: 86400s, burst: 2}\n",
     )
     .unwrap();
-    let mut arguments = loopback::arguments();
+    let mut arguments = rls::arguments();
     arguments.config = Some(directory.path().to_owned());
     arguments.config_extensions = true;
     arguments.refunds = true;
@@ -491,5 +469,5 @@ async fn refunds_over_grpc() {
     }
     // Both tokens taken; one back; taken again; then none.
     assert_eq!(answers, [(1, 0), (1, 1), (1, 0), (2, 0)]);
-    loopback::stop(rls).await;
+    rls::stop(rls).await;
 }

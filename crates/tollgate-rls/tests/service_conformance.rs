@@ -1,10 +1,11 @@
 //! Every `counter` and `rls` case of envoyproxy/ratelimit's conformance data,
 //! through the service (`RateLimitService`, and for `rls` the harness that
-//! drives it), on the in-memory store. The `aggregate` cases, whose cache
-//! answers are given rather than computed, are unit tests of the service's
-//! answer (`src/service/aggregate_cases.rs`).
-
-mod common;
+//! drives it), on the in-memory store and on Redis: each case on a store of
+//! its own (on Redis, under a key prefix of its own), on a manual clock. The
+//! number of cases each run reads is pinned (`conformance::cases`), so a lost
+//! file fails both. The `aggregate` cases, whose cache answers are given
+//! rather than computed, are unit tests of the service's answer
+//! (`src/service/aggregate_cases.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -13,9 +14,72 @@ use serde_json::{Value, json};
 use tollgate_core::{
     Clock, Limit, LimitUnits, LimiterConfig, ManualClock, MemoryStore, Policy, Store,
 };
-use tollgate_rls::harness::{block_on, run};
+use tollgate_redis::RedisStore;
+use tollgate_rls::harness::run_on;
 use tollgate_rls::proto::{Entry, RateLimitDescriptor, RateLimitRequest};
 use tollgate_rls::{LoaderOptions, RateLimitConfig, RateLimitService, ServiceSettings, Unit};
+use tollgate_test_support::conformance;
+use tollgate_test_support::redis as redis_support;
+
+/// Where a run keeps its limits.
+enum Stores {
+    /// A `MemoryStore` per case.
+    Memory,
+    /// A `RedisStore` per case on the Redis at this URL, under a key prefix
+    /// of the case's own.
+    Redis(String),
+}
+
+/// A case's store and, on Redis, its keys, deleted once the store is gone
+/// (when the case ends or fails).
+struct CaseStore {
+    store: Arc<dyn Store>,
+    _keys: Option<Keys>,
+}
+
+/// A case's keys on Redis.
+struct Keys {
+    url: String,
+    prefix: String,
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        redis_support::cleanup(&self.url, &self.prefix);
+    }
+}
+
+impl Stores {
+    /// A fresh store for the case `id`, deciding on `clock`.
+    fn open(&self, id: &Value, clock: &Arc<ManualClock>) -> Result<CaseStore, String> {
+        let limits = LimiterConfig::default();
+        match self {
+            Stores::Memory => {
+                let store = MemoryStore::new(&limits, clock.clone()).map_err(|e| e.to_string())?;
+                Ok(CaseStore {
+                    store: Arc::new(store),
+                    _keys: None,
+                })
+            }
+            Stores::Redis(url) => {
+                let prefix = redis_support::prefix(&format!(
+                    "conformance-{}",
+                    id.as_str().unwrap_or_default()
+                ));
+                let config = redis_support::on_manual_clock(url, &prefix, clock.clone());
+                let store = RedisStore::connect(config, &limits).map_err(|e| e.to_string())?;
+                let keys = Keys {
+                    url: url.clone(),
+                    prefix,
+                };
+                Ok(CaseStore {
+                    store: Arc::new(store),
+                    _keys: Some(keys),
+                })
+            }
+        }
+    }
+}
 
 /// Compares the statuses an answer gave (proto3 JSON) with a case's: the
 /// fields the case gives; a case status without `current_limit` means none.
@@ -111,12 +175,10 @@ fn settings_of(settings: &Value) -> ServiceSettings {
 }
 
 /// One `rls` case: its configs as the starting directory, its steps through
-/// the harness (a reload step at the time of the step before it).
-fn check_rls(case: &Value) -> Result<(), String> {
-    let read = |file: &str| {
-        std::fs::read_to_string(common::conformance_dir().join("configs").join(file))
-            .map_err(|error| format!("{file}: {error}"))
-    };
+/// the harness (a reload step at the time of the step before it), on a
+/// store of `stores`.
+async fn check_rls(case: &Value, stores: &Stores) -> Result<(), String> {
+    let read = conformance::config_file;
     let files = case["configs"]
         .as_array()
         .ok_or("no configs")?
@@ -141,12 +203,17 @@ fn check_rls(case: &Value) -> Result<(), String> {
             None => json!({"now": now, "request": proto_request(&step["request"])}),
         });
     }
-    let output = run(
+    let clock = Arc::new(ManualClock::new(0));
+    let case_store = stores.open(&case["id"], &clock)?;
+    let output = run_on(
+        Arc::clone(&case_store.store),
+        clock,
         files,
         settings_of(&case["settings"]),
         LoaderOptions::default(),
         &serde_json::to_vec(&input).map_err(|e| e.to_string())?,
     )
+    .await
     .map_err(|error| error.to_string())?;
     let outputs: Vec<Value> = serde_json::from_slice(&output).map_err(|e| e.to_string())?;
     let mut previous_stats = json!({});
@@ -205,18 +272,27 @@ fn check_rls(case: &Value) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn every_rls_case() {
-    let cases = common::cases("rls.jsonl");
-    let failures: Vec<String> = cases
-        .iter()
-        .filter_map(|case| {
-            check_rls(case)
-                .err()
-                .map(|e| format!("{}: {e}", case["id"]))
-        })
-        .collect();
-    common::report("rls", cases.len(), &failures);
+/// Every `rls` case (as many as pinned) on a store of `stores` each.
+async fn every_rls_case_on(stores: Stores) {
+    let cases = conformance::cases("rls.jsonl");
+    let mut failures = Vec::new();
+    for case in &cases {
+        if let Err(error) = check_rls(case, &stores).await {
+            failures.push(format!("{}: {error}", case["id"]));
+        }
+    }
+    conformance::report("rls", cases.len(), &failures);
+}
+
+#[tokio::test]
+async fn every_rls_case() {
+    every_rls_case_on(Stores::Memory).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+async fn every_rls_case_on_redis() {
+    every_rls_case_on(Stores::Redis(redis_support::require_redis_url())).await;
 }
 
 /// The YAML of a `counter` case: a descriptor tree holding limit `i` at the
@@ -281,8 +357,9 @@ fn counter_yaml(case: &Value) -> String {
 /// the step's `INCRBY`): the service then reads back the reply. The `EXPIRE`
 /// commands and keys' window suffixes are Redis's business: tollgate's store
 /// key is the Go key without the window (checked here, since the charge
-/// lands where the service looks only if the keys agree).
-fn check_counter(case: &Value) -> Result<(), String> {
+/// lands where the service looks only if the keys agree). On a store of
+/// `stores`.
+async fn check_counter(case: &Value, stores: &Stores) -> Result<(), String> {
     let settings = &case["settings"];
     let yaml = counter_yaml(case);
     let config = RateLimitConfig::from_sources(
@@ -308,9 +385,8 @@ fn check_counter(case: &Value) -> Result<(), String> {
         ..ServiceSettings::default()
     };
     let clock = Arc::new(ManualClock::new(0));
-    let store: Arc<dyn Store> = Arc::new(
-        MemoryStore::new(&LimiterConfig::default(), clock.clone()).map_err(|e| e.to_string())?,
-    );
+    let case_store = stores.open(&case["id"], &clock)?;
+    let store = &case_store.store;
     let service = RateLimitService::new(store.clone(), config, service_settings, clock.clone());
     let domain = case["domain"].as_str().unwrap_or_default();
     let limits = case["limits"].as_array().ok_or("no limits")?;
@@ -365,7 +441,10 @@ fn check_counter(case: &Value) -> Result<(), String> {
                 },
                 units: charge,
             }];
-            block_on(store.acquire_units(&limits)).map_err(|e| e.to_string())?;
+            store
+                .acquire_units(&limits)
+                .await
+                .map_err(|e| e.to_string())?;
             *counter = command["reply"].as_u64().unwrap_or(0);
             let _ = descriptor;
         }
@@ -394,8 +473,10 @@ fn check_counter(case: &Value) -> Result<(), String> {
                 .collect(),
             hits_addend: step.get("hits_addend").and_then(Value::as_u64).unwrap_or(0) as u32,
         };
-        let response =
-            block_on(service.should_rate_limit(&request)).map_err(|e| at(e.to_string()))?;
+        let response = service
+            .should_rate_limit(&request)
+            .await
+            .map_err(|e| at(e.to_string()))?;
         let response = serde_json::to_value(&response).map_err(|e| e.to_string())?;
         compare_statuses(&response["statuses"], &step["expect"]["statuses"]).map_err(at)?;
         let stats = service.stats();
@@ -427,16 +508,25 @@ fn check_counter(case: &Value) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn every_counter_case() {
-    let cases = common::cases("counter.jsonl");
-    let failures: Vec<String> = cases
-        .iter()
-        .filter_map(|case| {
-            check_counter(case)
-                .err()
-                .map(|e| format!("{}: {e}", case["id"]))
-        })
-        .collect();
-    common::report("counter", cases.len(), &failures);
+/// Every `counter` case (as many as pinned) on a store of `stores` each.
+async fn every_counter_case_on(stores: Stores) {
+    let cases = conformance::cases("counter.jsonl");
+    let mut failures = Vec::new();
+    for case in &cases {
+        if let Err(error) = check_counter(case, &stores).await {
+            failures.push(format!("{}: {error}", case["id"]));
+        }
+    }
+    conformance::report("counter", cases.len(), &failures);
+}
+
+#[tokio::test]
+async fn every_counter_case() {
+    every_counter_case_on(Stores::Memory).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+async fn every_counter_case_on_redis() {
+    every_counter_case_on(Stores::Redis(redis_support::require_redis_url())).await;
 }

@@ -10,9 +10,6 @@
 //! is set (and always under `CI=true`; the build script's cfg `has_redis`),
 //! shows as ignored otherwise, and fails when it cannot start its server.
 
-mod loopback;
-
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
@@ -23,76 +20,22 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::R
 use tollgate_core::FailurePolicy;
 use tollgate_rls::Rls;
 use tollgate_rls::settings::Secret;
+use tollgate_test_support::redis::{OwnRedis, Stalled};
+use tollgate_test_support::rls;
 use tonic::transport::Channel;
-
-/// A `redis-server` of the test's own, killed when dropped.
-struct OwnRedis {
-    port: u16,
-    child: Child,
-}
-
-impl OwnRedis {
-    /// Starts one and waits until it answers. Panics, failing the test, when
-    /// no port can be had or `redis-server` does not start.
-    fn start() -> OwnRedis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .unwrap_or_else(|error| panic!("no free local port for a redis-server: {error}"))
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|error| {
-                panic!("cannot run redis-server: {error} (install Debian's redis-server)")
-            });
-        let redis = OwnRedis { port, child };
-        // A bounded wait for the server to answer.
-        for _ in 0..250 {
-            let ping = redis::Client::open(redis.url().as_str())
-                .and_then(|client| client.get_connection())
-                .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
-            if ping.is_ok() {
-                return redis;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server did not answer within 5 s");
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill {signal}");
-    }
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 async fn start(
     url: &str,
     policy: Option<FailurePolicy>,
 ) -> (Rls, RateLimitServiceClient<Channel>, tempfile::TempDir) {
-    let mut arguments = loopback::arguments();
+    let mut arguments = rls::arguments();
     arguments.redis_url = Some(Secret::new(url));
     // A REDIS_TIMEOUT far longer than the test waits: only
     // TOLLGATE_STORE_TIMEOUT (50 ms by default) can answer a paused Redis.
     arguments.redis_timeout = Duration::from_secs(3600);
     arguments.store_failure = policy;
     // On a manual clock at noon: no day's window ends during the test.
-    let (rls, directory) = loopback::start_at_noon(
+    let (rls, directory) = rls::start_at_noon(
         "domain: rl\ndescriptors:\n  - key: foo\n    rate_limit: {unit: day, requests_per_unit: 100}\n",
         arguments,
     )
@@ -123,6 +66,7 @@ fn request(value: &str) -> RateLimitRequest {
 )]
 async fn a_paused_redis_fails_open_closed_or_as_the_go_service() {
     let redis = OwnRedis::start();
+    let servers = [redis.url()];
     let url = redis.url();
     let (open, mut open_client, _open_dir) = start(&url, Some(FailurePolicy::FailOpen)).await;
     let (closed, mut closed_client, _closed_dir) =
@@ -142,7 +86,7 @@ async fn a_paused_redis_fails_open_closed_or_as_the_go_service() {
         assert!(answer.statuses[0].current_limit.is_some());
     }
 
-    redis.signal("-STOP");
+    let stalled = Stalled::stop(&servers);
     let paused = async {
         let answer = open_client
             .should_rate_limit(request("a"))
@@ -182,7 +126,7 @@ async fn a_paused_redis_fails_open_closed_or_as_the_go_service() {
     assert_eq!(go_stats[error_stat], 1);
     assert!(!go_stats.keys().any(|name| name.contains("store_failure")));
 
-    redis.signal("-CONT");
+    drop(stalled);
     // A bounded wait for the store to answer again. The three calls made
     // while Redis was paused were answered by their failure policy and use
     // no budget, though Redis may run them once it resumes; so do the calls
@@ -203,6 +147,6 @@ async fn a_paused_redis_fails_open_closed_or_as_the_go_service() {
         assert!(Instant::now() < deadline, "Redis did not answer again");
     }
     for rls in [open, closed, go] {
-        loopback::stop(rls).await;
+        rls::stop(rls).await;
     }
 }

@@ -3,8 +3,6 @@
 //! Linux's `/proc`); all of them deciding on one budget, and all of them ended
 //! by a shutdown.
 
-mod loopback;
-
 use std::time::Duration;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
@@ -13,6 +11,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_rls::Rls;
+use tollgate_test_support::rls;
 
 const CONFIG: &str = "\
 domain: rl
@@ -25,9 +24,9 @@ descriptors:
 /// of its file.
 #[cfg(target_os = "linux")]
 async fn start(workers: usize) -> (Rls, tempfile::TempDir) {
-    let mut arguments = loopback::arguments();
+    let mut arguments = rls::arguments();
     arguments.workers = Some(workers);
-    loopback::start_at_noon(CONFIG, arguments).await
+    rls::start_at_noon(CONFIG, arguments).await
 }
 
 /// One call for the tenant `acme`, one hit.
@@ -111,7 +110,7 @@ async fn the_workers_share_one_budget_and_shutdown_ends_them() {
         worker_threads(),
         ["rls-worker-0", "rls-worker-1", "rls-worker-2"]
     );
-    loopback::stop(rls).await;
+    rls::stop(rls).await;
     assert_eq!(no_worker_threads_left().await, Vec::<String>::new());
 }
 

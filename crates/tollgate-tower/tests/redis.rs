@@ -5,15 +5,12 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
-
-#[path = "../../tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
 
 use axum::Router;
 use axum::routing::get;
 use tollgate_core::{Clock, LimiterConfig, ManualClock};
-use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_redis::RedisStore;
+use tollgate_test_support::redis as redis_support;
 use tollgate_tower::{Budget, HostLimits, KeySelector};
 
 /// 2100-01-01T00:00:00Z in nanoseconds, far from today (a decision on
@@ -24,12 +21,9 @@ const START: u64 = 4_102_444_800_000_000_000;
 /// An axum service on 127.0.0.1 whose `/orders` is limited per `x-client`
 /// (5 at once, 1 a second back) in its own Redis store; its address.
 async fn serve(url: &str, prefix: &str, clock: &Arc<dyn Clock>) -> SocketAddr {
-    let mut redis = RedisConfig::new(url);
-    redis.prefix = prefix.to_owned();
-    redis.timeout = Duration::from_secs(5);
-    redis.time = TimeSource::Clock(Arc::clone(clock));
-    // Redis expires keys on its own clock, not on the standing one.
-    redis.minimum_ttl = Duration::from_secs(600);
+    // Keys kept 600 s: Redis expires them on its own clock, not on the
+    // standing one.
+    let redis = redis_support::on_manual_clock(url, prefix, Arc::clone(clock));
     let store = RedisStore::connect(redis, &LimiterConfig::default()).unwrap();
     let limits = HostLimits::builder()
         .store(Arc::new(store))

@@ -11,7 +11,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tollgate_core::{Policy, Resolution};
 
-use crate::models::{FixedWindowModel, Model, SlidingLogModel, TokenBucketModel};
+use tollgate_test_support::models::{FixedWindowModel, Model, SlidingLogModel, TokenBucketModel};
 
 /// 2^63-1: the largest count, window or batch tollgate accepts.
 pub const MAX: u64 = i64::MAX as u64;

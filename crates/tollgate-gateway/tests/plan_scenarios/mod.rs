@@ -4,8 +4,8 @@
 
 use reqwest::Method;
 use serde_json::json;
-
-use super::support::{Gateway, Upstream, config, header};
+use tollgate_test_support::gateway::{Gateway, config, header};
+use tollgate_test_support::loopback::Upstream;
 
 /// The `[limits]` of a default plan of 2 per second and 5 per minute, both
 /// fixed windows, and a route named `route` to `upstream`; `store` goes

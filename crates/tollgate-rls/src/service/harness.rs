@@ -1,5 +1,6 @@
 //! `tollgate rls run --config DIR FILE|-`: the rate limit service driven by a
-//! JSON list of steps, on a clock set by each step and an in-memory store.
+//! JSON list of steps, on a clock set by each step and an in-memory store
+//! (or any store, through [`run_on`]).
 //!
 //! Input, a JSON array; each step is one of
 //!
@@ -74,12 +75,38 @@ pub fn run(
     loader: LoaderOptions,
     input: &[u8],
 ) -> Result<Vec<u8>, HarnessError> {
-    let steps: Vec<Value> =
-        serde_json::from_slice(input).map_err(|error| HarnessError::Input(error.to_string()))?;
     let clock = Arc::new(ManualClock::new(0));
     let store = MemoryStore::new(&LimiterConfig::default(), clock.clone())
         .map_err(|error| HarnessError::Store(error.to_string()))?;
     let store: Arc<dyn Store> = Arc::new(store);
+    block_on(run_on(
+        store,
+        clock,
+        config_dir_files,
+        settings,
+        loader,
+        input,
+    ))
+}
+
+/// [`run`] on `store`, which decides on `clock`'s time: the harness moves
+/// `clock` to each step's `now` (a store on another clock would decide at
+/// other times than the steps say). A store that needs a Tokio runtime (the
+/// Redis store) is polled in the caller's.
+///
+/// # Errors
+///
+/// As [`run`].
+pub async fn run_on(
+    store: Arc<dyn Store>,
+    clock: Arc<ManualClock>,
+    config_dir_files: Vec<(String, String)>,
+    settings: ServiceSettings,
+    loader: LoaderOptions,
+    input: &[u8],
+) -> Result<Vec<u8>, HarnessError> {
+    let steps: Vec<Value> =
+        serde_json::from_slice(input).map_err(|error| HarnessError::Input(error.to_string()))?;
     let files: BTreeMap<String, String> = config_dir_files.into_iter().collect();
     let service = if files.is_empty() {
         RateLimitService::without_config(store, settings, clock.clone())
@@ -97,6 +124,7 @@ pub fn run(
     for (index, step) in steps.iter().enumerate() {
         let output = harness
             .step(step)
+            .await
             .map_err(|message| HarnessError::Step { index, message })?;
         outputs.push(output);
     }
@@ -111,7 +139,7 @@ struct Harness {
 }
 
 impl Harness {
-    fn step(&mut self, step: &Value) -> Result<Value, String> {
+    async fn step(&mut self, step: &Value) -> Result<Value, String> {
         let object = step.as_object().ok_or("a step must be a JSON object")?;
         self.set_now(object)?;
         let actions: Vec<&str> = object
@@ -120,7 +148,7 @@ impl Harness {
             .filter(|key| *key != "now")
             .collect();
         let mut output = match actions.as_slice() {
-            ["request"] => self.request(&object["request"])?,
+            ["request"] => self.request(&object["request"]).await?,
             ["add_config"] => {
                 let add = &object["add_config"];
                 let name = add["name"]
@@ -171,11 +199,11 @@ impl Harness {
         Ok(())
     }
 
-    fn request(&self, request: &Value) -> Result<Map<String, Value>, String> {
+    async fn request(&self, request: &Value) -> Result<Map<String, Value>, String> {
         let request: RateLimitRequest = serde_json::from_value(request.clone())
             .map_err(|error| format!("not a RateLimitRequest: {error}"))?;
         let mut output = Map::new();
-        match block_on(self.service.should_rate_limit(&request)) {
+        match self.service.should_rate_limit(&request).await {
             Ok(response) => {
                 let response = serde_json::to_value(&response).map_err(|e| e.to_string())?;
                 output.insert("response".to_owned(), response);

@@ -7,8 +7,10 @@
 
 use super::{Batch, Model, Single, saturate};
 
+/// The fixed window: `limit` per aligned window of `window` ticks.
 #[derive(Clone, Debug)]
 pub struct FixedWindowModel {
+    /// The requests a window allows.
     pub limit: u64,
     /// The window, in the same unit as `now`.
     pub window: u64,
@@ -19,6 +21,7 @@ pub struct FixedWindowModel {
 }
 
 impl FixedWindowModel {
+    /// `limit` per `window`, refused requests not counted.
     pub fn new(limit: u64, window: u64) -> Self {
         FixedWindowModel {
             limit,

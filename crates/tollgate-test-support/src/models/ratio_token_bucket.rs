@@ -6,9 +6,12 @@ use num_rational::Ratio;
 
 use super::{Model, Single};
 
+/// The token bucket in rational numbers.
 #[derive(Clone, Debug)]
 pub struct RatioTokenBucketModel {
+    /// Tokens refilled per tick (`limit / window`).
     pub rate: Ratio<i128>,
+    /// The most tokens the bucket holds.
     pub burst: Ratio<i128>,
     tokens: Ratio<i128>,
     last: Option<u64>,

@@ -1,8 +1,6 @@
-//! `tollgate rls` settings for a test: every listener on 127.0.0.1 on a port
-//! the kernel picks, statsd off; and a service started on them with one
-//! configuration file, on a manual clock.
-
-#![allow(dead_code, unreachable_pub, missing_docs)]
+//! `tollgate rls` on loopback: its settings for a test (every listener on
+//! 127.0.0.1 on a port the kernel picks, statsd off), and a service started
+//! on them with one configuration file, on a manual clock.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,11 +10,9 @@
 //! of `n` is defined as `n` requests one after another
 //! ([`Model::batch_by_singles`]); [`Model::batch`] and [`Model::available`]
 //! compute the same in one step, so that values near 2^63 can be modelled,
-//! and `models_agree.rs` holds them to the one-at-a-time definition. A
+//! and core's `models_agree.rs` holds them to the one-at-a-time definition. A
 //! request held to several limits with units each is [`acquire_outcomes`]:
 //! the rule written out from its description, on top of the models.
-
-#![allow(dead_code, unreachable_pub, missing_docs)]
 
 mod fixed_window;
 mod ratio_token_bucket;
@@ -23,10 +21,7 @@ mod sliding_log;
 mod token_bucket;
 
 pub use fixed_window::FixedWindowModel;
-// Each test file uses some of the models only.
-#[allow(unused_imports)]
 pub use ratio_token_bucket::RatioTokenBucketModel;
-#[allow(unused_imports)]
 pub use refunds::{FixedWindowRefunds, SlidingLogRefunds, TokenBucketRefunds};
 pub use sliding_log::SlidingLogModel;
 pub use token_bucket::TokenBucketModel;
@@ -34,27 +29,39 @@ pub use token_bucket::TokenBucketModel;
 /// What a single request returned: allowed, remaining, retry_after (ticks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Single {
+    /// Whether the request was allowed.
     pub allowed: bool,
+    /// What is left after it.
     pub remaining: u64,
+    /// The wait until a request would be allowed (0 when allowed).
     pub retry_after: u64,
 }
 
 /// What a batch returned, built from single requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Batch {
+    /// The units allowed.
     pub allowed: u64,
+    /// The units refused.
     pub rejected: u64,
+    /// What is left after the batch.
     pub remaining: u64,
+    /// The last refused unit's wait (0 when none was refused).
     pub retry_after: u64,
 }
 
 /// A batch's answer and, after it, the ticks until the whole budget is back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
+    /// The units allowed.
     pub allowed: u64,
+    /// The units refused.
     pub rejected: u64,
+    /// What is left after the batch.
     pub remaining: u64,
+    /// The last refused unit's wait (0 when none was refused).
     pub retry_after: u64,
+    /// The ticks until the whole budget is back.
     pub reset_after: u64,
 }
 
@@ -70,6 +77,8 @@ impl Outcome {
     }
 }
 
+/// A model of one algorithm's state for one key: its definition is
+/// [`Model::request`], the rest is computed from it or held to it.
 pub trait Model {
     /// One request at `now`: the model's definition.
     fn request(&mut self, now: u64) -> Single;

@@ -2,7 +2,7 @@
 //! given back at `now`, Envoy's `is_negative_hits`), each written from the
 //! description of what a refund gives back and in the plainest form that can
 //! state it, independently of the engine and of the models beside this file
-//! (which have no refunds; `tests/refunds.rs` holds these to them where no
+//! (which have no refunds; core's `tests/refunds.rs` holds these to them where no
 //! refund happens).
 //!
 //! - Fixed window: a count per aligned window; a refund takes units off the
@@ -24,7 +24,9 @@ use super::{Batch, Model, Single, saturate};
 /// The fixed window: `limit` per aligned window `[k*W, (k+1)*W)`.
 #[derive(Clone, Debug)]
 pub struct FixedWindowRefunds {
+    /// The units a window allows.
     pub limit: u64,
+    /// The window, in the same unit as `now`.
     pub window: u64,
     /// Refused requests are counted too (envoyproxy/ratelimit's counter).
     pub count_refused: bool,
@@ -34,6 +36,7 @@ pub struct FixedWindowRefunds {
 }
 
 impl FixedWindowRefunds {
+    /// `limit` per `window`, refused units counted when `count_refused`.
     pub fn new(limit: u64, window: u64, count_refused: bool) -> Self {
         FixedWindowRefunds {
             limit,
@@ -135,7 +138,9 @@ impl Model for FixedWindowRefunds {
 /// until a request is made at `t + W` or later after it was allowed.
 #[derive(Clone, Debug)]
 pub struct SlidingLogRefunds {
+    /// The units any window allows.
     pub limit: u64,
+    /// The window, in the same unit as `now`.
     pub window: u64,
     /// Allowed units: (time, how many, the latest request made since).
     allowed: Vec<Allowed>,
@@ -151,6 +156,7 @@ struct Allowed {
 }
 
 impl SlidingLogRefunds {
+    /// `limit` per `window`, with an empty log.
     pub fn new(limit: u64, window: u64) -> Self {
         SlidingLogRefunds {
             limit,
@@ -275,8 +281,11 @@ impl Model for SlidingLogRefunds {
 /// refill `d * limit`.
 #[derive(Clone, Debug)]
 pub struct TokenBucketRefunds {
+    /// The tokens a window refills.
     pub limit: u64,
+    /// The window, in the same unit as `now`.
     pub window: u64,
+    /// The most tokens the bucket holds.
     pub burst: u64,
     /// How far below full the bucket is at `at`; before `at` it lacked
     /// `limit` more per tick (an older `now` finds fewer tokens).
@@ -285,6 +294,7 @@ pub struct TokenBucketRefunds {
 }
 
 impl TokenBucketRefunds {
+    /// `limit` per `window`, `burst` deep, full.
     pub fn new(limit: u64, window: u64, burst: u64) -> Self {
         TokenBucketRefunds {
             limit,

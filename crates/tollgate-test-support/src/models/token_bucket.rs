@@ -12,11 +12,15 @@
 
 use super::{Batch, Model, Single, saturate};
 
+/// The token bucket: `burst` tokens at most, refilled at `limit` per
+/// `window` ticks.
 #[derive(Clone, Debug)]
 pub struct TokenBucketModel {
+    /// The tokens a window refills.
     pub limit: u64,
     /// The window, in the same unit as `now`.
     pub window: u64,
+    /// The most tokens the bucket holds.
     pub burst: u64,
     /// How far below full the bucket was at `latest`, in 1/W token.
     missing: u128,
@@ -24,6 +28,7 @@ pub struct TokenBucketModel {
 }
 
 impl TokenBucketModel {
+    /// `limit` per `window`, `burst` deep, full.
     pub fn new(limit: u64, window: u64, burst: u64) -> Self {
         TokenBucketModel {
             limit,

@@ -3,21 +3,23 @@
 //! an exact label set, never a line's text (where `} 1` also starts `} 10`)
 //! or labels in the order the exporter happens to write them.
 
-#![allow(dead_code, unreachable_pub, missing_docs)]
-
 use std::collections::BTreeMap;
 
 /// One sample: `name{labels} value`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
+    /// The metric's name.
     pub name: String,
+    /// Its labels, by name.
     pub labels: BTreeMap<String, String>,
+    /// Its value.
     pub value: f64,
 }
 
 /// Every sample of one exposition.
 #[derive(Clone, Debug, Default)]
 pub struct Exposition {
+    /// The samples, in the order of the text.
     pub samples: Vec<Sample>,
 }
 

@@ -1,118 +1,15 @@
-//! Helpers for the gateway's end-to-end tests: a real upstream on 127.0.0.1,
-//! a gateway started in process on a manual clock, a real HTTP client, and
-//! its metrics read sample by sample.
-
-#![allow(dead_code, unreachable_pub, missing_docs)]
-
-pub mod exposition;
+//! A gateway started in process on a manual clock, with a real HTTP
+//! client, its metrics read sample by sample; and the configurations the
+//! gateway's tests share.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use exposition::Exposition;
-
-use axum::Router;
-use axum::body::Body;
-use axum::extract::Request;
-use axum::routing::{any, get};
-use axum::serve::ListenerExt;
-use tokio::sync::Notify;
 use tollgate_core::ManualClock;
 use tollgate_gateway::{Running, ServeConfig, ServeOptions};
 
-/// The upstream: counts requests and connections; `/echo` streams the body
-/// back, `/headers` answers with the request's headers as JSON, `/slow` waits
-/// for `release`, `/close` answers and closes its connection, `/read` reads
-/// the whole body and answers its length.
-#[derive(Clone)]
-pub struct Upstream {
-    pub address: SocketAddr,
-    pub requests: Arc<AtomicUsize>,
-    pub connections: Arc<AtomicUsize>,
-    pub release: Arc<Notify>,
-}
-
-impl Upstream {
-    pub async fn start() -> Upstream {
-        Upstream::start_at("127.0.0.1:0".parse().unwrap()).await
-    }
-
-    /// The upstream on `address` (a port of 0: one the system picks).
-    pub async fn start_at(address: SocketAddr) -> Upstream {
-        let requests = Arc::new(AtomicUsize::new(0));
-        let release = Arc::new(Notify::new());
-        let counted = Arc::clone(&requests);
-        let waiting = Arc::clone(&release);
-        let app = Router::new()
-            .route("/read", any(|body: axum::body::Bytes| async move { body.len().to_string() }))
-            .route("/echo", any(|request: Request| async move { Body::from_stream(request.into_body().into_data_stream()) }))
-            .route(
-                "/headers",
-                any(|request: Request| async move {
-                    let headers: serde_json::Map<String, serde_json::Value> = request
-                        .headers()
-                        .iter()
-                        .map(|(name, value)| (name.to_string(), value.to_str().unwrap_or("").into()))
-                        .collect();
-                    axum::Json(serde_json::json!({ "path": request.uri().to_string(), "headers": headers }))
-                }),
-            )
-            .route(
-                "/slow",
-                get(move || {
-                    let waiting = Arc::clone(&waiting);
-                    async move {
-                        waiting.notified().await;
-                        "finally"
-                    }
-                }),
-            )
-            .route("/close", any(|| async { ([("connection", "close")], "closing") }))
-            // Headers and a first part of the body, then nothing, for ever.
-            .route(
-                "/stall",
-                get(|| async {
-                    let first = futures_util::stream::once(async {
-                        Ok::<_, std::convert::Infallible>("first part;")
-                    });
-                    Body::from_stream(futures_util::StreamExt::chain(
-                        first,
-                        futures_util::stream::pending(),
-                    ))
-                }),
-            )
-            .fallback(|| async { "upstream" })
-            .layer(axum::middleware::from_fn(move |request: Request, next: axum::middleware::Next| {
-                counted.fetch_add(1, Ordering::SeqCst);
-                next.run(request)
-            }));
-        let listener = tokio::net::TcpListener::bind(address).await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let accepted = Arc::clone(&connections);
-        let listener = listener.tap_io(move |_| {
-            accepted.fetch_add(1, Ordering::SeqCst);
-        });
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Upstream {
-            address,
-            requests,
-            connections,
-            release,
-        }
-    }
-
-    pub fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-
-    /// Connections accepted so far.
-    pub fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
-    }
-}
+use crate::exposition::Exposition;
+use crate::loopback::Upstream;
 
 /// The TOML of a gateway on free ports with the admin token `secret`,
 /// followed by `rest`.
@@ -122,9 +19,14 @@ pub fn config(rest: &str) -> String {
     )
 }
 
+/// A gateway started in process (`tollgate_gateway::start`), on a manual
+/// clock, with a client to call it.
 pub struct Gateway {
+    /// The running gateway.
     pub running: Running,
+    /// Its clock, which the test moves.
     pub clock: ManualClock,
+    /// A client for its listeners.
     pub client: reqwest::Client,
     /// The names of its routes.
     pub routes: Vec<String>,
@@ -145,6 +47,8 @@ impl Gateway {
         Gateway::start_with(config, None, start_s).await
     }
 
+    /// A gateway on `config`, read from `path` (where a reload reads it
+    /// again), its clock at `start_s` seconds.
     pub async fn start_with(
         config: ServeConfig,
         path: Option<std::path::PathBuf>,
@@ -182,10 +86,12 @@ impl Gateway {
         }
     }
 
+    /// The URL of `path` on its proxy listener.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.running.address)
     }
 
+    /// The URL of `path` on its admin listener.
     pub fn admin_url(&self, path: &str) -> String {
         format!("http://{}{path}", self.running.admin_address)
     }
@@ -200,6 +106,7 @@ impl Gateway {
             .unwrap()
     }
 
+    /// The status of a [`Gateway::get`].
     pub async fn status(&self, path: &str, key: &str) -> u16 {
         self.get(path, key).await.status().as_u16()
     }
@@ -284,6 +191,7 @@ fn register_route_names(routes: &[String]) {
     }
 }
 
+/// The header `name` of `response`, as text.
 pub fn header(response: &reqwest::Response, name: &str) -> Option<String> {
     response
         .headers()

@@ -6,8 +6,6 @@
 //! `echo: ` and the message, and closes the WebSocket itself (a close frame)
 //! when it receives the text `close please`.
 
-#![allow(dead_code, unreachable_pub, missing_docs)]
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,8 +22,10 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 /// The text after which the upstream closes the WebSocket.
 pub const CLOSE_PLEASE: &str = "close please";
 
+/// A WebSocket upstream on 127.0.0.1 (see the module's documentation).
 #[derive(Clone)]
 pub struct WebSocketUpstream {
+    /// Where it listens.
     pub address: SocketAddr,
     connections: Arc<AtomicUsize>,
     upgrades: Arc<AtomicUsize>,
@@ -33,6 +33,7 @@ pub struct WebSocketUpstream {
 }
 
 impl WebSocketUpstream {
+    /// The upstream on a port the system picks.
     pub async fn start() -> WebSocketUpstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let upstream = WebSocketUpstream {
@@ -103,6 +104,7 @@ impl WebSocketUpstream {
     }
 }
 
+/// A WebSocket client's connection.
 pub type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// A WebSocket to `ws://address/path` with `Authorization: Bearer key` and

