@@ -39,6 +39,7 @@ mod key;
 mod limiter;
 mod plan;
 mod policy;
+mod quota_split;
 mod ratelimit_fields;
 mod reach;
 mod resolution;
@@ -62,6 +63,7 @@ pub use plan::{
     MAX_PLAN_POLICIES, MAX_POLICY_NAME, NamedPolicy, PlanError, PlanPolicies, PolicyList,
 };
 pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};
+pub use quota_split::{MAX_DEMAND, split_by_demand};
 pub use ratelimit_fields::{
     RateLimitItem, advertised_quota, push_structured_string, rate_limit_fields,
 };
