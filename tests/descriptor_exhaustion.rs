@@ -4,8 +4,9 @@
 //! accept no more. Its health check and a proxied request are then still
 //! answered, each in far less than the idle timeout: a listener out of
 //! descriptors closes the oldest idle connections (`tollgate-serve`'s
-//! `shed.rs`) and accepts. Before, every client timed out until the flood's
-//! connections went away.
+//! `shed.rs`) and accepts, and so does the connection to the upstream,
+//! rather than take the upstream for down. Before, every client timed out
+//! until the flood's connections went away.
 
 mod process;
 
@@ -36,7 +37,7 @@ async fn out_of_descriptors_the_gateway_sheds_idle_connections_and_answers() {
     ));
     std::fs::write(
         &path,
-        format!("idle_timeout = \"60s\"\nworkers = 2\n{text}"),
+        format!("idle_timeout = \"60s\"\nworkers = 1\n{text}"),
     )
     .unwrap();
     let mut child = Command::new("prlimit")

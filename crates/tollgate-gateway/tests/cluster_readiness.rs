@@ -2,11 +2,16 @@
 //! The test starts a three-primary cluster of its own (`.ci/redis-cluster`,
 //! Debian's `redis-server`), so that it can stall and stop its nodes:
 //!
-//! - one node stalled (SIGSTOP): `/readyz` stays 200, "degraded", with the
-//!   slots of the two others (10,923 of 16,384), and `tollgate_store_up`
-//!   reads that share. Before, one stalled node made `/readyz` 503;
-//! - every node stopped: `/readyz` is 503 under `fail_closed` at every call,
-//!   and `tollgate_store_up` 0. Before, it flipped between 200 and 503.
+//! - one node stalled (SIGSTOP), before the others mark it failed: `/readyz`
+//!   stays 200, "degraded", with the slots of the two others (10,923 of
+//!   16,384), and `tollgate_store_up` reads that share. Before, one stalled
+//!   node made `/readyz` 503;
+//! - once the others have marked it failed, the cluster refuses every keyed
+//!   command (`CLUSTERDOWN`, as `cluster-require-full-coverage` asks), though
+//!   each live node still answers `PING`: `/readyz` is 503 under
+//!   `fail_closed`;
+//! - every node stopped: `/readyz` is 503 at every call, and
+//!   `tollgate_store_up` 0. Before, it flipped between 200 and 503.
 //!
 //! It runs when `REDIS_URL` is set (and under `CI=true`), as the Redis
 //! tests do, and is ignored otherwise (this crate's build script sets the
@@ -50,6 +55,17 @@ impl OwnCluster {
             .split(',')
             .map(|node| node.rsplit_once(':').unwrap().1.to_owned())
             .collect()
+    }
+
+    /// Runs `redis-cli` against the node on `port` with `arguments`; its
+    /// output.
+    fn cli(&self, port: &str, arguments: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .args(["-p", port])
+            .args(arguments)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
     /// Sends `signal` to the node on `port`.
@@ -116,13 +132,18 @@ async fn readiness_counts_the_hash_slots_that_answer() {
          [[routes]]\nname = \"cluster_ready\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
         cluster.url, upstream.address
     ));
+    // A node is marked failed only after a minute of silence, so the stall
+    // below is only a stall, whatever the machine's speed.
+    let ports = cluster.ports();
+    for port in &ports {
+        cluster.cli(port, &["config", "set", "cluster-node-timeout", "60000"]);
+    }
     let gateway = Gateway::start(&toml, 0).await;
     assert_eq!(readyz(&gateway).await, (200, "ready\n".to_owned()));
     assert_eq!(store_up(&gateway).await, Some(1.0));
 
     // The first node, serving slots 0 to 5460, stalls: the others' 5,462 +
     // 5,461 slots still answer.
-    let ports = cluster.ports();
     cluster.signal(&ports[0], "STOP");
     for _ in 0..3 {
         assert_eq!(
@@ -136,6 +157,27 @@ async fn readiness_counts_the_hash_slots_that_answer() {
         );
         assert_eq!(store_up(&gateway).await, Some(10_923.0 / 16_384.0));
     }
+
+    // The others mark it failed within a second: the cluster is down for
+    // every key, and so not ready under fail_closed.
+    for port in &ports[1..] {
+        cluster.cli(port, &["config", "set", "cluster-node-timeout", "1000"]);
+    }
+    let down = async {
+        while !cluster
+            .cli(&ports[1], &["cluster", "info"])
+            .contains("cluster_state:fail")
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), down)
+        .await
+        .expect("the live nodes mark the stalled one failed");
+    let (status, body) = readyz(&gateway).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("requests get 503 (fail_closed)"), "{body}");
+    assert_eq!(store_up(&gateway).await, Some(0.0));
 
     // Every node down: 503 at every call, and 0.
     cluster.signal(&ports[0], "CONT");

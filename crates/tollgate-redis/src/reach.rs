@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use redis::Value;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{
-    MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo, SingleNodeRoutingInfo,
+    MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
 };
 use tollgate_core::{Reach, StoreError};
 
@@ -31,21 +31,27 @@ pub(crate) async fn cluster_reach(
     cluster: &ClusterConnection,
 ) -> Result<Reach, StoreError> {
     let primaries = slot_map(context, cluster).await?;
-    let pings = primaries.into_iter().map(|((host, port), slots)| {
+    let asks = primaries.into_values().map(|served| {
         let mut connection = cluster.clone();
         async move {
-            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
-            let pinged = context
-                .timed(connection.route_command(redis::cmd("PING"), routing))
-                .await;
-            (pinged, slots)
+            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+                served.first_slot,
+                SlotAddr::Master,
+            )));
+            let mut info = redis::cmd("CLUSTER");
+            info.arg("INFO");
+            let asked = context
+                .timed(connection.route_command(info, routing))
+                .await
+                .and_then(|reply| cluster_is_up(&reply));
+            (asked, served.slots)
         }
     });
-    let mut answering = 0;
+    let mut answering: u32 = 0;
     let mut first_error = None;
-    for (pinged, slots) in futures_util::future::join_all(pings).await {
-        match pinged {
-            Ok(_) => answering += slots,
+    for (asked, slots) in futures_util::future::join_all(asks).await {
+        match asked {
+            Ok(()) => answering = answering.saturating_add(slots),
             Err(error) => {
                 first_error.get_or_insert(error);
             }
@@ -62,13 +68,38 @@ pub(crate) async fn cluster_reach(
     })
 }
 
+/// Whether a `CLUSTER INFO` reply says the cluster is up.
+fn cluster_is_up(reply: &Value) -> Result<(), StoreError> {
+    let text = match reply {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::VerbatimString { text, .. } => text.clone(),
+        Value::SimpleString(text) => text.clone(),
+        _ => String::new(),
+    };
+    if text.lines().any(|line| line.trim() == "cluster_state:ok") {
+        Ok(())
+    } else {
+        Err(StoreError::Unavailable(
+            "the Redis Cluster is down (cluster_state is not ok)".to_owned(),
+        ))
+    }
+}
+
+/// What one primary serves: how many slots, and the first of them (by which
+/// it is reached).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Served {
+    slots: u32,
+    first_slot: u16,
+}
+
 /// Each primary's address and how many slots it serves, from `CLUSTER
 /// SLOTS` asked of every node at once, the first answer taken (a stalled
 /// node does not hold it up).
 async fn slot_map(
     context: &Context,
     cluster: &ClusterConnection,
-) -> Result<BTreeMap<(String, u16), u32>, StoreError> {
+) -> Result<BTreeMap<(String, u16), Served>, StoreError> {
     let mut connection = cluster.clone();
     let routing = RoutingInfo::MultiNode((
         MultipleNodeRoutingInfo::AllNodes,
@@ -84,9 +115,12 @@ async fn slot_map(
 
 /// The primaries of a `CLUSTER SLOTS` reply: each entry is the first and
 /// last slot of a range, then its primary as `[host, port, id, ...]`, then
-/// its replicas. Entries that do not read so are passed over.
-fn primaries(reply: &Value) -> BTreeMap<(String, u16), u32> {
-    let mut primaries = BTreeMap::new();
+/// its replicas. Entries that do not read so, or name slots outside 0 to
+/// 16,383, are passed over; a primary is told by its host and port as
+/// announced (an empty or wildcard host is the same text for each node only
+/// with its port, which tells them apart).
+fn primaries(reply: &Value) -> BTreeMap<(String, u16), Served> {
+    let mut primaries: BTreeMap<(String, u16), Served> = BTreeMap::new();
     let Value::Array(entries) = reply else {
         return primaries;
     };
@@ -99,18 +133,30 @@ fn primaries(reply: &Value) -> BTreeMap<(String, u16), u32> {
         else {
             continue;
         };
+        let (Ok(first), Ok(last)) = (u16::try_from(*first), u16::try_from(*last)) else {
+            continue;
+        };
+        if first > last || u32::from(last) >= CLUSTER_SLOTS {
+            continue;
+        }
         let host = match primary.first() {
             Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
             Some(Value::SimpleString(text)) => text.clone(),
-            _ => continue,
+            _ => String::new(),
         };
         let Some(Value::Int(port)) = primary.get(1) else {
             continue;
         };
-        let (Ok(port), Ok(count)) = (u16::try_from(*port), u32::try_from(last - first + 1)) else {
+        let Ok(port) = u16::try_from(*port) else {
             continue;
         };
-        *primaries.entry((host, port)).or_insert(0) += count;
+        let slots = u32::from(last - first) + 1;
+        let served = primaries.entry((host, port)).or_insert(Served {
+            slots: 0,
+            first_slot: first,
+        });
+        served.slots = served.slots.saturating_add(slots);
+        served.first_slot = served.first_slot.min(first);
     }
     primaries
 }
@@ -143,9 +189,29 @@ mod tests {
             Value::Int(3),
         ]);
         let map = primaries(&reply);
+        let served = |slots, first_slot| Served { slots, first_slot };
         assert_eq!(map.len(), 3);
-        assert_eq!(map[&("127.0.0.1".to_owned(), 7000)], 5461 + 383);
-        assert_eq!(map[&("127.0.0.1".to_owned(), 7001)], 5462);
-        assert_eq!(map[&("127.0.0.1".to_owned(), 7002)], 5078);
+        assert_eq!(map[&("127.0.0.1".to_owned(), 7000)], served(5461 + 383, 0));
+        assert_eq!(map[&("127.0.0.1".to_owned(), 7001)], served(5462, 5461));
+        assert_eq!(map[&("127.0.0.1".to_owned(), 7002)], served(5078, 10923));
+    }
+
+    #[test]
+    fn slots_out_of_range_are_passed_over() {
+        let reply = Value::Array(vec![
+            range(0, 99, "127.0.0.1", 7000),
+            range(100, 20_000, "127.0.0.1", 7001),
+            range(-5, 3, "127.0.0.1", 7002),
+            range(300, 200, "127.0.0.1", 7003),
+        ]);
+        let map = primaries(&reply);
+        assert_eq!(map.len(), 1);
+        assert_eq!(
+            map[&("127.0.0.1".to_owned(), 7000)],
+            Served {
+                slots: 100,
+                first_slot: 0
+            }
+        );
     }
 }

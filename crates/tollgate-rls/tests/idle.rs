@@ -31,8 +31,25 @@ impl Decide for AlwaysOk {
     }
 }
 
+/// Answers every call OK after twice the idle timeout: a slow store.
+struct Slow;
+
+impl Decide for Slow {
+    fn decide<'a>(&'a self, request: &'a RateLimitRequest) -> DecideFuture<'a> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            AlwaysOk.decide(request).await
+        })
+    }
+}
+
 /// A server whose connections may idle 300 ms.
 async fn server() -> RunningServer {
+    server_deciding(Arc::new(AlwaysOk)).await
+}
+
+/// A server whose connections may idle 300 ms, answering with `decider`.
+async fn server_deciding(decider: Arc<dyn Decide>) -> RunningServer {
     let listeners = Listeners::bind(&ListenAddresses {
         grpc: "127.0.0.1:0".to_owned(),
         http: "127.0.0.1:0".to_owned(),
@@ -48,7 +65,7 @@ async fn server() -> RunningServer {
         settings: empty(),
     };
     listeners
-        .serve(1, Arc::new(AlwaysOk), Health::serving().await, pages)
+        .serve(1, decider, Health::serving().await, pages)
         .unwrap()
 }
 
@@ -114,5 +131,42 @@ async fn an_http_connection_is_closed_before_its_first_byte_and_after_its_answer
     let read = String::from_utf8(closed_by_the_server(&mut kept_alive).await).unwrap();
     assert!(read.starts_with("HTTP/1.1 200 OK\r\n"), "{read}");
     assert!(read.ends_with("OK"), "{read}");
+    server.shutdown_within(Duration::from_millis(200)).await;
+}
+
+#[tokio::test]
+async fn a_call_slower_than_the_idle_timeout_keeps_its_connection() {
+    use envoy_types::pb::envoy::service::ratelimit::v3 as grpc;
+    use grpc::rate_limit_service_client::RateLimitServiceClient;
+    let server = server_deciding(Arc::new(Slow)).await;
+    let mut client =
+        RateLimitServiceClient::connect(format!("http://{}", server.grpc_address().unwrap()))
+            .await
+            .unwrap();
+    // The call is quiet for 600 ms, twice the idle timeout, and answered.
+    let answer = client
+        .should_rate_limit(grpc::RateLimitRequest {
+            domain: "d".to_owned(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(answer.into_inner().overall_code, 1, "OK");
+    server.shutdown_within(Duration::from_millis(200)).await;
+}
+
+#[tokio::test]
+async fn a_json_body_that_stops_coming_is_answered_and_its_connection_closed() {
+    let server = server().await;
+    let mut stalled = TcpStream::connect(server.http_address().unwrap())
+        .await
+        .unwrap();
+    // A body of 100 bytes announced, 10 sent.
+    stalled
+        .write_all(b"POST /json HTTP/1.1\r\nHost: rls\r\nContent-Length: 100\r\n\r\n{\"domain\":")
+        .await
+        .unwrap();
+    let read = String::from_utf8(closed_by_the_server(&mut stalled).await).unwrap();
+    assert!(read.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{read}");
     server.shutdown_within(Duration::from_millis(200)).await;
 }

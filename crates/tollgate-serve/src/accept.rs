@@ -85,10 +85,15 @@ pub async fn accept(
 /// connection its request may need (a gateway's), so that it is answered.
 pub const SHED_PER_SHORTAGE: usize = 2;
 
-/// Sheds up to [`SHED_PER_SHORTAGE`] of the oldest idle connections; whether
-/// any was.
+/// Sheds up to [`SHED_PER_SHORTAGE`] of the oldest idle connections, less
+/// those shed before and still closing (a busy worker has not yet run their
+/// tasks: shedding more would close connections for nothing); whether any
+/// is closing now.
 fn shed(connections: &Connections) -> bool {
-    let mut shed = 0;
+    let mut shed = connections.closing();
+    if shed >= SHED_PER_SHORTAGE {
+        return true;
+    }
     while shed < SHED_PER_SHORTAGE && connections.shed_oldest_idle() {
         shed += 1;
     }
@@ -99,6 +104,29 @@ fn shed(connections: &Connections) -> bool {
 /// (`ENFILE`) has no file descriptor left.
 fn is_out_of_descriptors(error: &std::io::Error) -> bool {
     matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// Whether `error`, or an error it was caused by, says the process or the
+/// system has no file descriptor left: for a connection a server opens
+/// itself (the gateway's to an upstream), which then sheds an idle client
+/// connection and tries once more, rather than take the upstream for down.
+pub fn out_of_descriptors(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if is_out_of_descriptors(io) {
+                return true;
+            }
+            // An I/O error made from another (`io::Error::other`) gives it
+            // by `get_ref`, not as its source.
+            if let Some(inner) = io.get_ref() {
+                cause = Some(inner);
+                continue;
+            }
+        }
+        cause = error.source();
+    }
+    false
 }
 
 /// Whether an `accept` error is the connection's own, not the listener's.
@@ -133,6 +161,10 @@ mod tests {
         assert!(is_out_of_descriptors(&Error::from_raw_os_error(24)));
         assert!(is_out_of_descriptors(&Error::from_raw_os_error(23)));
         assert!(!is_out_of_descriptors(&Error::from(ErrorKind::OutOfMemory)));
+        // Found as the cause of another error, as a connector wraps it.
+        let wrapped = Error::other(Error::from_raw_os_error(24));
+        assert!(out_of_descriptors(&wrapped));
+        assert!(!out_of_descriptors(&Error::other("refused")));
     }
 
     #[tokio::test]

@@ -56,8 +56,9 @@ impl Activity {
         })
     }
 
-    /// Has the connection closed as if idle, at once (the process is out of
-    /// file descriptors, and it is the oldest idle one).
+    /// Has the connection closed as if idle, at once, though only once no
+    /// request of it is in flight (the process is out of file descriptors,
+    /// and it is the oldest idle one).
     pub(crate) fn shed(&self) {
         self.shed.store(true, Ordering::Release);
         self.shed_notify.notify_waiters();
@@ -67,19 +68,6 @@ impl Activity {
     /// Whether the connection has been shed.
     pub(crate) fn is_shed(&self) -> bool {
         self.shed.load(Ordering::Acquire)
-    }
-
-    /// Resolves once the connection is shed.
-    async fn shed_requested(&self) {
-        loop {
-            let notified = self.shed_notify.notified();
-            let mut notified = std::pin::pin!(notified);
-            notified.as_mut().enable();
-            if self.is_shed() {
-                return;
-            }
-            notified.await;
-        }
     }
 
     fn touch(&self) {
@@ -94,7 +82,7 @@ impl Activity {
 
     /// How many of the connection's requests are in flight.
     pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
+        self.in_flight.load(Ordering::Acquire)
     }
 }
 
@@ -115,36 +103,75 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         // The request's end is activity too: the idle time counts from it.
         self.0.touch();
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.in_flight.fetch_sub(1, Ordering::Release);
+        if self.0.is_shed() {
+            // A shed connection closes once its requests are done.
+            self.0.shed_notify.notify_waiters();
+            self.0.shed_waker.wake();
+        }
     }
 }
 
 /// Resolves once `activity`'s connection has moved no byte for `timeout`
-/// with no request in flight, or has been shed.
+/// with no request in flight, or has been shed with no request in flight (a
+/// shed connection is closed between requests, never in one). A timeout too
+/// long to add to a time never passes.
 pub async fn idle(activity: &Activity, timeout: Duration) {
-    tokio::select! {
-        () = quiet_for(activity, timeout) => {}
-        () = activity.shed_requested() => {}
+    loop {
+        let notified = activity.shed_notify.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().enable();
+        let wake = match activity.next_look(timeout) {
+            Look::Idle => return,
+            Look::At(instant) => Some(instant),
+            Look::WhenWoken => None,
+        };
+        tokio::select! {
+            () = notified => {}
+            () = sleep_until_some(wake) => {}
+        }
     }
 }
 
-/// Resolves once `activity`'s connection has moved no byte for `timeout`
-/// with no request in flight.
-async fn quiet_for(activity: &Activity, timeout: Duration) {
-    loop {
-        let deadline = activity.last_byte() + timeout;
-        if Instant::now() < deadline {
-            tokio::time::sleep_until(deadline).await;
-            continue;
+/// Sleeps until `instant`; for ever without one.
+async fn sleep_until_some(instant: Option<Instant>) {
+    match instant {
+        Some(instant) => tokio::time::sleep_until(instant).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What a look at a connection's activity finds.
+enum Look {
+    /// It is idle (or shed) with no request in flight.
+    Idle,
+    /// Look again then.
+    At(Instant),
+    /// Look again when woken: it is shed and a request is in flight (whose
+    /// end wakes), or its timeout never passes.
+    WhenWoken,
+}
+
+impl Activity {
+    /// Whether the connection is idle for `timeout` now, and if not when to
+    /// look again. A request in flight is looked at again a whole timeout
+    /// later: its end touches the activity, so the timeout then counts from
+    /// it.
+    fn next_look(&self, timeout: Duration) -> Look {
+        let in_flight = self.in_flight() > 0;
+        if self.is_shed() {
+            return if in_flight {
+                Look::WhenWoken
+            } else {
+                Look::Idle
+            };
         }
-        if activity.in_flight() == 0 {
-            return;
-        }
-        // A request in flight: look again a whole timeout later (its end
-        // touches the activity, so the timeout then counts from it).
-        tokio::time::sleep(timeout).await;
-        if activity.in_flight() == 0 && Instant::now() >= activity.last_byte() + timeout {
-            return;
+        let now = Instant::now();
+        match self.last_byte().checked_add(timeout) {
+            None => Look::WhenWoken,
+            Some(quiet_until) if now < quiet_until => Look::At(quiet_until),
+            Some(_) if !in_flight => Look::Idle,
+            Some(_) => now.checked_add(timeout).map_or(Look::WhenWoken, Look::At),
         }
     }
 }
@@ -260,24 +287,16 @@ impl<Stream> ClosedWhenIdle<Stream> {
     /// it may be, and registered with `context`.
     fn is_idle(&mut self, context: &mut Context<'_>) -> bool {
         self.tracked.activity.shed_waker.register(context.waker());
-        if self.tracked.activity.is_shed() {
-            return true;
-        }
         loop {
-            let activity = &self.tracked.activity;
-            let quiet_until = activity.last_byte() + self.timeout;
-            let now = Instant::now();
-            let next = if now < quiet_until {
-                quiet_until
-            } else if activity.in_flight() == 0 {
-                return true;
-            } else {
-                // A request in flight: its end touches the activity.
-                now + self.timeout
-            };
-            self.wake.as_mut().reset(next);
-            if self.wake.as_mut().poll(context).is_pending() {
-                return false;
+            match self.tracked.activity.next_look(self.timeout) {
+                Look::Idle => return true,
+                Look::WhenWoken => return false,
+                Look::At(instant) => {
+                    self.wake.as_mut().reset(instant);
+                    if self.wake.as_mut().poll(context).is_pending() {
+                        return false;
+                    }
+                }
             }
         }
     }

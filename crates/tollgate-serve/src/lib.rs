@@ -1,11 +1,14 @@
 //! The serving mechanisms every tollgate server shares (`tollgate serve`,
-//! `tollgate rls`, and the next one), with no protocol in them: each server
-//! keeps its own protocol (hyper, tonic), endpoints, settings and the
-//! signals it obeys, and takes from here how it runs.
+//! `tollgate rls`, and the next one), with none of tollgate's protocols in
+//! them (no limit, route or descriptor): each server keeps its own protocol
+//! (hyper, tonic), endpoints, settings and the signals it obeys, and takes
+//! from here how it runs. The one protocol here is serving a plain HTTP
+//! listener with any tower service ([`http`]).
 //!
 //! - [`workers`]: the worker count, and worker threads each running one
 //!   single-threaded event loop whose end is bounded;
-//! - [`accept`]: the accept loop's one error policy, with `TCP_NODELAY` on
+//! - [`accept`]: the accept loop's one error policy (shedding idle connections
+//!   when out of file descriptors), with `TCP_NODELAY` on
 //!   every connection;
 //! - [`spread`]: the two ways connections are spread over workers
 //!   (`SO_REUSEPORT` sockets, or one acceptor handing each connection to the
@@ -40,7 +43,7 @@ pub mod spread;
 pub mod store;
 pub mod workers;
 
-pub use accept::{ACCEPT_PAUSE, SHED_PAUSE, SHED_PER_SHORTAGE, accept};
+pub use accept::{ACCEPT_PAUSE, SHED_PAUSE, SHED_PER_SHORTAGE, accept, out_of_descriptors};
 pub use files::{FileError, MAX_FILE_BYTES, read_regular_file};
 pub use http::serve_http;
 pub use idle::{Activity, ClosedWhenIdle, InFlight, Tracked, idle};

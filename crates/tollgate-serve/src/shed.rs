@@ -49,6 +49,21 @@ impl Connections {
         listed.activities.push(Arc::downgrade(activity));
     }
 
+    /// How many shed connections have no request in flight but are not yet
+    /// closed (their tasks have yet to run): a listener waits for them
+    /// rather than shed more.
+    pub fn closing(&self) -> usize {
+        let Ok(listed) = self.listed.lock() else {
+            return 0;
+        };
+        listed
+            .activities
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|activity| activity.is_shed() && activity.in_flight() == 0)
+            .count()
+    }
+
     /// Sheds the open connection idle longest (none of its requests in
     /// flight, not shed already): it closes as if its idle timeout had
     /// passed. `false` when there is none.
@@ -107,6 +122,27 @@ mod tests {
         assert!(connections.shed_oldest_idle());
         assert!(second.is_shed());
         assert!(!connections.shed_oldest_idle());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shed_connection_with_a_request_in_flight_closes_when_it_ends() {
+        let connections = Connections::new();
+        let activity = Activity::new();
+        connections.register(&activity);
+        assert!(connections.shed_oldest_idle());
+        // A request that began just after the choice: its connection stays
+        // open until the request ends, at 100 s, however long its timeout.
+        let request = InFlight::start(&activity);
+        let start = tokio::time::Instant::now();
+        let waiting = {
+            let activity = Arc::clone(&activity);
+            tokio::spawn(async move { idle(&activity, Duration::from_secs(3600)).await })
+        };
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        assert!(!waiting.is_finished());
+        drop(request);
+        waiting.await.unwrap();
+        assert_eq!(start.elapsed(), Duration::from_secs(100));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::client::legacy::connect::HttpConnector;
+use tollgate_serve::{Connections, InFlight};
 
 use crate::config::UpstreamConfig;
 use crate::observe::metrics::{UpstreamFailure, record_client_body_error, record_upstream_failure};
@@ -38,14 +39,19 @@ pub(crate) struct Proxy {
 
 impl Proxy {
     /// A client whose connections give up connecting after `connect_timeout`;
-    /// its sweep of idle connections runs on the current reloadable.
-    pub(crate) fn new(connect_timeout: Duration) -> Self {
+    /// its sweep of idle connections runs on the current reloadable. Out of
+    /// file descriptors, it sheds the oldest idle of `clients`.
+    pub(crate) fn new(connect_timeout: Duration, clients: Arc<Connections>) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
         // `https://` upstreams too: TLS goes over the TCP connection made.
         connector.enforce_http(false);
-        let connections = Arc::new(UpstreamConnections::new(connector, connect_timeout));
+        let connections = Arc::new(UpstreamConnections::new(
+            connector,
+            connect_timeout,
+            clients,
+        ));
         UpstreamConnections::start_sweeping(&connections);
         Proxy { connections }
     }
@@ -99,7 +105,7 @@ impl Proxy {
         *request.version_mut() = Version::HTTP_11;
         if let Some(client_upgrade) = client_upgrade {
             return self
-                .forward_upgrade(route, request, client_upgrade, limits)
+                .forward_upgrade(route, request, (client_upgrade, client), limits)
                 .await;
         }
         let client_body = ClientBody::watch(request.body_mut());
@@ -147,12 +153,14 @@ impl Proxy {
     /// connection of its own. A 101 goes back to the client, and the two
     /// connections are joined once both have switched, until either side
     /// closes or nothing goes either way for `limits.body_idle_timeout`;
-    /// any other answer goes back as a plain response.
+    /// any other answer goes back as a plain response. The tunnel holds the
+    /// client's connection in flight for its whole life: it is never closed
+    /// as idle or shed under it (its own idle timeout closes it).
     async fn forward_upgrade(
         &self,
         route: &Route,
         request: Request<Body>,
-        client_upgrade: OnUpgrade,
+        (client_upgrade, client): (OnUpgrade, &ClientConnection),
         limits: &UpstreamConfig,
     ) -> Response {
         let mut tried = None;
@@ -183,7 +191,9 @@ impl Proxy {
         // tunnel ends.
         let log = TunnelLog::default();
         let tunnel_log = log.clone();
+        let in_flight = InFlight::start(&client.activity);
         tokio::spawn(async move {
+            let _in_flight = in_flight;
             tunnel(
                 client_upgrade,
                 upstream_upgrade,

@@ -29,6 +29,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
+use tollgate_serve::Connections;
 use tower_service::Service;
 
 use crate::proxy::upstream_health::Health;
@@ -135,17 +136,25 @@ pub(crate) struct UpstreamConnections {
     /// The connector's connect timeout, which bounds a TLS handshake too.
     connect_timeout: Duration,
     idle: Mutex<Vec<(Arc<UpstreamTarget>, Vec<Idle>)>>,
+    /// The gateway's client connections: out of file descriptors, opening a
+    /// connection sheds the one idle longest and tries once more.
+    clients: Arc<Connections>,
 }
 
 impl UpstreamConnections {
     /// Connections opened with `connector` (its `TCP_NODELAY`), given up
     /// when the TCP connection, or then the TLS handshake, takes longer than
     /// `connect_timeout` (the connector's own).
-    pub(crate) fn new(connector: HttpConnector, connect_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        connector: HttpConnector,
+        connect_timeout: Duration,
+        clients: Arc<Connections>,
+    ) -> Self {
         UpstreamConnections {
             connector,
             connect_timeout,
             idle: Mutex::new(Vec::new()),
+            clients,
         }
     }
 
@@ -309,10 +318,23 @@ impl UpstreamConnections {
         std::future::poll_fn(|context| connector.poll_ready(context))
             .await
             .map_err(|error| Opening::Connect(error.into()))?;
-        let io = connector
-            .call(target.origin.clone())
-            .await
-            .map_err(|error| Opening::Connect(error.into()))?;
+        let io = match connector.call(target.origin.clone()).await {
+            Ok(io) => io,
+            // Out of file descriptors: not the upstream's fault. An idle
+            // client connection makes room, once.
+            Err(error)
+                if tollgate_serve::out_of_descriptors(&error)
+                    && self.clients.shed_oldest_idle() =>
+            {
+                tracing::warn!(%error, "out of file descriptors: the oldest idle connection was closed");
+                tokio::time::sleep(tollgate_serve::SHED_PAUSE).await;
+                connector
+                    .call(target.origin.clone())
+                    .await
+                    .map_err(|error| Opening::Connect(error.into()))?
+            }
+            Err(error) => return Err(Opening::Connect(error.into())),
+        };
         match &target.tls {
             None => handshake(io, upgrades).await,
             Some(tls) => {

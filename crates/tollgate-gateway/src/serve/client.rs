@@ -1,8 +1,11 @@
-//! One client connection of the gateway: whom it comes from.
+//! One client connection of the gateway: whom it comes from, and its
+//! activity (for the idle close and shedding).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use http::HeaderValue;
+use tollgate_serve::Activity;
 
 /// What the requests of one client connection share.
 pub(crate) struct ClientConnection {
@@ -12,13 +15,17 @@ pub(crate) struct ClientConnection {
     pub(crate) forwarded_for: HeaderValue,
     /// `X-Forwarded-Proto`: `http`, or `https` over TLS.
     pub(crate) forwarded_proto: HeaderValue,
+    /// The connection's activity: a WebSocket tunnel holds it in flight for
+    /// its whole life.
+    pub(crate) activity: Arc<Activity>,
 }
 
 impl ClientConnection {
-    /// The connection from `peer`.
-    pub(crate) fn new(peer: SocketAddr) -> Self {
+    /// The connection from `peer`, its activity `activity`.
+    pub(crate) fn new(peer: SocketAddr, activity: &Arc<Activity>) -> Self {
         ClientConnection {
             peer,
+            activity: Arc::clone(activity),
             // An IP address is always a valid header value.
             forwarded_for: HeaderValue::try_from(peer.ip().to_string())
                 .unwrap_or(HeaderValue::from_static("unknown")),
@@ -27,10 +34,10 @@ impl ClientConnection {
     }
 
     /// The connection from `peer` over TLS.
-    pub(crate) fn over_tls(peer: SocketAddr) -> Self {
+    pub(crate) fn over_tls(peer: SocketAddr, activity: &Arc<Activity>) -> Self {
         ClientConnection {
             forwarded_proto: HeaderValue::from_static("https"),
-            ..ClientConnection::new(peer)
+            ..ClientConnection::new(peer, activity)
         }
     }
 }

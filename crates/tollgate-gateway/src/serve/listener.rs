@@ -49,8 +49,8 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
         let stream = Tracked::new(stream, &activity);
         let worker = worker.clone();
         let client = Arc::new(match tls {
-            Some(_) => ClientConnection::over_tls(peer),
-            None => ClientConnection::new(peer),
+            Some(_) => ClientConnection::over_tls(peer, &activity),
+            None => ClientConnection::new(peer, &activity),
         });
         let requests = Arc::clone(&activity);
         let service = service_fn(move |request: http::Request<Incoming>| {
@@ -69,7 +69,16 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
             let accepting = acceptor.accept(stream);
             let (builder, watcher) = (Arc::clone(builder), graceful.watcher());
             tokio::spawn(async move {
-                let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, accepting).await {
+                // The handshake ends in time, or the connection is closed; a
+                // silent one is also closed once idle or shed.
+                let handshake = tokio::select! {
+                    handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, accepting) => handshake,
+                    () = tollgate_serve::idle(&activity, idle_timeout) => {
+                        tracing::debug!(%peer, "idle or shed during its TLS handshake");
+                        return;
+                    }
+                };
+                let stream = match handshake {
                     Ok(Ok(stream)) => stream,
                     Ok(Err(error)) => {
                         tracing::debug!(%error, %peer, "TLS handshake failed");

@@ -68,10 +68,8 @@ async fn run(
             return;
         }
     };
-    let worker = Worker {
-        app,
-        proxy: Proxy::new(connect_timeout),
-    };
+    let proxy = Proxy::new(connect_timeout, Arc::clone(&app.connections));
+    let worker = Worker { app, proxy };
     let forced = stopping.forced();
     tokio::select! {
         () = listener::serve(listener, worker, stopping) => {}

@@ -7,11 +7,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3 as rls;
 use rls::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
 use tonic::{Request, Response, Status};
 
-use tollgate_serve::InFlight;
-
 use super::Decide;
 use super::convert::{request_from_prost, response_to_prost};
-use super::counted_stream::Connection;
 
 /// The largest request or response message (bytes), grpc-go's default
 /// (4 MiB), which the Go service keeps; a larger request is refused with
@@ -41,12 +38,6 @@ impl RateLimitService for GrpcRateLimit {
         &self,
         request: Request<rls::RateLimitRequest>,
     ) -> Result<Response<rls::RateLimitResponse>, Status> {
-        // In flight until answered: a quiet call (a slow store) keeps its
-        // connection open.
-        let _in_flight = request
-            .extensions()
-            .get::<Connection>()
-            .map(|connection| InFlight::start(&connection.activity));
         let request = request_from_prost(request.into_inner());
         match super::decide_catching_panics(self.decider.as_ref(), &request).await {
             Ok(response) => Ok(Response::new(response_to_prost(response))),

@@ -24,15 +24,28 @@ pub const MAX_JSON_BODY_BYTES: usize = super::grpc::MAX_GRPC_MESSAGE_BYTES;
 struct HttpState {
     decider: Arc<dyn Decide>,
     health: Health,
+    /// How long a `/json` body may take to arrive whole.
+    body_timeout: std::time::Duration,
 }
 
-/// The main HTTP listener's routes.
-pub(crate) fn router(decider: Arc<dyn Decide>, health: Health) -> Router {
+/// The main HTTP listener's routes; a `/json` body that has not arrived
+/// whole within `body_timeout` (the idle timeout: a request is in flight
+/// while its body is read, so a client that stops sending would otherwise
+/// hold its connection) is answered 400.
+pub(crate) fn router(
+    decider: Arc<dyn Decide>,
+    health: Health,
+    body_timeout: std::time::Duration,
+) -> Router {
     Router::new()
         .route("/json", any(json))
         .route("/healthcheck", any(healthcheck))
         .fallback(not_found)
-        .with_state(HttpState { decider, health })
+        .with_state(HttpState {
+            decider,
+            health,
+            body_timeout,
+        })
 }
 
 /// `/json` (any method, as gorilla/mux routes it): the body is a
@@ -41,8 +54,9 @@ pub(crate) fn router(decider: Arc<dyn Decide>, health: Health) -> Router {
 /// that cannot be read or parsed, or a request the service refuses, is 400
 /// `Bad Request`, as Go's `http.Error` writes it.
 async fn json(State(state): State<HttpState>, body: Body) -> http::Response<Body> {
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_JSON_BODY_BYTES).await else {
-        tracing::warn!("error: the /json body cannot be read or is too large");
+    let reading = axum::body::to_bytes(body, MAX_JSON_BODY_BYTES);
+    let Ok(Ok(bytes)) = tokio::time::timeout(state.body_timeout, reading).await else {
+        tracing::warn!("error: the /json body cannot be read, is too large or came too slowly");
         return plain_error(StatusCode::BAD_REQUEST);
     };
     let request: RateLimitRequest = match serde_json::from_slice(&bytes) {

@@ -18,6 +18,7 @@ mod counted_stream;
 mod grpc;
 mod health;
 mod http;
+mod in_flight;
 mod serve;
 mod stats_export;
 mod workers;
@@ -122,6 +123,10 @@ pub struct Listeners {
     http: TcpListener,
     debug: Option<TcpListener>,
     idle_timeout: std::time::Duration,
+    /// Every connection of every listener of this server (and of its
+    /// Prometheus listener), for shedding the oldest idle one when a
+    /// listener runs out of file descriptors.
+    connections: Arc<Connections>,
 }
 
 /// How long a connection to any listener may move no byte, with no call in
@@ -160,6 +165,7 @@ impl Listeners {
             http,
             debug,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            connections: Connections::new(),
         })
     }
 
@@ -168,6 +174,12 @@ impl Listeners {
     pub fn with_idle_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.idle_timeout = timeout;
         self
+    }
+
+    /// The list of these listeners' connections, to share with another
+    /// listener of the process (the Prometheus page's).
+    pub(crate) fn connections(&self) -> Arc<Connections> {
+        Arc::clone(&self.connections)
     }
 
     /// The gRPC listener's address.
@@ -211,9 +223,7 @@ impl Listeners {
         let mut tasks = JoinSet::new();
 
         let idle_timeout = self.idle_timeout;
-        // Every connection of every listener, for shedding the oldest idle
-        // one when a listener runs out of file descriptors.
-        let connections = Connections::new();
+        let connections = self.connections;
         let (acceptor, threads) = workers::start(
             workers,
             self.grpc,
@@ -228,7 +238,7 @@ impl Listeners {
             tasks.spawn(thread.ended());
         }
 
-        let router = http::router(decider, health.clone());
+        let router = http::router(decider, health.clone(), idle_timeout);
         tasks.spawn(tollgate_serve::serve_http(
             self.http,
             move |_| router.clone(),
@@ -335,7 +345,7 @@ impl RunningServer {
         listener: TcpListener,
         health: Health,
         router: axum::Router,
-        idle_timeout: std::time::Duration,
+        (idle_timeout, connections): (std::time::Duration, Arc<Connections>),
     ) -> RunningServer {
         let address = listener.local_addr().ok();
         let (shutdown, stopping) = Shutdown::new();
@@ -345,7 +355,7 @@ impl RunningServer {
             move |_| router.clone(),
             stopping,
             idle_timeout,
-            Connections::new(),
+            connections,
         ));
         RunningServer {
             grpc: None,

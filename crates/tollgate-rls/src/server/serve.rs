@@ -162,7 +162,14 @@ impl Rls {
         let stats_service = Arc::clone(&service);
         let counter_source: CounterSource = Arc::new(move || stats_service.stats());
         let prometheus = if arguments.use_prometheus && !arguments.disable_stats {
-            Some(serve_prometheus(arguments, Arc::clone(&counter_source)).await?)
+            Some(
+                serve_prometheus(
+                    arguments,
+                    Arc::clone(&counter_source),
+                    listeners.connections(),
+                )
+                .await?,
+            )
         } else {
             None
         };
@@ -331,6 +338,7 @@ fn debug_pages(
 async fn serve_prometheus(
     arguments: &RlsArguments,
     counters: CounterSource,
+    connections: Arc<tollgate_serve::Connections>,
 ) -> Result<RunningServer, RlsError> {
     let address = match arguments.prometheus_addr.strip_prefix(':') {
         Some(port) => format!("0.0.0.0:{port}"),
@@ -358,6 +366,6 @@ async fn serve_prometheus(
                 async move { prometheus_page(&counters()) }
             }),
         ),
-        arguments.idle_timeout,
+        (arguments.idle_timeout, connections),
     ))
 }

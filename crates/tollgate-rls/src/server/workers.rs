@@ -15,6 +15,7 @@ use tollgate_serve::{Connections, FewestOpen, Live, Stopping, WorkerThread};
 
 use super::counted_stream::CountedStream;
 use super::health::Health;
+use super::in_flight::InFlightLayer;
 use super::{Decide, grpc};
 
 /// Starts `count` workers (at least one), each serving the health service
@@ -57,6 +58,7 @@ pub(crate) fn start(
                     },
                 );
                 let serving = tonic::transport::Server::builder()
+                    .layer(InFlightLayer)
                     .add_service(health_service)
                     .add_service(grpc_service)
                     .serve_with_incoming_shutdown(incoming, stop);

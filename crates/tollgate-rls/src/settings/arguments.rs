@@ -276,11 +276,11 @@ pub struct RlsArguments {
     /// How long a connection to any listener (gRPC, HTTP, debug,
     /// Prometheus) may move no byte with no call in flight before it is
     /// closed, in every phase: before its first byte, between calls, an
-    /// HTTP/2 connection that sends none. A tollgate extension: the Go
+    /// HTTP/2 connection that sends none. More than 0. A tollgate extension: the Go
     /// service never closes an idle connection (only at
     /// `GRPC_MAX_CONNECTION_AGE`), so a client that opens connections and
     /// sends nothing could use up its file descriptors.
-    #[arg(long, env = "TOLLGATE_IDLE_TIMEOUT", value_parser = go_duration, default_value = "30s",
+    #[arg(long, env = "TOLLGATE_IDLE_TIMEOUT", value_parser = positive_go_duration, default_value = "30s",
         value_name = "DURATION")]
     pub idle_timeout: Duration,
 
@@ -446,6 +446,15 @@ pub(crate) fn failure_policy(value: &str) -> Result<tollgate_core::FailurePolicy
     }
 }
 
+/// [`go_duration`], more than 0 (an idle timeout of 0 would close every
+/// connection before its first request).
+pub(crate) fn positive_go_duration(value: &str) -> Result<Duration, String> {
+    match go_duration(value)? {
+        Duration::ZERO => Err(format!("'{value}' is 0: give a duration more than 0")),
+        duration => Ok(duration),
+    }
+}
+
 /// Go's `time.ParseDuration` for non-negative durations: decimal numbers each
 /// followed by a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), `0` alone.
 pub(crate) fn go_duration(value: &str) -> Result<Duration, String> {
@@ -562,6 +571,9 @@ mod tests {
         assert_eq!(go_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(go_duration("1.5h"), Ok(Duration::from_secs(5400)));
         assert_eq!(go_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(positive_go_duration("45s"), Ok(Duration::from_secs(45)));
+        assert!(positive_go_duration("0").is_err());
+        assert!(positive_go_duration("0s").is_err());
         for bad in [
             "",
             "10",
