@@ -122,3 +122,26 @@ async fn an_admin_connection_that_sends_nothing_is_closed() {
         .unwrap();
     assert!(closed_by_the_gateway(&mut silent).await.is_empty());
 }
+
+#[tokio::test]
+async fn a_half_sent_request_head_does_not_hold_a_stop_for_its_drain() {
+    let upstream = Upstream::start().await;
+    // Connections may idle a minute and a drain may last 30 s: only the
+    // stop closes the connection, which has no request in flight.
+    let toml = format!(
+        "idle_timeout = \"60s\"\ndrain_timeout = \"30s\"\n{}",
+        config(&format!(
+            "[[routes]]\nname = \"idle_stop\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+            upstream.address
+        ))
+    );
+    let gateway = Gateway::start(&toml, 0).await;
+    let mut half_sent = TcpStream::connect(gateway.running.address).await.unwrap();
+    half_sent
+        .write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), gateway.running.shutdown())
+        .await
+        .expect("the stop does not wait out its drain for a connection with nothing in flight");
+}

@@ -50,6 +50,12 @@ async fn server() -> RunningServer {
 
 /// A server whose connections may idle 300 ms, answering with `decider`.
 async fn server_deciding(decider: Arc<dyn Decide>) -> RunningServer {
+    server_with(decider, Duration::from_millis(300)).await
+}
+
+/// A server whose connections may idle `idle_timeout`, answering with
+/// `decider`.
+async fn server_with(decider: Arc<dyn Decide>, idle_timeout: Duration) -> RunningServer {
     let listeners = Listeners::bind(&ListenAddresses {
         grpc: "127.0.0.1:0".to_owned(),
         http: "127.0.0.1:0".to_owned(),
@@ -57,7 +63,7 @@ async fn server_deciding(decider: Arc<dyn Decide>) -> RunningServer {
     })
     .await
     .unwrap()
-    .with_idle_timeout(Duration::from_millis(300));
+    .with_idle_timeout(idle_timeout);
     let empty = || Arc::new(String::new) as Arc<dyn Fn() -> String + Send + Sync>;
     let pages = DebugPages {
         stats: empty(),
@@ -169,4 +175,29 @@ async fn a_json_body_that_stops_coming_is_answered_and_its_connection_closed() {
     let read = String::from_utf8(closed_by_the_server(&mut stalled).await).unwrap();
     assert!(read.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{read}");
     server.shutdown_within(Duration::from_millis(200)).await;
+}
+
+#[tokio::test]
+async fn a_silent_connection_does_not_hold_a_stop_for_its_grace() {
+    // Connections may idle a minute: only the stop closes them.
+    let server = server_with(Arc::new(AlwaysOk), Duration::from_secs(60)).await;
+    // Connected, no HTTP/2 preface: no GOAWAY can reach it.
+    let _silent = TcpStream::connect(server.grpc_address().unwrap())
+        .await
+        .unwrap();
+    let mut half_sent = TcpStream::connect(server.http_address().unwrap())
+        .await
+        .unwrap();
+    half_sent
+        .write_all(b"GET /healthcheck HTTP/1.1\r\nHost: rls\r\n")
+        .await
+        .unwrap();
+    // A grace of 30 s: the stop ends long before it (nothing is in flight),
+    // as the bound of 10 s on the wait shows.
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        server.shutdown_within(Duration::from_secs(30)),
+    )
+    .await
+    .expect("the stop does not wait out its grace for connections with nothing in flight");
 }

@@ -64,6 +64,19 @@ impl Connections {
             .count()
     }
 
+    /// Sheds every open connection (at a stop): each closes once none of its
+    /// requests is in flight.
+    pub fn shed_all(&self) {
+        let Ok(listed) = self.listed.lock() else {
+            return;
+        };
+        let open: Vec<Arc<Activity>> = listed.activities.iter().filter_map(Weak::upgrade).collect();
+        drop(listed);
+        for activity in open {
+            activity.shed();
+        }
+    }
+
     /// Sheds the open connection idle longest (none of its requests in
     /// flight, not shed already): it closes as if its idle timeout had
     /// passed. `false` when there is none.

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::shed::Connections;
+
 /// How long [`Shutdown::drain`] waits, once it has forced the end, for what
 /// it drains to finish.
 pub const FORCED_GRACE: Duration = Duration::from_secs(1);
@@ -65,7 +67,24 @@ impl Shutdown {
     /// Stops, waits for `drained` at most `grace`, then forces and waits at
     /// most [`FORCED_GRACE`] more.
     pub async fn drain(&self, grace: Duration, drained: impl Future<Output = ()>) -> Drained {
+        self.drain_closing_idle(grace, None, drained).await
+    }
+
+    /// [`Shutdown::drain`], and once stopped, every connection of
+    /// `connections` is closed as soon as none of its requests is in flight
+    /// (at once for most): a connection that never sent its HTTP/2 preface,
+    /// or sent half a request head, would otherwise hold the drain until the
+    /// grace period ran out.
+    pub async fn drain_closing_idle(
+        &self,
+        grace: Duration,
+        connections: Option<&Connections>,
+        drained: impl Future<Output = ()>,
+    ) -> Drained {
         self.stop();
+        if let Some(connections) = connections {
+            connections.shed_all();
+        }
         tokio::pin!(drained);
         if tokio::time::timeout(grace, &mut drained).await.is_ok() {
             return Drained::InTime;

@@ -101,7 +101,7 @@ impl Running {
         let workers = self.workers;
         let drained = self
             .shutdown
-            .drain(drain_timeout, async move {
+            .drain_closing_idle(drain_timeout, Some(&self.app.connections), async move {
                 for worker in workers {
                     worker.ended().await;
                 }

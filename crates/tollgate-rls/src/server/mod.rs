@@ -253,7 +253,7 @@ impl Listeners {
                 move |_| router.clone(),
                 stopping.clone(),
                 idle_timeout,
-                connections,
+                Arc::clone(&connections),
             ));
         }
 
@@ -264,6 +264,7 @@ impl Listeners {
             health,
             shutdown,
             tasks,
+            connections,
         })
     }
 }
@@ -295,6 +296,9 @@ pub struct RunningServer {
     /// connections and all.
     shutdown: Shutdown,
     tasks: JoinSet<()>,
+    /// The listeners' connections: at a stop, each is closed once none of
+    /// its calls is in flight.
+    connections: Arc<Connections>,
 }
 
 impl RunningServer {
@@ -331,7 +335,9 @@ impl RunningServer {
         let tasks = &mut self.tasks;
         let drained = self
             .shutdown
-            .drain(grace, async { while tasks.join_next().await.is_some() {} })
+            .drain_closing_idle(grace, Some(&self.connections), async {
+                while tasks.join_next().await.is_some() {}
+            })
             .await;
         if drained == tollgate_serve::Drained::Abandoned {
             // The HTTP and debug listeners' tasks.
@@ -355,7 +361,7 @@ impl RunningServer {
             move |_| router.clone(),
             stopping,
             idle_timeout,
-            connections,
+            Arc::clone(&connections),
         ));
         RunningServer {
             grpc: None,
@@ -364,6 +370,7 @@ impl RunningServer {
             health,
             shutdown,
             tasks,
+            connections,
         }
     }
 
