@@ -27,6 +27,10 @@ struct Listed {
     activities: Vec<Weak<Activity>>,
     /// The list's length after its last sweep of closed connections.
     after_sweep: usize,
+    /// Set by [`Connections::shed_all`]: a connection listed later (accepted
+    /// just before the stop, or handed to its worker after it) is shed as
+    /// it is listed.
+    all_shed: bool,
 }
 
 impl Connections {
@@ -47,6 +51,9 @@ impl Connections {
             listed.after_sweep = listed.activities.len();
         }
         listed.activities.push(Arc::downgrade(activity));
+        if listed.all_shed {
+            activity.shed();
+        }
     }
 
     /// How many shed connections have no request in flight but are not yet
@@ -64,12 +71,13 @@ impl Connections {
             .count()
     }
 
-    /// Sheds every open connection (at a stop): each closes once none of its
-    /// requests is in flight.
+    /// Sheds every open connection, and every one listed from now on (at a
+    /// stop): each closes once none of its requests is in flight.
     pub fn shed_all(&self) {
-        let Ok(listed) = self.listed.lock() else {
+        let Ok(mut listed) = self.listed.lock() else {
             return;
         };
+        listed.all_shed = true;
         let open: Vec<Arc<Activity>> = listed.activities.iter().filter_map(Weak::upgrade).collect();
         drop(listed);
         for activity in open {
@@ -156,6 +164,17 @@ mod tests {
         drop(request);
         waiting.await.unwrap();
         assert_eq!(start.elapsed(), Duration::from_secs(100));
+    }
+
+    #[test]
+    fn after_shedding_all_a_connection_is_shed_as_it_is_listed() {
+        let connections = Connections::new();
+        let before = Activity::new();
+        connections.register(&before);
+        connections.shed_all();
+        let after = Activity::new();
+        connections.register(&after);
+        assert!(before.is_shed() && after.is_shed());
     }
 
     #[test]
