@@ -318,23 +318,7 @@ impl UpstreamConnections {
         std::future::poll_fn(|context| connector.poll_ready(context))
             .await
             .map_err(|error| Opening::Connect(error.into()))?;
-        let io = match connector.call(target.origin.clone()).await {
-            Ok(io) => io,
-            // Out of file descriptors: not the upstream's fault. An idle
-            // client connection makes room, once.
-            Err(error)
-                if tollgate_serve::out_of_descriptors(&error)
-                    && self.clients.shed_oldest_idle() =>
-            {
-                tracing::warn!(%error, "out of file descriptors: the oldest idle connection was closed");
-                tokio::time::sleep(tollgate_serve::SHED_PAUSE).await;
-                connector
-                    .call(target.origin.clone())
-                    .await
-                    .map_err(|error| Opening::Connect(error.into()))?
-            }
-            Err(error) => return Err(Opening::Connect(error.into())),
-        };
+        let io = self.connect(&mut connector, target).await?;
         match &target.tls {
             None => handshake(io, upgrades).await,
             Some(tls) => {
@@ -347,6 +331,39 @@ impl UpstreamConnections {
                         .map_err(|_| Opening::Connect("the TLS handshake timed out".into()))?
                         .map_err(|error| Opening::Connect(error.into()))?;
                 handshake(TokioIo::new(secured), upgrades).await
+            }
+        }
+    }
+}
+
+/// How many times opening a connection to an upstream sheds an idle client
+/// connection and tries again when the process is out of file descriptors:
+/// a flood's connections, accepted meanwhile, may take what was freed.
+const SHED_ATTEMPTS: usize = 4;
+
+impl UpstreamConnections {
+    /// A TCP connection to `target`'s origin. Out of file descriptors, which
+    /// is not the upstream's fault, an idle client connection makes room
+    /// and the connection is tried again (at most [`SHED_ATTEMPTS`] times).
+    async fn connect(
+        &self,
+        connector: &mut HttpConnector,
+        target: &UpstreamTarget,
+    ) -> Result<TokioIo<tokio::net::TcpStream>, Opening> {
+        let mut attempts = 0;
+        loop {
+            match connector.call(target.origin.clone()).await {
+                Ok(io) => return Ok(io),
+                Err(error)
+                    if attempts < SHED_ATTEMPTS
+                        && tollgate_serve::out_of_descriptors(&error)
+                        && self.clients.shed_oldest_idle() =>
+                {
+                    attempts += 1;
+                    tracing::warn!(%error, "out of file descriptors: the oldest idle connection was closed");
+                    tokio::time::sleep(tollgate_serve::SHED_PAUSE).await;
+                }
+                Err(error) => return Err(Opening::Connect(error.into())),
             }
         }
     }
