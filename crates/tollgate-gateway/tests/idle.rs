@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tollgate_test_support::gateway::{Gateway, config};
-use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::loopback::{Upstream, read_until_closed};
 
 /// A gateway whose connections may idle 300 ms, with one route to `upstream`.
 async fn gateway(upstream: &Upstream, route: &str) -> Gateway {
@@ -27,31 +27,12 @@ async fn gateway(upstream: &Upstream, route: &str) -> Gateway {
     Gateway::start(&toml, 0).await
 }
 
-/// Reads until the gateway closes `stream` (end of stream or a reset),
-/// within 20 s; what was read.
-async fn closed_by_the_gateway(stream: &mut TcpStream) -> Vec<u8> {
-    let mut read = Vec::new();
-    let until_closed = async {
-        let mut buffer = [0u8; 4096];
-        loop {
-            match stream.read(&mut buffer).await {
-                Ok(0) | Err(_) => return,
-                Ok(count) => read.extend_from_slice(&buffer[..count]),
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(20), until_closed)
-        .await
-        .expect("the gateway closed the idle connection");
-    read
-}
-
 #[tokio::test]
 async fn a_connection_that_sends_nothing_is_closed() {
     let upstream = Upstream::start().await;
     let gateway = gateway(&upstream, "idle_silent").await;
     let mut silent = TcpStream::connect(gateway.running.address).await.unwrap();
-    assert!(closed_by_the_gateway(&mut silent).await.is_empty());
+    assert!(read_until_closed(&mut silent).await.is_empty());
 }
 
 #[tokio::test]
@@ -64,7 +45,7 @@ async fn an_http2_connection_that_sends_no_request_is_closed() {
         .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
         .await
         .unwrap();
-    let read = closed_by_the_gateway(&mut http2).await;
+    let read = read_until_closed(&mut http2).await;
     // The gateway's own SETTINGS came first (frame type 4).
     assert!(read.len() >= 9 && read[3] == 4, "{read:?}");
 }
@@ -78,7 +59,7 @@ async fn a_keep_alive_connection_is_closed_after_its_response() {
         .write_all(b"GET / HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer sk_a\r\n\r\n")
         .await
         .unwrap();
-    let read = closed_by_the_gateway(&mut connection).await;
+    let read = read_until_closed(&mut connection).await;
     let text = String::from_utf8_lossy(&read);
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
     assert!(text.ends_with("upstream"), "{text}");
@@ -103,7 +84,7 @@ async fn a_request_in_flight_keeps_its_quiet_connection() {
         tokio::task::yield_now().await;
     }
     let mut clock = TcpStream::connect(gateway.running.address).await.unwrap();
-    closed_by_the_gateway(&mut clock).await;
+    read_until_closed(&mut clock).await;
     upstream.release.notify_one();
     let response = tokio::time::timeout(Duration::from_secs(20), slow)
         .await
@@ -120,7 +101,7 @@ async fn an_admin_connection_that_sends_nothing_is_closed() {
     let mut silent = TcpStream::connect(gateway.running.admin_address)
         .await
         .unwrap();
-    assert!(closed_by_the_gateway(&mut silent).await.is_empty());
+    assert!(read_until_closed(&mut silent).await.is_empty());
 }
 
 #[tokio::test]

@@ -10,12 +10,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tollgate_rls::proto::{Code, RateLimitRequest, RateLimitResponse};
 use tollgate_rls::server::{
     DebugPages, Decide, DecideFuture, Health, ListenAddresses, Listeners, RunningServer,
 };
+use tollgate_test_support::loopback::read_until_closed;
 
 /// Answers every call OK.
 struct AlwaysOk;
@@ -75,25 +76,6 @@ async fn server_with(decider: Arc<dyn Decide>, idle_timeout: Duration) -> Runnin
         .unwrap()
 }
 
-/// Reads until the server closes `stream` (end of stream or a reset),
-/// within 20 s; what was read.
-async fn closed_by_the_server(stream: &mut TcpStream) -> Vec<u8> {
-    let mut read = Vec::new();
-    let until_closed = async {
-        let mut buffer = [0u8; 4096];
-        loop {
-            match stream.read(&mut buffer).await {
-                Ok(0) | Err(_) => return,
-                Ok(count) => read.extend_from_slice(&buffer[..count]),
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(20), until_closed)
-        .await
-        .expect("the server closed the idle connection");
-    read
-}
-
 /// HTTP/2's client connection preface and an empty SETTINGS frame (RFC
 /// 9113 section 3.4).
 const HTTP2_PREFACE: &[u8] =
@@ -106,7 +88,7 @@ async fn a_grpc_connection_that_sends_nothing_is_closed() {
         .await
         .unwrap();
     // Read until closed: the server's HTTP/2 SETTINGS come unasked.
-    closed_by_the_server(&mut silent).await;
+    read_until_closed(&mut silent).await;
     server.shutdown_within(Duration::from_millis(200)).await;
 }
 
@@ -117,7 +99,7 @@ async fn a_grpc_connection_that_sends_no_call_is_closed() {
         .await
         .unwrap();
     quiet.write_all(HTTP2_PREFACE).await.unwrap();
-    let read = closed_by_the_server(&mut quiet).await;
+    let read = read_until_closed(&mut quiet).await;
     // The server's own SETTINGS frame (type 4) came first.
     assert_eq!(read.get(3), Some(&4), "{read:?}");
     server.shutdown_within(Duration::from_millis(200)).await;
@@ -128,13 +110,13 @@ async fn an_http_connection_is_closed_before_its_first_byte_and_after_its_answer
     let server = server().await;
     let address = server.http_address().unwrap();
     let mut silent = TcpStream::connect(address).await.unwrap();
-    assert!(closed_by_the_server(&mut silent).await.is_empty());
+    assert!(read_until_closed(&mut silent).await.is_empty());
     let mut kept_alive = TcpStream::connect(address).await.unwrap();
     kept_alive
         .write_all(b"GET /healthcheck HTTP/1.1\r\nHost: rls\r\n\r\n")
         .await
         .unwrap();
-    let read = String::from_utf8(closed_by_the_server(&mut kept_alive).await).unwrap();
+    let read = String::from_utf8(read_until_closed(&mut kept_alive).await).unwrap();
     assert!(read.starts_with("HTTP/1.1 200 OK\r\n"), "{read}");
     assert!(read.ends_with("OK"), "{read}");
     server.shutdown_within(Duration::from_millis(200)).await;
@@ -172,7 +154,7 @@ async fn a_json_body_that_stops_coming_is_answered_and_its_connection_closed() {
         .write_all(b"POST /json HTTP/1.1\r\nHost: rls\r\nContent-Length: 100\r\n\r\n{\"domain\":")
         .await
         .unwrap();
-    let read = String::from_utf8(closed_by_the_server(&mut stalled).await).unwrap();
+    let read = String::from_utf8(read_until_closed(&mut stalled).await).unwrap();
     assert!(read.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{read}");
     server.shutdown_within(Duration::from_millis(200)).await;
 }
