@@ -27,6 +27,13 @@ pub(crate) enum Command {
     /// (or --config DIR), reloaded when they change. Every flag also reads
     /// the Go service's environment variable.
     Rls(Box<RlsCommand>),
+    /// Envoy's rate limit quota service (RLQS): gRPC
+    /// `StreamRateLimitQuotas` (0.0.0.0:8081), `/healthcheck` (0.0.0.0:8080),
+    /// debug `/rlqs` and `/metrics` (0.0.0.0:6070). It splits each bucket's
+    /// limit, from `tollgate rls`'s YAML, among the Envoys that report it,
+    /// by their demand; every flag of `tollgate rls` that applies, with the
+    /// same environment variables.
+    Rlqs(Box<tollgate_rlqs::RlqsArguments>),
     /// Check a gateway configuration without starting (as `nginx -t`): print
     /// what it would put in force and every warning; exit 0 when it is
     /// valid, 2 otherwise.

@@ -4,9 +4,12 @@
 //! - `tollgate serve [--config FILE]`: the gateway (see `docs/CONFIG.md`).
 //! - `tollgate rls [flags]`: Envoy's rate limit service; `tollgate rls run
 //!   --config DIR FILE|-` drives it with a JSON array of steps.
+//! - `tollgate rlqs [flags]`: Envoy's rate limit quota service (see
+//!   `docs/RLQS.md`).
 
 mod check_config;
 mod cli;
+mod rlqs_command;
 mod rls_command;
 mod run;
 mod serve_command;
@@ -28,6 +31,7 @@ fn main() -> ExitCode {
         Command::Run(arguments) => run::run(&arguments),
         Command::Serve(arguments) => serve_command::serve(&arguments),
         Command::Rls(command) => rls_command::rls(*command),
+        Command::Rlqs(arguments) => rlqs_command::rlqs(*arguments),
         Command::CheckConfig(arguments) => check_config::check(&arguments),
     };
     match result {

@@ -31,7 +31,7 @@ fn serve(arguments: RlsArguments) -> anyhow::Result<()> {
 }
 
 /// `LOG_LEVEL` and `LOG_FORMAT`; `RUST_LOG`, when set, wins over the level.
-fn init_logs(arguments: &RlsArguments) -> anyhow::Result<()> {
+pub(crate) fn init_logs(arguments: &RlsArguments) -> anyhow::Result<()> {
     let level = arguments.log_filter()?;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("{level},redis=error")));

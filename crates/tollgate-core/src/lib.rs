@@ -39,6 +39,7 @@ mod key;
 mod limiter;
 mod plan;
 mod policy;
+mod quota_assignment;
 mod quota_demand;
 mod quota_split;
 mod ratelimit_fields;
@@ -64,7 +65,10 @@ pub use plan::{
     MAX_PLAN_POLICIES, MAX_POLICY_NAME, NamedPolicy, PlanError, PlanPolicies, PolicyList,
 };
 pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};
-pub use quota_demand::{BucketReport, FIRST_REPORT_SPAN_NS, QuotaDemand, SHORTEST_SPAN_NS};
+pub use quota_assignment::{QuotaAssignment, QuotaRate};
+pub use quota_demand::{
+    BucketReport, FIRST_REPORT_SPAN_NS, KEEP_WITHIN, QuotaDemand, SHORTEST_SPAN_NS,
+};
 pub use quota_split::{MAX_DEMAND, split_by_demand};
 pub use ratelimit_fields::{
     RateLimitItem, advertised_quota, push_structured_string, rate_limit_fields,

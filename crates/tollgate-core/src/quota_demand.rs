@@ -11,6 +11,14 @@
 //!   (Envoy's fixed 5 s reporting interval), and no report counts over less
 //!   than [`SHORTEST_SPAN_NS`], so a stream that reports faster than it is
 //!   asked to cannot inflate its demand.
+//! - **Parts**: each stream holds a part of the bucket's budget, given by
+//!   [`QuotaDemand::assign`] when it reports: its part of the budget by
+//!   demand ([`split_by_demand`]), cut to what the other streams' parts leave,
+//!   so that the parts held never add up to more than the budget, though
+//!   the other streams hold the parts of their own last report until their
+//!   next one. A stream whose part moves by less than [`KEEP_WITHIN`] keeps
+//!   the one it holds: Envoy builds a new, full token bucket for every
+//!   change, so each change may admit one more burst.
 //! - **Idle** streams, whose reports have counted no request for the idle
 //!   time given, are taken out ([`QuotaDemand::take_idle`]), to be sent an
 //!   abandon: Envoy keeps reporting a bucket it holds, at 0 and 0, until the
@@ -30,6 +38,10 @@ pub const FIRST_REPORT_SPAN_NS: u64 = 5_000_000_000;
 
 /// The shortest span a report counts over: 1 s.
 pub const SHORTEST_SPAN_NS: u64 = 1_000_000_000;
+
+/// A stream keeps the part it holds when its new part differs from it by no
+/// more than one part in `KEEP_WITHIN` (6.25 %).
+pub const KEEP_WITHIN: u64 = 16;
 
 /// One stream's report of one bucket: the requests it allowed and denied
 /// since its previous report.
@@ -51,6 +63,8 @@ struct Stream {
     /// When a report of it last counted a request (its first report's time
     /// when none has).
     active_ns: u64,
+    /// The part of the budget it holds (0 until one is assigned).
+    assigned: u64,
 }
 
 /// The streams of one bucket, by their ids (the server's numbering of its
@@ -89,8 +103,85 @@ impl QuotaDemand {
                 demand,
                 reported_ns: now_ns,
                 active_ns,
+                assigned: previous.map_or(0, |known| known.assigned),
             },
         );
+    }
+
+    /// Gives `stream` its part of `budget` (whole tokens per fill) and notes
+    /// it as held: its part by demand ([`QuotaDemand::split`]), cut to the
+    /// budget less the parts the other streams hold; the part it holds when
+    /// that is no more than the cut and within one in [`KEEP_WITHIN`] of the
+    /// new part. `None` for a stream that has not reported.
+    pub fn assign(&mut self, stream: u64, budget: u64) -> Option<u64> {
+        let target = self
+            .split(budget)
+            .into_iter()
+            .find(|&(id, _)| id == stream)?
+            .1;
+        let others = self
+            .streams
+            .iter()
+            .filter(|&(&id, _)| id != stream)
+            .fold(0u64, |sum, (_, known)| sum.saturating_add(known.assigned));
+        let cap = budget.saturating_sub(others);
+        let known = self.streams.get_mut(&stream)?;
+        let held = known.assigned;
+        let keep =
+            held > 0 && held <= cap && target.abs_diff(held).saturating_mul(KEEP_WITHIN) <= held;
+        known.assigned = if keep { held } else { target.min(cap) };
+        Some(known.assigned)
+    }
+
+    /// Raises the parts of the streams holding less than their part by
+    /// demand, in id order, each to its part by demand or to what is left of
+    /// `budget` unheld, whichever is less; gives the streams raised and their
+    /// new parts. Called when a report freed part of the budget, so that the
+    /// streams waiting for it get it at once rather than at their next
+    /// report.
+    pub fn top_up(&mut self, budget: u64) -> Vec<(u64, u64)> {
+        let held = self
+            .streams
+            .values()
+            .fold(0u64, |sum, known| sum.saturating_add(known.assigned));
+        let mut left = budget.saturating_sub(held);
+        let mut raised = Vec::new();
+        for (stream, target) in self.split(budget) {
+            if left == 0 {
+                break;
+            }
+            let Some(known) = self.streams.get_mut(&stream) else {
+                continue;
+            };
+            if known.assigned < target {
+                let more = (target - known.assigned).min(left);
+                known.assigned += more;
+                left -= more;
+                raised.push((stream, known.assigned));
+            }
+        }
+        raised
+    }
+
+    /// Gives every stream its part of `budget` by demand at once (a new
+    /// limit, pushed to every stream), in id order; the parts add up to the
+    /// budget.
+    pub fn assign_all(&mut self, budget: u64) -> Vec<(u64, u64)> {
+        let parts = self.split(budget);
+        for &(stream, part) in &parts {
+            if let Some(known) = self.streams.get_mut(&stream) {
+                known.assigned = part;
+            }
+        }
+        parts
+    }
+
+    /// The parts the streams hold, in id order.
+    pub fn assigned(&self) -> Vec<(u64, u64)> {
+        self.streams
+            .iter()
+            .map(|(&stream, known)| (stream, known.assigned))
+            .collect()
     }
 
     /// Forgets `stream` (its gRPC stream closed): its share returns at once.
@@ -208,6 +299,73 @@ mod tests {
             bucket.take_idle(30 * SECOND, 30 * SECOND),
             Vec::<u64>::new()
         );
+    }
+
+    #[test]
+    fn a_stream_gets_its_part_cut_to_what_the_others_leave() {
+        let mut bucket = QuotaDemand::new();
+        // Two streams of equal demand share 100: 50 each.
+        bucket.report(1, report(250, 0), 0);
+        bucket.report(2, report(250, 0), 0);
+        assert_eq!(bucket.assign(1, 100), Some(50));
+        assert_eq!(bucket.assign(2, 100), Some(50));
+        // A third of the same demand: its part by demand is 33 (of 100: 34,
+        // 33, 33), but the others hold all 100, so it gets 0 until they
+        // report.
+        bucket.report(3, report(250, 0), 0);
+        assert_eq!(bucket.assign(3, 100), Some(0));
+        // Stream 1 reports again (same demand, 5 s later): 34, under the 50
+        // it held by more than one in 16.
+        bucket.report(1, report(250, 0), 5 * SECOND);
+        assert_eq!(bucket.assign(1, 100), Some(34));
+        // Stream 3 now gets what 1 and 2 leave: 100 - 34 - 50 = 16.
+        assert_eq!(bucket.assign(3, 100), Some(16));
+        bucket.report(2, report(250, 0), 5 * SECOND);
+        assert_eq!(bucket.assign(2, 100), Some(33));
+        bucket.report(3, report(250, 0), 5 * SECOND);
+        assert_eq!(bucket.assign(3, 100), Some(33));
+        assert_eq!(bucket.assigned(), vec![(1, 34), (2, 33), (3, 33)]);
+        assert_eq!(bucket.assign(9, 100), None);
+    }
+
+    #[test]
+    fn a_part_freed_goes_at_once_to_the_streams_short_of_theirs() {
+        let mut bucket = QuotaDemand::new();
+        bucket.report(1, report(250, 0), 0);
+        assert_eq!(bucket.assign(1, 100), Some(100));
+        bucket.report(2, report(250, 0), 0);
+        bucket.report(3, report(250, 0), 0);
+        assert_eq!(bucket.assign(2, 100), Some(0));
+        assert_eq!(bucket.assign(3, 100), Some(0));
+        // Nothing is free yet.
+        assert_eq!(bucket.top_up(100), vec![]);
+        // Stream 1 reports: 34 of 100, freeing 66, which streams 2 and 3
+        // (33 each by demand) take at once.
+        bucket.report(1, report(250, 0), 5 * SECOND);
+        assert_eq!(bucket.assign(1, 100), Some(34));
+        assert_eq!(bucket.top_up(100), vec![(2, 33), (3, 33)]);
+        assert_eq!(bucket.assigned(), vec![(1, 34), (2, 33), (3, 33)]);
+    }
+
+    #[test]
+    fn a_small_move_keeps_the_part_held() {
+        let mut bucket = QuotaDemand::new();
+        // 70 and 30 a second: parts 70 and 30 of 100.
+        bucket.report(1, report(350, 0), 0);
+        bucket.report(2, report(150, 0), 0);
+        assert_eq!(bucket.assign_all(100), vec![(1, 70), (2, 30)]);
+        // Stream 1's demand moves to 72 a second (330 + 30 over 5 s): its
+        // part by demand is 100 × 72 / 102 = 70.6, within one in 16 of 70.
+        bucket.report(1, report(330, 30), 5 * SECOND);
+        assert_eq!(bucket.assign(1, 100), Some(70));
+        // Then to 90 a second: 100 × 90 / 120 = 75, more than 70/16 away,
+        // but the cut (100 - 30) holds it at 70.
+        bucket.report(1, report(450, 0), 10 * SECOND);
+        assert_eq!(bucket.assign(1, 100), Some(70));
+        // Stream 2 reports 300 over its 10 s, 30 a second: its part by
+        // demand is 100 × 30 / 120 = 25.
+        bucket.report(2, report(300, 0), 10 * SECOND);
+        assert_eq!(bucket.assign(2, 100), Some(25));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! `tollgate rls`, and the next one), with none of tollgate's protocols in
 //! them (no limit, route or descriptor): each server keeps its own protocol
 //! (hyper, tonic), endpoints, settings and the signals it obeys, and takes
-//! from here how it runs. The one protocol here is serving a plain HTTP
-//! listener with any tower service ([`http`]).
+//! from here how it runs. The protocols here are serving a plain HTTP
+//! listener with any tower service ([`http`]) and gRPC services on worker
+//! threads ([`grpc`]).
 //!
 //! - [`workers`]: the worker count, and worker threads each running one
 //!   single-threaded event loop whose end is bounded;
@@ -13,6 +14,8 @@
 //! - [`spread`]: the two ways connections are spread over workers
 //!   (`SO_REUSEPORT` sockets, or one acceptor handing each connection to the
 //!   worker with the fewest open);
+//! - [`grpc`]: serving tonic services on worker threads by these rules, each
+//!   call (a long-lived stream too) in flight on its connection;
 //! - [`http`]: serving a plain HTTP listener (admin, health, debug pages)
 //!   by these rules;
 //! - [`idle`]: closing a connection that moves no byte for an idle timeout
@@ -33,6 +36,7 @@
 
 pub mod accept;
 pub mod files;
+pub mod grpc;
 pub mod http;
 pub mod idle;
 pub mod in_flight_body;
@@ -45,6 +49,7 @@ pub mod workers;
 
 pub use accept::{ACCEPT_PAUSE, SHED_PAUSE, SHED_PER_SHORTAGE, accept, out_of_descriptors};
 pub use files::{FileError, MAX_FILE_BYTES, read_regular_file};
+pub use grpc::serve_grpc;
 pub use http::serve_http;
 pub use idle::{Activity, ClosedWhenIdle, InFlight, Tracked, idle};
 pub use in_flight_body::InFlightBody;

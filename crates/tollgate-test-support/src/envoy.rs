@@ -57,6 +57,8 @@ pub struct Envoy {
     pub closed: SocketAddr,
     /// The admin listener.
     pub admin: SocketAddr,
+    /// Every listener, by name.
+    pub listeners: std::collections::HashMap<String, SocketAddr>,
     log: PathBuf,
     _directory: tempfile::TempDir,
 }
@@ -140,9 +142,16 @@ admin:
 impl Envoy {
     /// Starts `binary` with [`envoy_config`] and waits until it is ready.
     pub async fn start(binary: &Path, rls: SocketAddr, upstream: SocketAddr) -> Envoy {
+        Envoy::start_with(binary, &envoy_config(rls, upstream), &[]).await
+    }
+
+    /// Starts `binary` with the configuration `yaml` (its admin on a free
+    /// port is added by the command line) and `arguments` more, and waits
+    /// until it is ready; its listeners are found by name.
+    pub async fn start_with(binary: &Path, yaml: &str, arguments: &[&str]) -> Envoy {
         let directory = tempfile::tempdir().unwrap();
         let config = directory.path().join("envoy.yaml");
-        std::fs::write(&config, envoy_config(rls, upstream)).unwrap();
+        std::fs::write(&config, yaml).unwrap();
         let admin_path = directory.path().join("admin-address");
         let log = directory.path().join("envoy.log");
         let child = Command::new(binary)
@@ -157,6 +166,7 @@ impl Envoy {
                 "--log-level",
                 "warn",
             ])
+            .args(arguments)
             .arg("--log-path")
             .arg(&log)
             .stdin(Stdio::null())
@@ -170,6 +180,7 @@ impl Envoy {
             open: SocketAddr::from(([127, 0, 0, 1], 0)),
             closed: SocketAddr::from(([127, 0, 0, 1], 0)),
             admin: SocketAddr::from(([127, 0, 0, 1], 0)),
+            listeners: std::collections::HashMap::new(),
             log,
             _directory: directory,
         };
@@ -201,11 +212,13 @@ impl Envoy {
                             .as_u64()
                             .unwrap();
                         let address = SocketAddr::from(([127, 0, 0, 1], port as u16));
-                        match status["name"].as_str().unwrap() {
+                        let name = status["name"].as_str().unwrap();
+                        match name {
                             "open" => self.open = address,
                             "closed" => self.closed = address,
                             _ => {}
                         }
+                        self.listeners.insert(name.to_owned(), address);
                     }
                     return;
                 }

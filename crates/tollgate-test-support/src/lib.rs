@@ -11,7 +11,9 @@
 //!   test's own, key prefixes and their cleanup, a Redis that stalls, a test
 //!   store's settings.
 //! - `envoy` (`envoy`): finding and starting an Envoy in front of a test
-//!   upstream, its rate limit filter asking a `tollgate rls`.
+//!   upstream, its rate limit filter asking a `tollgate rls`; `envoy_quota`
+//!   (`envoy`): Envoys whose rate limit quota filter asks a `tollgate rlqs`,
+//!   and a load client at a fixed rate.
 //! - `loopback`: a free port on 127.0.0.1; with the feature `loopback`, a
 //!   test upstream there.
 //! - `websocket` (`websocket`): a WebSocket upstream and client.
@@ -38,6 +40,8 @@
 pub mod conformance;
 #[cfg(feature = "envoy")]
 pub mod envoy;
+#[cfg(feature = "envoy")]
+pub mod envoy_quota;
 pub mod exposition;
 #[cfg(feature = "gateway")]
 pub mod gateway;

@@ -49,7 +49,7 @@ impl Health {
     }
 
     /// The `grpc.health.v1.Health` service reporting this health.
-    pub(crate) fn grpc_service(&self) -> HealthServer<HealthService> {
+    pub fn grpc_service(&self) -> HealthServer<HealthService> {
         HealthServer::new(HealthService::from_health_reporter(self.reporter.clone()))
     }
 }

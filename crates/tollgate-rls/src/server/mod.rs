@@ -14,14 +14,11 @@
 //! requests in flight finish.
 
 mod convert;
-mod counted_stream;
 mod grpc;
 mod health;
 mod http;
-mod in_flight;
 mod serve;
 mod stats_export;
-mod workers;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -224,12 +221,15 @@ impl Listeners {
 
         let idle_timeout = self.idle_timeout;
         let connections = self.connections;
-        let (acceptor, threads) = workers::start(
+        let (acceptor, threads) = tollgate_serve::serve_grpc(
+            "rls-worker",
             workers,
             self.grpc,
             (idle_timeout, &connections),
-            &decider,
-            &health,
+            || {
+                tonic::service::Routes::new(health.grpc_service())
+                    .add_service(grpc::service(Arc::clone(&decider)))
+            },
             &stopping,
         )
         .map_err(|source| ServerError::Workers { source })?;

@@ -448,7 +448,7 @@ pub(crate) fn failure_policy(value: &str) -> Result<tollgate_core::FailurePolicy
 
 /// [`go_duration`], more than 0 (an idle timeout of 0 would close every
 /// connection before its first request).
-pub(crate) fn positive_go_duration(value: &str) -> Result<Duration, String> {
+pub fn positive_go_duration(value: &str) -> Result<Duration, String> {
     match go_duration(value)? {
         Duration::ZERO => Err(format!("'{value}' is 0: give a duration more than 0")),
         duration => Ok(duration),
@@ -457,7 +457,7 @@ pub(crate) fn positive_go_duration(value: &str) -> Result<Duration, String> {
 
 /// Go's `time.ParseDuration` for non-negative durations: decimal numbers each
 /// followed by a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), `0` alone.
-pub(crate) fn go_duration(value: &str) -> Result<Duration, String> {
+pub fn go_duration(value: &str) -> Result<Duration, String> {
     let invalid = || format!("'{value}' is not a duration (such as 10s, 1m30s, 250ms)");
     if value == "0" {
         return Ok(Duration::ZERO);

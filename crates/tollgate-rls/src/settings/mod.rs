@@ -21,7 +21,7 @@ mod secret;
 mod store;
 mod unsupported;
 
-pub use arguments::{RlsArguments, go_bool};
+pub use arguments::{RlsArguments, go_bool, go_duration, positive_go_duration};
 pub use error::SettingsError;
 pub use log::LogFormat;
 pub use secret::Secret;

@@ -1,4 +1,4 @@
-//! Each gRPC call held in flight on its connection (`tollgate_serve::InFlight`)
+//! Each gRPC call held in flight on its connection ([`InFlight`])
 //! from its headers until its response's last byte: a tower layer around
 //! every service of the gRPC listener (rate limit, health), so that no call,
 //! a quiet `Health/Watch` stream included, is cut as idle or shed. The
@@ -8,7 +8,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tollgate_serve::{Activity, InFlight, InFlightBody};
+use crate::{Activity, InFlight, InFlightBody};
 use tower_layer::Layer;
 use tower_service::Service;
 

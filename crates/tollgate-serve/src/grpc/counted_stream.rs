@@ -1,6 +1,6 @@
 //! A gRPC connection as a worker serves it: it counts itself among its
-//! worker's open connections while it is open (`tollgate_serve::Live`, for
-//! `FewestOpen`), closes itself once idle (`tollgate_serve::ClosedWhenIdle`),
+//! worker's open connections while it is open ([`Live`], for
+//! `FewestOpen`), closes itself once idle ([`ClosedWhenIdle`]),
 //! and gives tonic the connection's activity, so that a call can count
 //! itself in flight ([`Connection`]).
 
@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::{Activity, ClosedWhenIdle, Connections, Live};
 use tokio::net::TcpStream;
-use tollgate_serve::{Activity, ClosedWhenIdle, Connections, Live};
 use tonic::transport::server::Connected;
 
 /// A [`TcpStream`] counted while it lives and closed once idle; reads and
@@ -45,7 +45,7 @@ impl CountedStream {
 }
 
 /// What tonic puts in each call's extensions: the connection's activity (a
-/// call holds a `tollgate_serve::InFlight` on it).
+/// call holds an [`InFlight`](crate::InFlight) on it).
 #[derive(Clone, Debug)]
 pub(crate) struct Connection {
     pub(crate) activity: Arc<Activity>,

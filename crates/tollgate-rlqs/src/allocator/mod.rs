@@ -1,0 +1,395 @@
+//! The allocator: every bucket the Envoys report, the streams that share
+//! each, and the assignment each stream holds. It translates reports into
+//! `tollgate-core`'s rules ([`QuotaDemand`] for demand and parts,
+//! [`QuotaRate`] for the token bucket of a part) and keeps their state; it
+//! decides nothing of its own but the bounds on memory.
+//!
+//! A stream's report of a bucket subscribes the stream to it (Envoy 1.40's
+//! first message on a new stream is an ordinary report). Each report is
+//! answered with the stream's assignment for every bucket it reported, with
+//! a time to live of [`AllocatorSettings::ttl_s`]. Buckets whose reports
+//! have counted no request for [`AllocatorSettings::idle_ns`] are abandoned
+//! ([`Allocator::take_idle`]); a closed stream's parts return at once
+//! ([`Allocator::close`]); a new configuration is pushed to every stream of
+//! a bucket whose limit changed ([`Allocator::reload`]).
+
+mod counters;
+mod snapshot;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use tollgate_core::{BucketReport, QuotaAssignment, QuotaDemand};
+use tollgate_rls::RateLimitConfig;
+
+use crate::bucket::BucketKey;
+use crate::limit::{BucketLimit, resolve};
+
+pub use counters::DomainCounters;
+pub use snapshot::{BucketSnapshot, StreamSnapshot};
+
+/// The allocator's bounds and timings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocatorSettings {
+    /// Each assignment's time to live, whole seconds (Envoy 1.40 cuts it to
+    /// them), above Envoy's fixed 5 s reporting interval so that an
+    /// assignment renewed at every report never expires while the server
+    /// answers.
+    pub ttl_s: u64,
+    /// A stream whose reports of a bucket count no request for this long
+    /// (nanoseconds) is sent an abandon.
+    pub idle_ns: u64,
+    /// The most buckets one stream may hold.
+    pub max_buckets_per_stream: usize,
+    /// The most buckets the server keeps.
+    pub max_buckets: usize,
+    /// What a bucket past either cap is told (not kept, not counted in any
+    /// budget).
+    pub over_cap: QuotaAssignment,
+}
+
+impl Default for AllocatorSettings {
+    /// 15 s assignments (three of Envoy's reports), abandon after 60 s idle,
+    /// at most 10,000 buckets a stream and 1,000,000 in all, past which a
+    /// bucket is refused (`DENY_ALL`).
+    fn default() -> Self {
+        AllocatorSettings {
+            ttl_s: 15,
+            idle_ns: 60_000_000_000,
+            max_buckets_per_stream: 10_000,
+            max_buckets: 1_000_000,
+            over_cap: QuotaAssignment::DenyAll,
+        }
+    }
+}
+
+/// What the server sends a stream for one bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BucketAnswer {
+    /// Enforce `assignment` for `ttl_s` seconds.
+    Assign {
+        /// The bucket.
+        bucket: BucketKey,
+        /// What to enforce.
+        assignment: QuotaAssignment,
+        /// Its time to live, whole seconds.
+        ttl_s: u64,
+    },
+    /// Forget the bucket (`AbandonAction`).
+    Abandon {
+        /// The bucket.
+        bucket: BucketKey,
+    },
+}
+
+/// One reported bucket: its key and counts.
+pub type Usage = (BucketKey, BucketReport);
+
+type BucketId = (Arc<str>, BucketKey);
+
+/// One bucket's state.
+#[derive(Debug)]
+struct Bucket {
+    limit: BucketLimit,
+    /// The matched descriptor's `detailed_metric`: its values may be shown.
+    detailed: bool,
+    demand: QuotaDemand,
+    /// The assignment each stream was last sent.
+    sent: BTreeMap<u64, QuotaAssignment>,
+}
+
+/// Every bucket and stream (see the module's notes).
+#[derive(Debug, Default)]
+pub struct Allocator {
+    settings: AllocatorSettings,
+    config: Option<Arc<RateLimitConfig>>,
+    buckets: HashMap<BucketId, Bucket>,
+    /// Each stream's buckets.
+    streams: HashMap<u64, BTreeSet<BucketId>>,
+    counters: BTreeMap<Arc<str>, DomainCounters>,
+}
+
+impl Allocator {
+    /// No bucket yet; limits from `config` (every bucket allowed without
+    /// one).
+    pub fn new(settings: AllocatorSettings, config: Option<Arc<RateLimitConfig>>) -> Allocator {
+        Allocator {
+            settings,
+            config,
+            ..Allocator::default()
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Option<&RateLimitConfig> {
+        self.config.as_deref()
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &AllocatorSettings {
+        &self.settings
+    }
+
+    /// Takes `stream`'s report of `usages` in `domain` at `now_ns` (the
+    /// server's clock) and gives the answer for each bucket, in the report's
+    /// order, and the new assignments of the other streams that the report
+    /// freed part of a budget for ([`QuotaDemand::top_up`]), by stream.
+    pub fn report(
+        &mut self,
+        stream: u64,
+        domain: &str,
+        usages: &[Usage],
+        now_ns: u64,
+    ) -> (Vec<BucketAnswer>, BTreeMap<u64, Vec<BucketAnswer>>) {
+        let mut pushes: BTreeMap<u64, Vec<BucketAnswer>> = BTreeMap::new();
+        let domain = self.domain_name(domain);
+        let ttl_s = self.settings.ttl_s;
+        let mut answers = Vec::with_capacity(usages.len());
+        for (key, report) in usages {
+            let counters = self.counters.entry(Arc::clone(&domain)).or_default();
+            counters.reported(*report);
+            let id: BucketId = (Arc::clone(&domain), key.clone());
+            let held = self.streams.get(&stream).map_or(0, BTreeSet::len);
+            let known_to_stream = self
+                .streams
+                .get(&stream)
+                .is_some_and(|buckets| buckets.contains(&id));
+            if !known_to_stream
+                && (held >= self.settings.max_buckets_per_stream
+                    || (!self.buckets.contains_key(&id)
+                        && self.buckets.len() >= self.settings.max_buckets))
+            {
+                counters.over_cap += 1;
+                counters.assignments += 1;
+                answers.push(BucketAnswer::Assign {
+                    bucket: key.clone(),
+                    assignment: self.settings.over_cap,
+                    ttl_s,
+                });
+                continue;
+            }
+            let config = self.config.as_deref();
+            let bucket = self.buckets.entry(id.clone()).or_insert_with(|| {
+                let (limit, detailed) = resolve(config, &domain, key);
+                Bucket {
+                    limit,
+                    detailed,
+                    demand: QuotaDemand::new(),
+                    sent: BTreeMap::new(),
+                }
+            });
+            bucket.demand.report(stream, *report, now_ns);
+            let assignment = match bucket.limit {
+                BucketLimit::AllowAll => QuotaAssignment::AllowAll,
+                BucketLimit::DenyAll => QuotaAssignment::DenyAll,
+                BucketLimit::Shared(rate) => {
+                    let part = bucket.demand.assign(stream, rate.tokens).unwrap_or(0);
+                    top_up(key, bucket, ttl_s, counters, &mut pushes);
+                    rate.assignment(part)
+                }
+            };
+            bucket.sent.insert(stream, assignment);
+            self.streams.entry(stream).or_default().insert(id);
+            counters.assignments += 1;
+            answers.push(BucketAnswer::Assign {
+                bucket: key.clone(),
+                assignment,
+                ttl_s,
+            });
+        }
+        (answers, pushes)
+    }
+
+    /// Forgets `stream` (its gRPC stream ended): its parts return to the
+    /// other streams of its buckets at once, and their new assignments are
+    /// given by stream.
+    pub fn close(&mut self, stream: u64) -> BTreeMap<u64, Vec<BucketAnswer>> {
+        let mut pushes = BTreeMap::new();
+        let Some(buckets) = self.streams.remove(&stream) else {
+            return pushes;
+        };
+        for id in buckets {
+            if let Some(bucket) = self.buckets.get_mut(&id) {
+                bucket.demand.close(stream);
+                bucket.sent.remove(&stream);
+                if bucket.demand.is_empty() {
+                    self.buckets.remove(&id);
+                } else {
+                    let counters = self.counters.entry(Arc::clone(&id.0)).or_default();
+                    top_up(&id.1, bucket, self.settings.ttl_s, counters, &mut pushes);
+                }
+            }
+        }
+        pushes
+    }
+
+    /// Takes out every stream's buckets idle for [`AllocatorSettings::idle_ns`]
+    /// at `now_ns`, and gives the abandons to send, with the new assignments
+    /// of the streams their parts went to, by stream.
+    pub fn take_idle(&mut self, now_ns: u64) -> BTreeMap<u64, Vec<BucketAnswer>> {
+        let mut abandons: BTreeMap<u64, Vec<BucketAnswer>> = BTreeMap::new();
+        let idle_ns = self.settings.idle_ns;
+        let mut emptied = Vec::new();
+        for (id, bucket) in &mut self.buckets {
+            for stream in bucket.demand.take_idle(idle_ns, now_ns) {
+                bucket.sent.remove(&stream);
+                if let Some(buckets) = self.streams.get_mut(&stream) {
+                    buckets.remove(id);
+                }
+                self.counters.entry(Arc::clone(&id.0)).or_default().abandons += 1;
+                abandons
+                    .entry(stream)
+                    .or_default()
+                    .push(BucketAnswer::Abandon {
+                        bucket: id.1.clone(),
+                    });
+            }
+            if bucket.demand.is_empty() {
+                emptied.push(id.clone());
+            } else {
+                let counters = self.counters.entry(Arc::clone(&id.0)).or_default();
+                top_up(&id.1, bucket, self.settings.ttl_s, counters, &mut abandons);
+            }
+        }
+        for id in emptied {
+            self.buckets.remove(&id);
+        }
+        self.streams.retain(|_, buckets| !buckets.is_empty());
+        abandons
+    }
+
+    /// Puts `config` in force: each bucket's limit is looked up again, and
+    /// every stream of a bucket whose limit changed is given its new
+    /// assignment at once (the parts by demand, adding up to the new
+    /// budget), by stream.
+    pub fn reload(
+        &mut self,
+        config: Option<Arc<RateLimitConfig>>,
+    ) -> BTreeMap<u64, Vec<BucketAnswer>> {
+        self.config = config;
+        let ttl_s = self.settings.ttl_s;
+        let mut pushes: BTreeMap<u64, Vec<BucketAnswer>> = BTreeMap::new();
+        for (id, bucket) in &mut self.buckets {
+            let (limit, detailed) = resolve(self.config.as_deref(), &id.0, &id.1);
+            bucket.detailed = detailed;
+            if limit == bucket.limit {
+                continue;
+            }
+            bucket.limit = limit;
+            let assignments: Vec<(u64, QuotaAssignment)> = match limit {
+                BucketLimit::Shared(rate) => bucket
+                    .demand
+                    .assign_all(rate.tokens)
+                    .into_iter()
+                    .map(|(stream, part)| (stream, rate.assignment(part)))
+                    .collect(),
+                BucketLimit::AllowAll | BucketLimit::DenyAll => {
+                    let blanket = if limit == BucketLimit::AllowAll {
+                        QuotaAssignment::AllowAll
+                    } else {
+                        QuotaAssignment::DenyAll
+                    };
+                    bucket
+                        .demand
+                        .demands()
+                        .into_iter()
+                        .map(|(stream, _)| (stream, blanket))
+                        .collect()
+                }
+            };
+            let counters = self.counters.entry(Arc::clone(&id.0)).or_default();
+            for (stream, assignment) in assignments {
+                bucket.sent.insert(stream, assignment);
+                counters.assignments += 1;
+                pushes
+                    .entry(stream)
+                    .or_default()
+                    .push(BucketAnswer::Assign {
+                        bucket: id.1.clone(),
+                        assignment,
+                        ttl_s,
+                    });
+            }
+        }
+        pushes
+    }
+
+    /// The counters of each domain, with its streams and buckets now.
+    pub fn counters(&self) -> BTreeMap<Arc<str>, DomainCounters> {
+        let mut counters = self.counters.clone();
+        for stats in counters.values_mut() {
+            stats.buckets = 0;
+            stats.streams = 0;
+        }
+        for (domain, _) in self.buckets.keys() {
+            counters.entry(Arc::clone(domain)).or_default().buckets += 1;
+        }
+        for buckets in self.streams.values() {
+            let domains: BTreeSet<&Arc<str>> = buckets.iter().map(|(domain, _)| domain).collect();
+            for domain in domains {
+                counters.entry(Arc::clone(domain)).or_default().streams += 1;
+            }
+        }
+        counters
+    }
+
+    /// Counts a report refused as malformed in `domain` ("" when it has
+    /// none).
+    pub fn refused(&mut self, domain: &str) {
+        let domain = self.domain_name(domain);
+        self.counters.entry(domain).or_default().refused += 1;
+    }
+
+    /// The domain's shared name (one allocation per domain, not per report).
+    fn domain_name(&self, domain: &str) -> Arc<str> {
+        self.counters
+            .get_key_value(domain)
+            .map_or_else(|| Arc::from(domain), |(known, _)| Arc::clone(known))
+    }
+
+    /// Each bucket, for the debug page: values shown only where the matched
+    /// descriptor has `detailed_metric`.
+    pub fn snapshot(&self) -> Vec<BucketSnapshot> {
+        snapshot::of(self.buckets.iter().map(|((domain, key), bucket)| {
+            (
+                domain,
+                key,
+                bucket.limit,
+                bucket.detailed,
+                &bucket.demand,
+                &bucket.sent,
+            )
+        }))
+    }
+}
+
+/// Gives the parts of `bucket`'s budget no stream holds to the streams
+/// short of their part by demand ([`QuotaDemand::top_up`]), noting each new
+/// assignment in `pushes`.
+fn top_up(
+    key: &BucketKey,
+    bucket: &mut Bucket,
+    ttl_s: u64,
+    counters: &mut DomainCounters,
+    pushes: &mut BTreeMap<u64, Vec<BucketAnswer>>,
+) {
+    let BucketLimit::Shared(rate) = bucket.limit else {
+        return;
+    };
+    for (stream, part) in bucket.demand.top_up(rate.tokens) {
+        let assignment = rate.assignment(part);
+        bucket.sent.insert(stream, assignment);
+        counters.assignments += 1;
+        pushes
+            .entry(stream)
+            .or_default()
+            .push(BucketAnswer::Assign {
+                bucket: key.clone(),
+                assignment,
+                ttl_s,
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests;

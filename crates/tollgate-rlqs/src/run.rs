@@ -1,0 +1,200 @@
+//! `tollgate rlqs` as a whole: read the settings, load the configuration,
+//! open the listeners, watch the files (a new limit is pushed to its Envoys
+//! at once), abandon idle buckets every second, and stop on a signal.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::signal::unix::SignalKind;
+use tollgate_core::{Clock, SystemClock};
+use tollgate_rls::settings::{SettingsError, StoreSettings, refuse_unsupported};
+use tollgate_rls::{
+    ConfigDirError, ConfigSource, POLL_INTERVAL, RateLimitConfig, ReloadCounters, ReloadTarget,
+    watch_config,
+};
+use tollgate_serve::Signals;
+
+use crate::quotas::Quotas;
+use crate::server::{Addresses, ListenError, Listening, listen};
+use crate::settings::RlqsArguments;
+
+/// How long a stop lets calls in flight finish.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How often idle buckets are looked for.
+pub const IDLE_SWEEP: Duration = Duration::from_secs(1);
+
+/// Why `tollgate rlqs` cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum RlqsError {
+    /// The settings are refused.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// A Redis URL was given: sharing the allocator's state among replicas
+    /// through Redis is not built yet.
+    #[error(
+        "tollgate rlqs keeps its state in memory only for now: run one replica and unset \
+         REDIS_URL (--redis-url)"
+    )]
+    RedisNotYet,
+    /// A listener cannot be opened.
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+    /// The configuration directory cannot be read at start.
+    #[error(transparent)]
+    ConfigDirectory(#[from] ConfigDirError),
+    /// None of the signals that stop the service can be listened for.
+    #[error("cannot listen for SIGTERM, SIGINT or SIGHUP")]
+    Signals(#[source] std::io::Error),
+}
+
+/// `tollgate rlqs` running.
+pub struct Rlqs {
+    listening: Listening,
+    quotas: Arc<Quotas>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// A reload's target: the allocator, which pushes changed limits.
+struct Reloads(Arc<Quotas>);
+
+impl ReloadTarget for Reloads {
+    fn reloaded(&self, config: RateLimitConfig) {
+        tracing::info!("Successfully loaded new configuration");
+        self.0.reload(Some(Arc::new(config)));
+    }
+
+    fn reload_failed(&self) {}
+}
+
+fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+impl Rlqs {
+    /// Starts on the current tokio runtime with the system clock, the files
+    /// polled every second.
+    ///
+    /// # Errors
+    ///
+    /// [`RlqsError`].
+    pub async fn start(arguments: &RlqsArguments) -> Result<Rlqs, RlqsError> {
+        Rlqs::start_on_clock(arguments, POLL_INTERVAL, Arc::new(SystemClock::new())).await
+    }
+
+    /// [`Rlqs::start`] with the files polled every `interval` and demand
+    /// read on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// [`RlqsError`].
+    pub async fn start_on_clock(
+        arguments: &RlqsArguments,
+        interval: Duration,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Rlqs, RlqsError> {
+        arguments.rls.check()?;
+        if arguments.rls.store_settings()? != StoreSettings::Memory {
+            return Err(RlqsError::RedisNotYet);
+        }
+        let source = ConfigSource::from_arguments(&arguments.rls);
+        tracing::warn!(directory = %source.describe(), "configuration files from");
+        let reading = source.clone();
+        let files = tokio::task::spawn_blocking(move || reading.read())
+            .await
+            .unwrap_or_else(|_| Ok(Default::default()))?;
+        let counters = Arc::new(ReloadCounters::default());
+        let config = match source.load(&files) {
+            Ok(config) => Some(Arc::new(config)),
+            Err(error) => {
+                tracing::error!(%error, "Error loading new configuration");
+                None
+            }
+        };
+        let quotas = Quotas::new(arguments.allocator_settings(), config, clock);
+        let dump_quotas = Arc::clone(&quotas);
+        let addresses = Addresses {
+            grpc: join_host_port(&arguments.rls.grpc_host, arguments.rls.grpc_port),
+            http: join_host_port(&arguments.rls.host, arguments.rls.port),
+            debug: join_host_port(&arguments.rls.debug_host, arguments.rls.debug_port),
+        };
+        let listening = listen(
+            &addresses,
+            (arguments.rls.worker_count(), arguments.rls.idle_timeout),
+            &quotas,
+            Arc::new(move || dump_quotas.config_dump()),
+        )
+        .await?;
+        let sweeping = Arc::clone(&quotas);
+        let tasks = vec![
+            watch_config(
+                source,
+                interval,
+                files,
+                counters,
+                Arc::new(Reloads(Arc::clone(&quotas))),
+            ),
+            tokio::spawn(async move {
+                let mut ticks = tokio::time::interval(IDLE_SWEEP);
+                loop {
+                    ticks.tick().await;
+                    sweeping.abandon_idle();
+                }
+            }),
+        ];
+        Ok(Rlqs {
+            listening,
+            quotas,
+            tasks,
+        })
+    }
+
+    /// The listeners.
+    pub fn listening(&self) -> &Listening {
+        &self.listening
+    }
+
+    /// The allocator and streams.
+    pub fn quotas(&self) -> &Arc<Quotas> {
+        &self.quotas
+    }
+
+    /// Stops: unhealthy, every stream ended, calls in flight given `grace`.
+    pub async fn shutdown_within(self, grace: Duration) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.listening.shutdown_within(grace).await;
+    }
+}
+
+/// `tollgate rlqs`: refuses the Go settings tollgate does not support,
+/// starts, and serves until SIGTERM, SIGINT or SIGHUP, then stops
+/// gracefully (a second signal stops at once).
+///
+/// # Errors
+///
+/// [`RlqsError`] when it cannot start.
+pub async fn serve(arguments: RlqsArguments) -> Result<(), RlqsError> {
+    refuse_unsupported(|name| std::env::var(name).ok())?;
+    let mut signals = Signals::listen(&[
+        SignalKind::terminate(),
+        SignalKind::interrupt(),
+        SignalKind::hangup(),
+    ])
+    .map_err(RlqsError::Signals)?;
+    let mut rlqs = Rlqs::start(&arguments).await?;
+    tokio::select! {
+        () = signals.next() => tracing::info!("Received a signal, initiating shutdown"),
+        () = rlqs.listening.wait_for_failure() => tracing::error!("a listener stopped"),
+    }
+    tokio::select! {
+        () = rlqs.shutdown_within(SHUTDOWN_GRACE) => {}
+        () = signals.next() => tracing::warn!("a second signal: stopping at once"),
+    }
+    Ok(())
+}

