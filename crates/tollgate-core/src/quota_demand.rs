@@ -53,19 +53,22 @@ pub struct BucketReport {
     pub denied: u64,
 }
 
-/// What is known of one stream.
+/// What is known of one stream: the record a store keeps for it
+/// ([`QuotaDemand::records`], [`QuotaDemand::from_records`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Stream {
+pub struct StreamRecord {
     /// Thousandths of a request per second, at its last report.
-    demand: u64,
+    pub demand: u64,
     /// When it last reported.
-    reported_ns: u64,
+    pub reported_ns: u64,
     /// When a report of it last counted a request (its first report's time
     /// when none has).
-    active_ns: u64,
+    pub active_ns: u64,
     /// The part of the budget it holds (0 until one is assigned).
-    assigned: u64,
+    pub assigned: u64,
 }
+
+type Stream = StreamRecord;
 
 /// The streams of one bucket, by their ids (the server's numbering of its
 /// gRPC streams), in id order.
@@ -182,6 +185,38 @@ impl QuotaDemand {
             .iter()
             .map(|(&stream, known)| (stream, known.assigned))
             .collect()
+    }
+
+    /// The streams and their records, in id order, for a store to keep.
+    pub fn records(&self) -> Vec<(u64, StreamRecord)> {
+        self.streams
+            .iter()
+            .map(|(&stream, &record)| (stream, record))
+            .collect()
+    }
+
+    /// The bucket a store kept as `records` (a stream listed twice keeps its
+    /// last record).
+    pub fn from_records(records: impl IntoIterator<Item = (u64, StreamRecord)>) -> QuotaDemand {
+        QuotaDemand {
+            streams: records.into_iter().collect(),
+        }
+    }
+
+    /// Takes out the streams that have not reported for `stale_ns` or more
+    /// at `now_ns` (their server is gone: their Envoys' assignments have run
+    /// out), and gives their ids.
+    pub fn take_stale(&mut self, stale_ns: u64, now_ns: u64) -> Vec<u64> {
+        let stale: Vec<u64> = self
+            .streams
+            .iter()
+            .filter(|(_, known)| now_ns.saturating_sub(known.reported_ns) >= stale_ns)
+            .map(|(&stream, _)| stream)
+            .collect();
+        for stream in &stale {
+            self.streams.remove(stream);
+        }
+        stale
     }
 
     /// Forgets `stream` (its gRPC stream closed): its share returns at once.
@@ -366,6 +401,34 @@ mod tests {
         // demand is 100 × 30 / 120 = 25.
         bucket.report(2, report(300, 0), 10 * SECOND);
         assert_eq!(bucket.assign(2, 100), Some(25));
+    }
+
+    #[test]
+    fn records_give_the_same_bucket_back_and_stale_streams_go() {
+        let mut bucket = QuotaDemand::new();
+        bucket.report(1, report(50, 0), 0);
+        bucket.report(2, report(25, 0), 3 * SECOND);
+        // 10 and 5 a second under 100: 10 + 85 / 2 and 5 + 85 / 2, 52.5 and
+        // 47.5, the remainder's token to the earlier: 53.
+        assert_eq!(bucket.assign(1, 100), Some(53));
+        let records = bucket.records();
+        assert_eq!(
+            records[0],
+            (
+                1,
+                StreamRecord {
+                    demand: 10_000,
+                    reported_ns: 0,
+                    active_ns: 0,
+                    assigned: 53
+                }
+            )
+        );
+        let mut kept = QuotaDemand::from_records(records);
+        assert_eq!(kept, bucket);
+        // At 20 s, stream 1 has not reported for 20 s, stream 2 for 17 s.
+        assert_eq!(kept.take_stale(20 * SECOND, 20 * SECOND), vec![1]);
+        assert_eq!(kept.len(), 1);
     }
 
     #[test]

@@ -46,6 +46,7 @@ mod plans;
 mod policy_sync;
 mod protocol;
 mod reach;
+mod records;
 mod redaction;
 mod refund;
 mod script;
@@ -53,5 +54,6 @@ mod split;
 mod store;
 
 pub use config::{RedisConfig, TimeSource};
+pub use records::RedisRecords;
 pub use redaction::{UNREADABLE_URL, redacted_url};
 pub use store::{RedisStore, RedisStoreError};

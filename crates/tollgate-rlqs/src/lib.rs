@@ -20,6 +20,7 @@
 //! - [`convert`]: the protocol's messages;
 //! - [`service`]: the gRPC service;
 //! - [`server`]: the listeners; [`debug`]: the debug pages;
+//! - [`shared`]: each bucket's streams kept in Redis, for replicas;
 //! - [`settings`]: the flags; [`run`]: the command as a whole.
 //!
 //! docs/RLQS.md says what Envoy 1.40's filter really does, and the
@@ -37,6 +38,7 @@ pub mod run;
 pub mod server;
 pub mod service;
 pub mod settings;
+pub mod shared;
 
 pub use run::{Rlqs, RlqsError, serve};
 pub use settings::RlqsArguments;

@@ -3,8 +3,12 @@
 //! abandons of idle buckets and a reload's new limits reach their streams.
 //!
 //! Reports arrive every few seconds per Envoy, so one lock over the
-//! allocator is no bottleneck (bench/rlqs.sh measures the reports a second
-//! it holds); no lock is held across an await.
+//! allocator is no bottleneck; no lock is held across an await. With a
+//! shared store ([`SharedState`], Redis), a report reads its buckets'
+//! records first and writes them back after (see `shared.rs`); when the
+//! store fails or stalls, the report is answered with nothing: the
+//! assignments already sent run until their TTL, and none is sent that the
+//! store does not back.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -19,7 +23,9 @@ use tollgate_rls::RateLimitConfig;
 use crate::allocator::{
     Allocator, AllocatorSettings, BucketAnswer, BucketSnapshot, DomainCounters, Usage,
 };
+use crate::bucket::BucketKey;
 use crate::convert::response;
+use crate::shared::{ATTEMPTS, SharedState, decode, encode, record_name};
 
 /// How many messages may wait for a stream that does not read: past them a
 /// message is dropped (counted), the next report bringing a fresh answer.
@@ -34,7 +40,9 @@ pub struct Quotas {
     streams: Mutex<HashMap<u64, Outgoing>>,
     next_stream: AtomicU64,
     dropped: AtomicU64,
+    store_failures: AtomicU64,
     clock: Arc<dyn Clock>,
+    shared: Option<SharedState>,
 }
 
 impl Quotas {
@@ -44,12 +52,25 @@ impl Quotas {
         config: Option<Arc<RateLimitConfig>>,
         clock: Arc<dyn Clock>,
     ) -> Arc<Quotas> {
+        Quotas::shared(settings, config, clock, None)
+    }
+
+    /// [`Quotas::new`], each bucket's streams kept in `shared` when given;
+    /// streams numbered from a prefix of this replica's own.
+    pub fn shared(
+        settings: AllocatorSettings,
+        config: Option<Arc<RateLimitConfig>>,
+        clock: Arc<dyn Clock>,
+        shared: Option<SharedState>,
+    ) -> Arc<Quotas> {
         Arc::new(Quotas {
             allocator: Mutex::new(Allocator::new(settings, config)),
             streams: Mutex::new(HashMap::new()),
-            next_stream: AtomicU64::new(1),
+            next_stream: AtomicU64::new((u64::from(replica_prefix()) << 32) | 1),
             dropped: AtomicU64::new(0),
+            store_failures: AtomicU64::new(0),
             clock,
+            shared,
         })
     }
 
@@ -60,21 +81,117 @@ impl Quotas {
         stream
     }
 
-    /// Closes `stream`: its parts return to the others at once.
-    pub fn close(&self, stream: u64) {
+    /// Closes `stream`: its parts return to the others at once (with a
+    /// shared store, to this replica's streams at once and to the others'
+    /// at their next report).
+    pub async fn close(&self, stream: u64) {
         self.streams.lock().remove(&stream);
+        let held = self.allocator.lock().buckets_of(stream);
         let pushes = self.allocator.lock().close(stream);
         self.push(pushes);
+        if let Some(shared) = &self.shared {
+            for (domain, key) in held {
+                let name = record_name(&domain, &key);
+                self.without_stream(shared, &name, stream).await;
+            }
+        }
+    }
+
+    /// Takes `stream` out of the record `name`, by compare-and-set.
+    async fn without_stream(&self, shared: &SharedState, name: &str, stream: u64) {
+        for _ in 0..ATTEMPTS {
+            let Ok(read) = shared.records.get(name).await else {
+                self.store_failures.fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            let Some(read) = read else { return };
+            let mut demand = decode(&read);
+            if !demand.records().iter().any(|&(id, _)| id == stream) {
+                return;
+            }
+            demand.close(stream);
+            let written = shared
+                .records
+                .compare_and_set(name, Some(&read), &encode(&demand), shared.time_to_live)
+                .await;
+            match written {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(_) => {
+                    self.store_failures.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
     }
 
     /// The answers to `stream`'s report of `usages` in `domain`, now; the
     /// parts the report freed are sent to the other streams waiting for
-    /// them.
-    pub fn report(&self, stream: u64, domain: &str, usages: &[Usage]) -> Vec<BucketAnswer> {
+    /// them. With a shared store, none when the store fails or stays in
+    /// conflict.
+    pub async fn report(&self, stream: u64, domain: &str, usages: &[Usage]) -> Vec<BucketAnswer> {
+        self.allocator.lock().count_reported(domain, usages);
+        let Some(shared) = &self.shared else {
+            let now = self.clock.now_nanos();
+            let (answers, pushes) = self.allocator.lock().report(stream, domain, usages, now);
+            self.push(pushes);
+            return answers;
+        };
+        for _ in 0..ATTEMPTS {
+            match self.report_shared(shared, stream, domain, usages).await {
+                Ok(Some(answers)) => return answers,
+                Ok(None) => {}
+                Err(()) => break,
+            }
+        }
+        self.store_failures.fetch_add(1, Ordering::Relaxed);
+        Vec::new()
+    }
+
+    /// One attempt at a report with a shared store: `Ok(None)` when another
+    /// replica wrote a record in between, `Err` when the store failed.
+    async fn report_shared(
+        &self,
+        shared: &SharedState,
+        stream: u64,
+        domain: &str,
+        usages: &[Usage],
+    ) -> Result<Option<Vec<BucketAnswer>>, ()> {
+        let mut read: Vec<(&BucketKey, String, Option<Vec<u8>>)> = Vec::new();
+        for (key, _) in usages {
+            let name = record_name(domain, key);
+            let record = shared.records.get(&name).await.map_err(|_| ())?;
+            read.push((key, name, record));
+        }
         let now = self.clock.now_nanos();
-        let (answers, pushes) = self.allocator.lock().report(stream, domain, usages, now);
+        let (answers, pushes, writes) = {
+            let mut allocator = self.allocator.lock();
+            for (key, _, record) in &read {
+                let demand = record.as_deref().map(decode).unwrap_or_default();
+                allocator.keep(domain, key, demand);
+            }
+            let (answers, pushes) = allocator.report(stream, domain, usages, now);
+            let writes: Vec<(String, Option<Vec<u8>>, Vec<u8>)> = read
+                .into_iter()
+                .filter_map(|(key, name, record)| {
+                    let demand = allocator.shared_demand(domain, key)?;
+                    Some((name, record, encode(&demand)))
+                })
+                .collect();
+            (answers, pushes, writes)
+        };
+        for (name, record, new) in &writes {
+            let written = shared
+                .records
+                .compare_and_set(name, record.as_deref(), new, shared.time_to_live)
+                .await
+                .map_err(|_| ())?;
+            if !written {
+                return Ok(None);
+            }
+        }
         self.push(pushes);
-        answers
+        Ok(Some(answers))
     }
 
     /// Counts a malformed report.
@@ -82,10 +199,33 @@ impl Quotas {
         self.allocator.lock().refused(domain);
     }
 
-    /// Sends the abandons of every bucket idle now.
-    pub fn abandon_idle(&self) {
+    /// Sends the abandons of every bucket idle now (with a shared store,
+    /// taking this replica's abandoned streams out of its records).
+    pub async fn abandon_idle(&self) {
         let now = self.clock.now_nanos();
         let abandons = self.allocator.lock().take_idle(now);
+        if let Some(shared) = &self.shared {
+            let local: Vec<(u64, BucketKey)> = {
+                let streams = self.streams.lock();
+                abandons
+                    .iter()
+                    .filter(|(stream, _)| streams.contains_key(stream))
+                    .flat_map(|(&stream, answers)| {
+                        answers.iter().filter_map(move |answer| match answer {
+                            BucketAnswer::Abandon { bucket } => Some((stream, bucket.clone())),
+                            BucketAnswer::Assign { .. } => None,
+                        })
+                    })
+                    .collect()
+            };
+            let domains = self.allocator.lock().domains();
+            for (stream, key) in local {
+                for domain in &domains {
+                    let name = record_name(domain, &key);
+                    self.without_stream(shared, &name, stream).await;
+                }
+            }
+        }
         self.push(abandons);
     }
 
@@ -148,6 +288,12 @@ impl Quotas {
         self.allocator.lock().counters()
     }
 
+    /// Reports answered with nothing, and streams not taken out of a
+    /// record, because the shared store failed or stayed in conflict.
+    pub fn store_failures(&self) -> u64 {
+        self.store_failures.load(Ordering::Relaxed)
+    }
+
     /// Messages dropped because a stream did not read.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
@@ -171,4 +317,20 @@ impl Quotas {
     pub fn settings(&self) -> AllocatorSettings {
         *self.allocator.lock().settings()
     }
+}
+
+/// A 32-bit number of this replica's own, from the process id and the
+/// time it started (no two replicas of one Redis start in the same
+/// nanosecond with the same process id).
+fn replica_prefix() -> u32 {
+    use sha2::{Digest, Sha256};
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    let mut hash = Sha256::new();
+    hash.update(std::process::id().to_be_bytes());
+    hash.update(started.to_be_bytes());
+    let digest = hash.finalize();
+    // Below 2^31, so that ids stay clear of u64's top bit.
+    u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) >> 1
 }

@@ -14,9 +14,12 @@ use tollgate_rls::{
 };
 use tollgate_serve::Signals;
 
+use tollgate_redis::{RedisConfig, RedisRecords};
+
 use crate::quotas::Quotas;
 use crate::server::{Addresses, ListenError, Listening, listen};
 use crate::settings::RlqsArguments;
+use crate::shared::SharedState;
 
 /// How long a stop lets calls in flight finish.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -30,13 +33,9 @@ pub enum RlqsError {
     /// The settings are refused.
     #[error(transparent)]
     Settings(#[from] SettingsError),
-    /// A Redis URL was given: sharing the allocator's state among replicas
-    /// through Redis is not built yet.
-    #[error(
-        "tollgate rlqs keeps its state in memory only for now: run one replica and unset \
-         REDIS_URL (--redis-url)"
-    )]
-    RedisNotYet,
+    /// The Redis settings cannot be used.
+    #[error(transparent)]
+    Redis(#[from] tollgate_redis::RedisStoreError),
     /// A listener cannot be opened.
     #[error(transparent)]
     Listen(#[from] ListenError),
@@ -98,9 +97,7 @@ impl Rlqs {
         clock: Arc<dyn Clock>,
     ) -> Result<Rlqs, RlqsError> {
         arguments.rls.check()?;
-        if arguments.rls.store_settings()? != StoreSettings::Memory {
-            return Err(RlqsError::RedisNotYet);
-        }
+        let shared = shared_state(arguments)?;
         let source = ConfigSource::from_arguments(&arguments.rls);
         tracing::warn!(directory = %source.describe(), "configuration files from");
         let reading = source.clone();
@@ -115,7 +112,7 @@ impl Rlqs {
                 None
             }
         };
-        let quotas = Quotas::new(arguments.allocator_settings(), config, clock);
+        let quotas = Quotas::shared(arguments.allocator_settings(), config, clock, shared);
         let dump_quotas = Arc::clone(&quotas);
         let addresses = Addresses {
             grpc: join_host_port(&arguments.rls.grpc_host, arguments.rls.grpc_port),
@@ -142,7 +139,7 @@ impl Rlqs {
                 let mut ticks = tokio::time::interval(IDLE_SWEEP);
                 loop {
                     ticks.tick().await;
-                    sweeping.abandon_idle();
+                    sweeping.abandon_idle().await;
                 }
             }),
         ];
@@ -170,6 +167,37 @@ impl Rlqs {
         }
         self.listening.shutdown_within(grace).await;
     }
+}
+
+/// The start of every Redis key when `CACHE_KEY_PREFIX` is empty:
+/// `tollgate-rlqs`, apart from `tollgate rls`'s and the gateway's.
+pub const DEFAULT_REDIS_PREFIX: &str = "tollgate-rlqs";
+
+/// The shared store the settings name (`REDIS_URL`), or none (memory).
+fn shared_state(arguments: &RlqsArguments) -> Result<Option<SharedState>, RlqsError> {
+    let StoreSettings::Redis {
+        url,
+        ca_file,
+        timeout,
+    } = arguments.rls.store_settings()?
+    else {
+        tracing::warn!("quota state kept in memory (one replica)");
+        return Ok(None);
+    };
+    let mut config = RedisConfig::new(url.as_str());
+    config.timeout = timeout;
+    config.ca_file = ca_file;
+    config.prefix = if arguments.rls.cache_key_prefix.is_empty() {
+        DEFAULT_REDIS_PREFIX.to_owned()
+    } else {
+        arguments.rls.cache_key_prefix.clone()
+    };
+    tracing::warn!(url = %tollgate_redis::redacted_url(url.as_str()), "quota state kept in Redis (replicas share it)");
+    let records = RedisRecords::connect(&config)?;
+    Ok(Some(SharedState {
+        records,
+        time_to_live: arguments.abandon_after + arguments.assignment_ttl + Duration::from_secs(10),
+    }))
 }
 
 /// `tollgate rlqs`: refuses the Go settings tollgate does not support,

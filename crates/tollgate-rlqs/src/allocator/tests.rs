@@ -45,6 +45,7 @@ fn answered(
     usages: &[Usage],
     now_ns: u64,
 ) -> Vec<QuotaAssignment> {
+    allocator.count_reported("edge", usages);
     assigned(&allocator.report(stream, "edge", usages, now_ns).0)
 }
 
@@ -74,6 +75,7 @@ fn streams_share_a_bucket_by_demand() {
         vec![QuotaAssignment::DenyAll]
     );
     // Stream 1 reports again: 70, freeing 30, pushed to stream 2 at once.
+    allocator.count_reported("edge", &[usage("shared", 350, 0)]);
     let (answers, pushes) = allocator.report(1, "edge", &[usage("shared", 350, 0)], 5 * SECOND);
     assert_eq!(assigned(&answers), vec![bucket(70, 70)]);
     assert_eq!(assigned(&pushes[&2]), vec![bucket(30, 30)]);
