@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse;
+use futures_util::future::join_all;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tollgate_core::Clock;
@@ -137,61 +138,115 @@ impl Quotas {
             self.push(pushes);
             return answers;
         };
+        // Each bucket is tried until its record is written: a bucket whose
+        // record another replica wrote in between is tried again alone, so
+        // that no report counts twice in a record.
+        let mut answered: Vec<Option<BucketAnswer>> = vec![None; usages.len()];
+        let mut pending: Vec<usize> = (0..usages.len()).collect();
         for _ in 0..ATTEMPTS {
-            match self.report_shared(shared, stream, domain, usages).await {
-                Ok(Some(answers)) => return answers,
-                Ok(None) => {}
-                Err(()) => break,
+            if pending.is_empty() {
+                break;
             }
+            let subset: Vec<Usage> = pending.iter().map(|&index| usages[index].clone()).collect();
+            let Ok(results) = self.report_shared(shared, stream, domain, &subset).await else {
+                break;
+            };
+            let mut conflicted = Vec::new();
+            for (index, (answer, written)) in pending.iter().zip(results) {
+                if written {
+                    answered[*index] = Some(answer);
+                } else {
+                    conflicted.push(*index);
+                }
+            }
+            pending = conflicted;
         }
-        self.store_failures.fetch_add(1, Ordering::Relaxed);
-        Vec::new()
+        if !pending.is_empty() {
+            self.store_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        answered.into_iter().flatten().collect()
     }
 
-    /// One attempt at a report with a shared store: `Ok(None)` when another
-    /// replica wrote a record in between, `Err` when the store failed.
+    /// One attempt at a report with a shared store: each bucket's answer and
+    /// whether its record was written (false: another replica wrote it in
+    /// between); `Err` when the store failed. The records are read, and
+    /// written, all at once.
     async fn report_shared(
         &self,
         shared: &SharedState,
         stream: u64,
         domain: &str,
         usages: &[Usage],
-    ) -> Result<Option<Vec<BucketAnswer>>, ()> {
-        let mut read: Vec<(&BucketKey, String, Option<Vec<u8>>)> = Vec::new();
-        for (key, _) in usages {
-            let name = record_name(domain, key);
-            let record = shared.records.get(&name).await.map_err(|_| ())?;
-            read.push((key, name, record));
-        }
+    ) -> Result<Vec<(BucketAnswer, bool)>, ()> {
+        let names: Vec<String> = usages
+            .iter()
+            .map(|(key, _)| record_name(domain, key))
+            .collect();
+        let records = join_all(names.iter().map(|name| shared.records.get(name))).await;
+        let records: Vec<Option<Vec<u8>>> = records
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .map_err(|_| ())?;
         let now = self.clock.now_nanos();
         let (answers, pushes, writes) = {
             let mut allocator = self.allocator.lock();
-            for (key, _, record) in &read {
+            for ((key, _), record) in usages.iter().zip(&records) {
                 let demand = record.as_deref().map(decode).unwrap_or_default();
                 allocator.keep(domain, key, demand);
             }
             let (answers, pushes) = allocator.report(stream, domain, usages, now);
-            let writes: Vec<(String, Option<Vec<u8>>, Vec<u8>)> = read
-                .into_iter()
-                .filter_map(|(key, name, record)| {
-                    let demand = allocator.shared_demand(domain, key)?;
-                    Some((name, record, encode(&demand)))
+            let writes: Vec<Option<Vec<u8>>> = usages
+                .iter()
+                .map(|(key, _)| {
+                    allocator
+                        .shared_demand(domain, key)
+                        .map(|demand| encode(&demand))
                 })
                 .collect();
             (answers, pushes, writes)
         };
-        for (name, record, new) in &writes {
-            let written = shared
-                .records
-                .compare_and_set(name, record.as_deref(), new, shared.time_to_live)
-                .await
-                .map_err(|_| ())?;
-            if !written {
-                return Ok(None);
-            }
-        }
+        let written = join_all(names.iter().zip(&records).zip(&writes).map(
+            |((name, record), new)| async move {
+                match new {
+                    None => Ok(true),
+                    Some(new) => {
+                        shared
+                            .records
+                            .compare_and_set(name, record.as_deref(), new, shared.time_to_live)
+                            .await
+                    }
+                }
+            },
+        ))
+        .await;
+        let written: Vec<bool> = written
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .map_err(|_| ())?;
+        // Parts pushed to other streams only from the records written.
+        let conflicted: Vec<&BucketKey> = usages
+            .iter()
+            .zip(&written)
+            .filter(|(_, written)| !**written)
+            .map(|((key, _), _)| key)
+            .collect();
+        let pushes = pushes
+            .into_iter()
+            .map(|(stream, answers)| {
+                let kept: Vec<BucketAnswer> = answers
+                    .into_iter()
+                    .filter(|answer| match answer {
+                        BucketAnswer::Assign { bucket, .. } | BucketAnswer::Abandon { bucket } => {
+                            !conflicted.contains(&bucket)
+                        }
+                    })
+                    .collect();
+                (stream, kept)
+            })
+            .filter(|(_, answers)| !answers.is_empty())
+            .collect();
         self.push(pushes);
-        Ok(Some(answers))
+        Ok(answers.into_iter().zip(written).collect())
     }
 
     /// Counts a malformed report.
