@@ -17,7 +17,9 @@ use tollgate_rlqs::bucket::BucketKey;
 use tollgate_rlqs::quotas::Quotas;
 use tollgate_rlqs::shared::SharedState;
 use tollgate_rls::{LoaderOptions, RateLimitConfig};
-use tollgate_test_support::redis::{keys, prefix, require_cluster_url, require_redis_url};
+use tollgate_test_support::redis::{
+    OwnRedis, Stalled, keys, prefix, require_cluster_url, require_redis_url,
+};
 
 const YAML: &str = "
 domain: edge
@@ -30,6 +32,7 @@ descriptors:
 fn replica(url: &str, prefix: &str, clock: &Arc<ManualClock>) -> Arc<Quotas> {
     let mut config = RedisConfig::new(url);
     config.prefix = prefix.to_owned();
+    config.timeout = Duration::from_millis(300);
     let limits =
         RateLimitConfig::from_sources(&[("quota.yaml", YAML)], &LoaderOptions::default()).unwrap();
     Quotas::shared(
@@ -163,4 +166,44 @@ async fn two_replicas_split_one_budget_on_a_redis_cluster() {
             let _: i64 = redis::cmd("DEL").arg(name).query(&mut connection).unwrap();
         }
     }
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(has_redis),
+    ignore = "set REDIS_URL=redis://127.0.0.1:6379 (and install redis-server) to run"
+)]
+async fn a_stalled_redis_never_holds_a_stream_and_backs_no_assignment() {
+    // A redis-server of this test's own, to stall.
+    let _ = require_redis_url();
+    let redis = OwnRedis::start();
+    let url = redis.url();
+    let prefix = prefix("rlqs-stall");
+    let clock = Arc::new(ManualClock::new(1_000_000_000_000));
+    let quotas = replica(&url, &prefix, &clock);
+    let (outgoing, _answers) = mpsc::channel(8);
+    let stream = quotas.open(outgoing);
+    assert_eq!(
+        assignment(&quotas.report(stream, "edge", &shared(250)).await),
+        bucket(100)
+    );
+    // Stalled: the report is answered with nothing within the store's
+    // timeout (300 ms; 2 s allowed for a busy machine), and counted.
+    let stalled = Stalled::stop(std::slice::from_ref(&url));
+    clock.advance(Duration::from_secs(5));
+    let answered = tokio::time::timeout(
+        Duration::from_secs(2),
+        quotas.report(stream, "edge", &shared(250)),
+    )
+    .await
+    .expect("a stalled store does not hold the report");
+    assert_eq!(answered, Vec::new());
+    assert_eq!(quotas.store_failures(), 1);
+    drop(stalled);
+    // Once Redis answers, so does the server.
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(
+        assignment(&quotas.report(stream, "edge", &shared(250)).await),
+        bucket(100)
+    );
 }
