@@ -64,6 +64,10 @@ impl Default for AllocatorSettings {
     }
 }
 
+/// The domain every domain the configuration lacks is kept and counted
+/// under (its buckets are all `ALLOW_ALL`).
+pub const UNKNOWN_DOMAIN: &str = "(unknown)";
+
 /// What the server sends a stream for one bucket.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BucketAnswer {
@@ -366,11 +370,19 @@ impl Allocator {
         self.counters.entry(domain).or_default().refused += 1;
     }
 
-    /// The domain's shared name (one allocation per domain, not per report).
+    /// The domain's shared name (one allocation per domain, not per report):
+    /// the domain itself when the configuration has it, else
+    /// [`UNKNOWN_DOMAIN`], so that a client naming ever new domains grows
+    /// neither the counters nor the metrics' labels.
     fn domain_name(&self, domain: &str) -> Arc<str> {
+        let known = self
+            .config
+            .as_deref()
+            .is_some_and(|config| config.domains().any(|name| name == domain));
+        let name = if known { domain } else { UNKNOWN_DOMAIN };
         self.counters
-            .get_key_value(domain)
-            .map_or_else(|| Arc::from(domain), |(known, _)| Arc::clone(known))
+            .get_key_value(name)
+            .map_or_else(|| Arc::from(name), |(known, _)| Arc::clone(known))
     }
 
     /// Each bucket, for the debug page: values shown only where the matched

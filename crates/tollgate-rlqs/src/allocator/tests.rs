@@ -207,3 +207,20 @@ fn a_reload_pushes_the_new_limit_to_every_stream() {
             .is_empty()
     );
 }
+
+#[test]
+fn domains_the_configuration_lacks_are_counted_as_one() {
+    let mut allocator = Allocator::new(AllocatorSettings::default(), config(YAML));
+    for domain in ["made-up-1", "made-up-2", "made-up-3"] {
+        allocator.count_reported(domain, &[usage("shared", 1, 0)]);
+        let (answers, _) = allocator.report(1, domain, &[usage("shared", 1, 0)], 0);
+        assert_eq!(assigned(&answers), vec![QuotaAssignment::AllowAll]);
+    }
+    let counters = allocator.counters();
+    assert_eq!(
+        counters.keys().map(|domain| &**domain).collect::<Vec<_>>(),
+        vec![UNKNOWN_DOMAIN]
+    );
+    assert_eq!(counters[UNKNOWN_DOMAIN].allowed, 3);
+    assert_eq!(counters[UNKNOWN_DOMAIN].buckets, 1);
+}
