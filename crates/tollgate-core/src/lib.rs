@@ -68,6 +68,7 @@ pub use policy::{Algorithm, MAX_VALUE, Policy, PolicyError, PolicyField};
 pub use quota_assignment::{QuotaAssignment, QuotaRate};
 pub use quota_demand::{
     BucketReport, FIRST_REPORT_SPAN_NS, KEEP_WITHIN, QuotaDemand, SHORTEST_SPAN_NS, StreamRecord,
+    stale_after_ns,
 };
 pub use quota_split::{MAX_DEMAND, split_by_demand};
 pub use ratelimit_fields::{

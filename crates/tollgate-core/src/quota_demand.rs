@@ -39,6 +39,17 @@ pub const FIRST_REPORT_SPAN_NS: u64 = 5_000_000_000;
 /// The shortest span a report counts over: 1 s.
 pub const SHORTEST_SPAN_NS: u64 = 1_000_000_000;
 
+/// How long a stream may go without reporting before its part is taken
+/// back ([`QuotaDemand::take_stale`]): its last assignment's time to live,
+/// `ttl_s` whole seconds, and one more of Envoy's 5 s reports
+/// ([`FIRST_REPORT_SPAN_NS`]), after which its Envoy enforces its own
+/// fallback, not the part.
+pub fn stale_after_ns(ttl_s: u64) -> u64 {
+    ttl_s
+        .saturating_mul(1_000_000_000)
+        .saturating_add(FIRST_REPORT_SPAN_NS)
+}
+
 /// A stream keeps the part it holds when its new part differs from it by no
 /// more than one part in `KEEP_WITHIN` (6.25 %).
 pub const KEEP_WITHIN: u64 = 16;
@@ -177,6 +188,11 @@ impl QuotaDemand {
             }
         }
         parts
+    }
+
+    /// The part `stream` holds, if it has reported.
+    pub fn part_of(&self, stream: u64) -> Option<u64> {
+        self.streams.get(&stream).map(|known| known.assigned)
     }
 
     /// The parts the streams hold, in id order.
@@ -429,6 +445,13 @@ mod tests {
         // At 20 s, stream 1 has not reported for 20 s, stream 2 for 17 s.
         assert_eq!(kept.take_stale(20 * SECOND, 20 * SECOND), vec![1]);
         assert_eq!(kept.len(), 1);
+    }
+
+    #[test]
+    fn a_stream_is_stale_a_report_after_its_ttl() {
+        // 15 s of TTL and one 5 s report.
+        assert_eq!(stale_after_ns(15), 20 * SECOND);
+        assert_eq!(stale_after_ns(u64::MAX), u64::MAX);
     }
 
     #[test]

@@ -23,10 +23,11 @@ pub enum ReportError {
     NoDomain,
 }
 
-/// A report's usages, each bucket's key and counts; the buckets that are
-/// refused (no entries, too many, too long) are left out and counted in the
-/// second value. A report with no buckets (Envoy 1.40 sends them while it
-/// holds none) has no usages.
+/// A report's usages, each bucket's key and counts, a bucket listed twice
+/// once with its counts added (so that no copy counts as a report of its
+/// own); the buckets that are refused (no entries, too many, too long) are
+/// left out and counted in the second value. A report with no buckets
+/// (Envoy 1.40 sends them while it holds none) has no usages.
 ///
 /// # Errors
 ///
@@ -36,20 +37,31 @@ pub fn usages(report: &RateLimitQuotaUsageReports) -> Result<(Vec<Usage>, usize)
         return Err(ReportError::NoDomain);
     }
     let mut refused = 0;
-    let mut usages = Vec::with_capacity(report.bucket_quota_usages.len());
+    let mut usages: Vec<Usage> = Vec::with_capacity(report.bucket_quota_usages.len());
+    let mut seen: std::collections::HashMap<BucketKey, usize> = std::collections::HashMap::new();
     for usage in &report.bucket_quota_usages {
         let key = match usage.bucket_id.as_ref() {
             Some(id) => BucketKey::from_map(&id.bucket),
             None => Err(BucketError::Empty),
         };
         match key {
-            Ok(key) => usages.push((
-                key,
-                BucketReport {
-                    allowed: usage.num_requests_allowed,
-                    denied: usage.num_requests_denied,
-                },
-            )),
+            Ok(key) => match seen.get(&key) {
+                Some(&index) => {
+                    let counts: &mut BucketReport = &mut usages[index].1;
+                    counts.allowed = counts.allowed.saturating_add(usage.num_requests_allowed);
+                    counts.denied = counts.denied.saturating_add(usage.num_requests_denied);
+                }
+                None => {
+                    seen.insert(key.clone(), usages.len());
+                    usages.push((
+                        key,
+                        BucketReport {
+                            allowed: usage.num_requests_allowed,
+                            denied: usage.num_requests_denied,
+                        },
+                    ));
+                }
+            },
             Err(_) => refused += 1,
         }
     }

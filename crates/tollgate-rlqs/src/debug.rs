@@ -145,8 +145,12 @@ pub fn prometheus_page(quotas: &Quotas) -> String {
         page,
         "# HELP tollgate_rlqs_dropped_messages_total Messages dropped because a stream did not read its answers.\n\
          # TYPE tollgate_rlqs_dropped_messages_total counter\n\
-         tollgate_rlqs_dropped_messages_total {}",
-        quotas.dropped()
+         tollgate_rlqs_dropped_messages_total {}\n\
+         # HELP tollgate_rlqs_store_failures_total Reports (or a stream's leaving) the shared store could not back: the store failed, stalled or stayed in conflict.\n\
+         # TYPE tollgate_rlqs_store_failures_total counter\n\
+         tollgate_rlqs_store_failures_total {}",
+        quotas.dropped(),
+        quotas.store_failures()
     );
     page
 }

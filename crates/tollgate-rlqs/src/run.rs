@@ -60,7 +60,8 @@ struct Reloads(Arc<Quotas>);
 impl ReloadTarget for Reloads {
     fn reloaded(&self, config: RateLimitConfig) {
         tracing::info!("Successfully loaded new configuration");
-        self.0.reload(Some(Arc::new(config)));
+        let quotas = Arc::clone(&self.0);
+        tokio::spawn(async move { quotas.reload(Some(Arc::new(config))).await });
     }
 
     fn reload_failed(&self) {}

@@ -47,7 +47,11 @@ impl RateLimitQuotaService for QuotaService {
     ) -> Result<Response<Self::StreamRateLimitQuotasStream>, Status> {
         let mut inbound = request.into_inner();
         let (outgoing, answers) = mpsc::channel(STREAM_QUEUE);
-        let stream = self.quotas.open(outgoing);
+        let Some(stream) = self.quotas.open(outgoing) else {
+            return Err(Status::resource_exhausted(
+                "too many quota streams are open",
+            ));
+        };
         let quotas = Arc::clone(&self.quotas);
         tokio::spawn(async move {
             while let Ok(Some(report)) = inbound.message().await {
@@ -56,8 +60,8 @@ impl RateLimitQuotaService for QuotaService {
                         for _ in 0..refused {
                             quotas.refused(&report.domain);
                         }
-                        let answers = quotas.report(stream, &report.domain, &usages).await;
-                        if !quotas.answer(stream, &answers) {
+                        quotas.report(stream, &report.domain, &usages).await;
+                        if !quotas.is_open(stream) {
                             break;
                         }
                     }

@@ -52,6 +52,17 @@ pub struct RlqsArguments {
     )]
     pub max_buckets: usize,
 
+    /// The most streams (Envoys' quota streams) open at once; past it a new
+    /// stream is refused with `RESOURCE_EXHAUSTED` (Envoy retries at its
+    /// next report).
+    #[arg(
+        long,
+        env = "TOLLGATE_RLQS_MAX_STREAMS",
+        default_value_t = 100_000,
+        value_name = "COUNT"
+    )]
+    pub max_streams: usize,
+
     /// What a bucket past either cap is told: `deny` (`DENY_ALL`) or
     /// `allow` (`ALLOW_ALL`).
     #[arg(long, env = "TOLLGATE_RLQS_OVER_CAP", value_enum, default_value_t = OverCap::Deny,
@@ -128,6 +139,7 @@ impl RlqsArguments {
                 OverCap::Deny => QuotaAssignment::DenyAll,
                 OverCap::Allow => QuotaAssignment::AllowAll,
             },
+            max_streams: self.max_streams,
         }
     }
 }

@@ -338,3 +338,49 @@ async fn a_closed_streams_part_goes_to_the_others_at_once() {
     assert_eq!(next(&mut first).await, vec!["bucket 100 100 1s ttl 15s"]);
     rlqs.shutdown_within(Duration::from_millis(200)).await;
 }
+
+#[tokio::test]
+async fn a_bucket_listed_twice_in_a_report_counts_once() {
+    let (rlqs, _directory, _clock) = start(|_| {}).await;
+    let mut stream = open(&rlqs).await;
+    stream
+        .reports
+        .send(report(
+            "edge",
+            vec![
+                usage(&[("name", "shared")], 200, 0),
+                usage(&[("name", "shared")], 50, 0),
+            ],
+        ))
+        .await
+        .unwrap();
+    // One bucket, one answer; its counts added: 250 over 5 s, 50 a second.
+    assert_eq!(next(&mut stream).await, vec!["bucket 100 100 1s ttl 15s"]);
+    let page: serde_json::Value = serde_json::from_str(&page(&rlqs, "/rlqs").await).unwrap();
+    assert_eq!(page["buckets"][0]["streams"][0]["demand_per_s"], 50.0);
+    rlqs.shutdown_within(Duration::from_millis(200)).await;
+}
+
+#[tokio::test]
+async fn streams_past_the_cap_are_refused_with_resource_exhausted() {
+    let (rlqs, _directory, _clock) = start(|arguments| {
+        arguments.max_streams = 1;
+    })
+    .await;
+    let mut first = open(&rlqs).await;
+    first
+        .reports
+        .send(report("edge", vec![usage(&[("name", "shared")], 1, 0)]))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut first).await, vec!["bucket 100 100 1s ttl 15s"]);
+    let address = format!("http://{}", rlqs.listening().grpc.unwrap());
+    let mut client = RateLimitQuotaServiceClient::connect(address).await.unwrap();
+    let (_reports, outgoing) = mpsc::channel::<RateLimitQuotaUsageReports>(1);
+    let refused = client
+        .stream_rate_limit_quotas(ReceiverStream::new(outgoing))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+    rlqs.shutdown_within(Duration::from_millis(200)).await;
+}

@@ -72,9 +72,9 @@ async fn two_replicas_split_one_budget(url: &str) {
     let clock = Arc::new(ManualClock::new(1_000_000_000_000));
     let (first, second) = (replica(url, &prefix, &clock), replica(url, &prefix, &clock));
     let (outgoing, _answers_one) = mpsc::channel(8);
-    let one = first.open(outgoing);
+    let one = first.open(outgoing).unwrap();
     let (outgoing, _answers_two) = mpsc::channel(8);
-    let two = second.open(outgoing);
+    let two = second.open(outgoing).unwrap();
     assert_ne!(one, two, "stream ids are unique across replicas");
     // 250 over the first report's 5 s: 50 a second each.
     assert_eq!(
@@ -140,9 +140,9 @@ async fn two_replicas_split_one_budget_on_a_redis_cluster() {
         replica(&url, &prefix, &clock),
     );
     let (outgoing, _answers_one) = mpsc::channel(8);
-    let one = first.open(outgoing);
+    let one = first.open(outgoing).unwrap();
     let (outgoing, _answers_two) = mpsc::channel(8);
-    let two = second.open(outgoing);
+    let two = second.open(outgoing).unwrap();
     assert_eq!(
         assignment(&first.report(one, "edge", &shared(250)).await),
         bucket(100)
@@ -182,7 +182,7 @@ async fn a_stalled_redis_never_holds_a_stream_and_backs_no_assignment() {
     let clock = Arc::new(ManualClock::new(1_000_000_000_000));
     let quotas = replica(&url, &prefix, &clock);
     let (outgoing, _answers) = mpsc::channel(8);
-    let stream = quotas.open(outgoing);
+    let stream = quotas.open(outgoing).unwrap();
     assert_eq!(
         assignment(&quotas.report(stream, "edge", &shared(250)).await),
         bucket(100)

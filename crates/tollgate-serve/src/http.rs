@@ -66,7 +66,7 @@ pub async fn serve_http<Make, Service, ResponseBody>(
             accepted = crate::accept(&listener, &stopping, &listed) => {
                 let Some((stream, peer)) = accepted else { break };
                 let activity = Activity::new();
-                listed.register(&activity);
+                listed.register_for(&activity, &stopping);
                 let io = TokioIo::new(Tracked::new(stream, &activity));
                 let service = TowerToHyperService::new(service_for(peer));
                 let requests = Arc::clone(&activity);

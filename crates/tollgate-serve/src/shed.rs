@@ -27,10 +27,6 @@ struct Listed {
     activities: Vec<Weak<Activity>>,
     /// The list's length after its last sweep of closed connections.
     after_sweep: usize,
-    /// Set by [`Connections::shed_all`]: a connection listed later (accepted
-    /// just before the stop, or handed to its worker after it) is shed as
-    /// it is listed.
-    all_shed: bool,
 }
 
 impl Connections {
@@ -51,7 +47,17 @@ impl Connections {
             listed.after_sweep = listed.activities.len();
         }
         listed.activities.push(Arc::downgrade(activity));
-        if listed.all_shed {
+    }
+
+    /// [`Connections::register`] for a connection of the listener `stopping`
+    /// belongs to, shed at once if that listener has stopped: a connection
+    /// accepted just before the stop, or handed to its worker after it, is
+    /// listed after [`Connections::shed_all`] ran. Only that listener's: the
+    /// process's other listeners (the gateway's admin listener, which answers
+    /// `/readyz` during a drain) go on listing theirs unshed.
+    pub fn register_for(&self, activity: &Arc<Activity>, stopping: &crate::Stopping) {
+        self.register(activity);
+        if stopping.is_stopped() {
             activity.shed();
         }
     }
@@ -71,13 +77,13 @@ impl Connections {
             .count()
     }
 
-    /// Sheds every open connection, and every one listed from now on (at a
-    /// stop): each closes once none of its requests is in flight.
+    /// Sheds every open connection (at a stop): each closes once none of its
+    /// requests is in flight. Connections listed later are shed by
+    /// [`Connections::register_for`] when their own listener has stopped.
     pub fn shed_all(&self) {
-        let Ok(mut listed) = self.listed.lock() else {
+        let Ok(listed) = self.listed.lock() else {
             return;
         };
-        listed.all_shed = true;
         let open: Vec<Arc<Activity>> = listed.activities.iter().filter_map(Weak::upgrade).collect();
         drop(listed);
         for activity in open {
@@ -167,14 +173,22 @@ mod tests {
     }
 
     #[test]
-    fn after_shedding_all_a_connection_is_shed_as_it_is_listed() {
+    fn after_a_stop_only_the_stopped_listeners_connections_are_shed_as_listed() {
         let connections = Connections::new();
+        let (stopped, stopped_listener) = crate::Shutdown::new();
+        let (_running, running_listener) = crate::Shutdown::new();
         let before = Activity::new();
-        connections.register(&before);
+        connections.register_for(&before, &stopped_listener);
+        stopped.stop();
         connections.shed_all();
         let after = Activity::new();
-        connections.register(&after);
+        connections.register_for(&after, &stopped_listener);
+        // Another listener of the process (the gateway's admin) still
+        // answers: its new connection is listed unshed.
+        let admin = Activity::new();
+        connections.register_for(&admin, &running_listener);
         assert!(before.is_shed() && after.is_shed());
+        assert!(!admin.is_shed());
     }
 
     #[test]

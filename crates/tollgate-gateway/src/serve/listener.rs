@@ -45,7 +45,7 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
         let idle_timeout = worker.app.in_force.load().config.idle_timeout;
         let access_log = worker.app.access_log.clone();
         let activity = Activity::new();
-        worker.app.connections.register(&activity);
+        worker.app.connections.register_for(&activity, &stopping);
         let stream = Tracked::new(stream, &activity);
         let worker = worker.clone();
         let client = Arc::new(match tls {

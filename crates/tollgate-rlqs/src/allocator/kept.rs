@@ -11,16 +11,30 @@ use super::{Allocator, BucketKey};
 use crate::limit::BucketLimit;
 
 impl Allocator {
-    /// Puts `demand` (the bucket's streams as the store keeps them) in
-    /// force for the next report of the bucket `key` in `domain`.
-    pub fn keep(&mut self, domain: &str, key: &BucketKey, demand: QuotaDemand) {
+    /// Puts `record` (the bucket's streams as the store keeps them; `None`
+    /// when it keeps none) in force for the next report of the bucket `key`
+    /// in `domain`. A bucket whose limit is a blanket rule keeps no record:
+    /// its own streams stay, so that it goes idle as in memory.
+    pub fn keep(&mut self, domain: &str, key: &BucketKey, record: Option<QuotaDemand>) {
         let id = (Arc::from(domain), key.clone());
         match self.buckets.get_mut(&id) {
-            Some(bucket) => bucket.demand = demand,
+            Some(bucket) => {
+                if let BucketLimit::Shared(_) = bucket.limit {
+                    bucket.demand = record.unwrap_or_default();
+                }
+            }
             None => {
-                self.kept.insert(id, demand);
+                if let Some(record) = record {
+                    self.kept.insert(id, record);
+                }
             }
         }
+    }
+
+    /// Whether `stream` is one of this server's (it has reported here and
+    /// not closed).
+    pub fn holds_stream(&self, stream: u64) -> bool {
+        self.streams.contains_key(&stream)
     }
 
     /// The streams of the bucket `key` in `domain`, to be written to the
@@ -34,11 +48,6 @@ impl Allocator {
             BucketLimit::Shared(_) => Some(bucket.demand.clone()),
             BucketLimit::AllowAll | BucketLimit::DenyAll => None,
         }
-    }
-
-    /// Every domain reported so far.
-    pub fn domains(&self) -> Vec<Arc<str>> {
-        self.counters.keys().cloned().collect()
     }
 
     /// The buckets `stream` holds in `domain`s, as (domain, key).

@@ -15,18 +15,20 @@
 
 mod counters;
 mod kept;
+mod reload;
 mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use tollgate_core::{BucketReport, QuotaAssignment, QuotaDemand};
+use tollgate_core::{BucketReport, QuotaAssignment, QuotaDemand, stale_after_ns};
 use tollgate_rls::RateLimitConfig;
 
 use crate::bucket::BucketKey;
 use crate::limit::{BucketLimit, resolve};
 
 pub use counters::DomainCounters;
+pub use reload::Reshare;
 pub use snapshot::{BucketSnapshot, StreamSnapshot};
 
 /// The allocator's bounds and timings.
@@ -47,12 +49,15 @@ pub struct AllocatorSettings {
     /// What a bucket past either cap is told (not kept, not counted in any
     /// budget).
     pub over_cap: QuotaAssignment,
+    /// The most streams open at once; past it a new stream is refused
+    /// (`RESOURCE_EXHAUSTED`).
+    pub max_streams: usize,
 }
 
 impl Default for AllocatorSettings {
     /// 15 s assignments (three of Envoy's reports), abandon after 60 s idle,
     /// at most 10,000 buckets a stream and 1,000,000 in all, past which a
-    /// bucket is refused (`DENY_ALL`).
+    /// bucket is refused (`DENY_ALL`), at most 100,000 streams.
     fn default() -> Self {
         AllocatorSettings {
             ttl_s: 15,
@@ -60,6 +65,7 @@ impl Default for AllocatorSettings {
             max_buckets_per_stream: 10_000,
             max_buckets: 1_000_000,
             over_cap: QuotaAssignment::DenyAll,
+            max_streams: 100_000,
         }
     }
 }
@@ -86,6 +92,9 @@ pub enum BucketAnswer {
         bucket: BucketKey,
     },
 }
+
+/// A bucket abandoned on a stream: the stream, the domain, the bucket.
+pub type Abandoned = (u64, Arc<str>, BucketKey);
 
 /// One reported bucket: its key and counts.
 pub type Usage = (BucketKey, BucketReport);
@@ -115,13 +124,18 @@ pub struct Allocator {
     /// Buckets' streams as a shared store keeps them, read before a report
     /// and put in force by it ([`Allocator::keep`]).
     kept: HashMap<BucketId, QuotaDemand>,
+    /// Whether the buckets' streams are kept in a shared store: then a part
+    /// is raised only in a report, whose record is read and written around
+    /// it, never by a close, an abandon or a reload here.
+    shared: bool,
 }
 
-/// How long a stream may go without reporting before its part is taken back
-/// (its server is gone, or its Envoy lost its stream): its last
-/// assignment's TTL and one more of Envoy's 5 s reports.
-fn stale_ns(ttl_s: u64) -> u64 {
-    ttl_s.saturating_add(5).saturating_mul(1_000_000_000)
+/// The name a domain is counted under: itself when `config` has it, else
+/// [`UNKNOWN_DOMAIN`], so that a client naming ever new domains grows
+/// neither the counters nor the metrics' labels.
+fn counted_domain(config: Option<&RateLimitConfig>, domain: &str) -> Arc<str> {
+    let known = config.is_some_and(|config| config.domains().any(|name| name == domain));
+    Arc::from(if known { domain } else { UNKNOWN_DOMAIN })
 }
 
 impl Allocator {
@@ -133,6 +147,13 @@ impl Allocator {
             config,
             ..Allocator::default()
         }
+    }
+
+    /// This allocator with its buckets' streams kept in a shared store (see
+    /// [`Allocator::reload`], [`Allocator::close`], [`Allocator::take_idle`]).
+    pub fn kept_in_a_shared_store(mut self) -> Allocator {
+        self.shared = true;
+        self
     }
 
     /// The configuration in force.
@@ -157,11 +178,12 @@ impl Allocator {
         now_ns: u64,
     ) -> (Vec<BucketAnswer>, BTreeMap<u64, Vec<BucketAnswer>>) {
         let mut pushes: BTreeMap<u64, Vec<BucketAnswer>> = BTreeMap::new();
-        let domain = self.domain_name(domain);
+        let counted = counted_domain(self.config.as_deref(), domain);
+        let domain: Arc<str> = Arc::from(domain);
         let ttl_s = self.settings.ttl_s;
         let mut answers = Vec::with_capacity(usages.len());
         for (key, report) in usages {
-            let counters = self.counters.entry(Arc::clone(&domain)).or_default();
+            let counters = self.counters.entry(Arc::clone(&counted)).or_default();
             let id: BucketId = (Arc::clone(&domain), key.clone());
             let held = self.streams.get(&stream).map_or(0, BTreeSet::len);
             let known_to_stream = self
@@ -198,15 +220,17 @@ impl Allocator {
             }
             bucket
                 .demand
-                .take_stale(stale_ns(self.settings.ttl_s), now_ns);
+                .take_stale(stale_after_ns(self.settings.ttl_s), now_ns);
             bucket.demand.report(stream, *report, now_ns);
             let assignment = match bucket.limit {
                 BucketLimit::AllowAll => QuotaAssignment::AllowAll,
                 BucketLimit::DenyAll => QuotaAssignment::DenyAll,
                 BucketLimit::Shared(rate) => {
-                    let part = bucket.demand.assign(stream, rate.tokens).unwrap_or(0);
-                    top_up(key, bucket, ttl_s, counters, &mut pushes);
-                    rate.assignment(part)
+                    bucket.demand.assign(stream, rate.tokens);
+                    // What the report freed goes to the others at once; the
+                    // reporter's own raise, if any, is in its answer.
+                    top_up(key, bucket, ttl_s, counters, &mut pushes, Some(stream));
+                    rate.assignment(bucket.demand.part_of(stream).unwrap_or(0))
                 }
             };
             bucket.sent.insert(stream, assignment);
@@ -223,7 +247,7 @@ impl Allocator {
 
     /// Counts what a report says the Envoy allowed and denied, in `domain`.
     pub fn count_reported(&mut self, domain: &str, usages: &[Usage]) {
-        let domain = self.domain_name(domain);
+        let domain = counted_domain(self.config.as_deref(), domain);
         let counters = self.counters.entry(domain).or_default();
         for (_, report) in usages {
             counters.reported(*report);
@@ -232,7 +256,8 @@ impl Allocator {
 
     /// Forgets `stream` (its gRPC stream ended): its parts return to the
     /// other streams of its buckets at once, and their new assignments are
-    /// given by stream.
+    /// given by stream (with a shared store, none: the others take the parts
+    /// at their next report, from the record).
     pub fn close(&mut self, stream: u64) -> BTreeMap<u64, Vec<BucketAnswer>> {
         let mut pushes = BTreeMap::new();
         let Some(buckets) = self.streams.remove(&stream) else {
@@ -244,9 +269,19 @@ impl Allocator {
                 bucket.sent.remove(&stream);
                 if bucket.demand.is_empty() {
                     self.buckets.remove(&id);
-                } else {
-                    let counters = self.counters.entry(Arc::clone(&id.0)).or_default();
-                    top_up(&id.1, bucket, self.settings.ttl_s, counters, &mut pushes);
+                } else if !self.shared {
+                    let counters = self
+                        .counters
+                        .entry(counted_domain(self.config.as_deref(), &id.0))
+                        .or_default();
+                    top_up(
+                        &id.1,
+                        bucket,
+                        self.settings.ttl_s,
+                        counters,
+                        &mut pushes,
+                        None,
+                    );
                 }
             }
         }
@@ -255,9 +290,11 @@ impl Allocator {
 
     /// Takes out every stream's buckets idle for [`AllocatorSettings::idle_ns`]
     /// at `now_ns`, and gives the abandons to send, with the new assignments
-    /// of the streams their parts went to, by stream.
-    pub fn take_idle(&mut self, now_ns: u64) -> BTreeMap<u64, Vec<BucketAnswer>> {
+    /// of the streams their parts went to (none with a shared store), by
+    /// stream; and each (stream, domain, bucket) abandoned.
+    pub fn take_idle(&mut self, now_ns: u64) -> (BTreeMap<u64, Vec<BucketAnswer>>, Vec<Abandoned>) {
         let mut abandons: BTreeMap<u64, Vec<BucketAnswer>> = BTreeMap::new();
+        let mut abandoned = Vec::new();
         let idle_ns = self.settings.idle_ns;
         let mut emptied = Vec::new();
         for (id, bucket) in &mut self.buckets {
@@ -266,82 +303,40 @@ impl Allocator {
                 if let Some(buckets) = self.streams.get_mut(&stream) {
                     buckets.remove(id);
                 }
-                self.counters.entry(Arc::clone(&id.0)).or_default().abandons += 1;
+                self.counters
+                    .entry(counted_domain(self.config.as_deref(), &id.0))
+                    .or_default()
+                    .abandons += 1;
                 abandons
                     .entry(stream)
                     .or_default()
                     .push(BucketAnswer::Abandon {
                         bucket: id.1.clone(),
                     });
+                abandoned.push((stream, Arc::clone(&id.0), id.1.clone()));
             }
             if bucket.demand.is_empty() {
                 emptied.push(id.clone());
-            } else {
-                let counters = self.counters.entry(Arc::clone(&id.0)).or_default();
-                top_up(&id.1, bucket, self.settings.ttl_s, counters, &mut abandons);
+            } else if !self.shared {
+                let counters = self
+                    .counters
+                    .entry(counted_domain(self.config.as_deref(), &id.0))
+                    .or_default();
+                top_up(
+                    &id.1,
+                    bucket,
+                    self.settings.ttl_s,
+                    counters,
+                    &mut abandons,
+                    None,
+                );
             }
         }
         for id in emptied {
             self.buckets.remove(&id);
         }
         self.streams.retain(|_, buckets| !buckets.is_empty());
-        abandons
-    }
-
-    /// Puts `config` in force: each bucket's limit is looked up again, and
-    /// every stream of a bucket whose limit changed is given its new
-    /// assignment at once (the parts by demand, adding up to the new
-    /// budget), by stream.
-    pub fn reload(
-        &mut self,
-        config: Option<Arc<RateLimitConfig>>,
-    ) -> BTreeMap<u64, Vec<BucketAnswer>> {
-        self.config = config;
-        let ttl_s = self.settings.ttl_s;
-        let mut pushes: BTreeMap<u64, Vec<BucketAnswer>> = BTreeMap::new();
-        for (id, bucket) in &mut self.buckets {
-            let (limit, detailed) = resolve(self.config.as_deref(), &id.0, &id.1);
-            bucket.detailed = detailed;
-            if limit == bucket.limit {
-                continue;
-            }
-            bucket.limit = limit;
-            let assignments: Vec<(u64, QuotaAssignment)> = match limit {
-                BucketLimit::Shared(rate) => bucket
-                    .demand
-                    .assign_all(rate.tokens)
-                    .into_iter()
-                    .map(|(stream, part)| (stream, rate.assignment(part)))
-                    .collect(),
-                BucketLimit::AllowAll | BucketLimit::DenyAll => {
-                    let blanket = if limit == BucketLimit::AllowAll {
-                        QuotaAssignment::AllowAll
-                    } else {
-                        QuotaAssignment::DenyAll
-                    };
-                    bucket
-                        .demand
-                        .demands()
-                        .into_iter()
-                        .map(|(stream, _)| (stream, blanket))
-                        .collect()
-                }
-            };
-            let counters = self.counters.entry(Arc::clone(&id.0)).or_default();
-            for (stream, assignment) in assignments {
-                bucket.sent.insert(stream, assignment);
-                counters.assignments += 1;
-                pushes
-                    .entry(stream)
-                    .or_default()
-                    .push(BucketAnswer::Assign {
-                        bucket: id.1.clone(),
-                        assignment,
-                        ttl_s,
-                    });
-            }
-        }
-        pushes
+        (abandons, abandoned)
     }
 
     /// The counters of each domain, with its streams and buckets now.
@@ -351,13 +346,20 @@ impl Allocator {
             stats.buckets = 0;
             stats.streams = 0;
         }
+        let config = self.config.as_deref();
         for (domain, _) in self.buckets.keys() {
-            counters.entry(Arc::clone(domain)).or_default().buckets += 1;
+            counters
+                .entry(counted_domain(config, domain))
+                .or_default()
+                .buckets += 1;
         }
         for buckets in self.streams.values() {
-            let domains: BTreeSet<&Arc<str>> = buckets.iter().map(|(domain, _)| domain).collect();
+            let domains: BTreeSet<Arc<str>> = buckets
+                .iter()
+                .map(|(domain, _)| counted_domain(config, domain))
+                .collect();
             for domain in domains {
-                counters.entry(Arc::clone(domain)).or_default().streams += 1;
+                counters.entry(domain).or_default().streams += 1;
             }
         }
         counters
@@ -366,23 +368,8 @@ impl Allocator {
     /// Counts a report refused as malformed in `domain` ("" when it has
     /// none).
     pub fn refused(&mut self, domain: &str) {
-        let domain = self.domain_name(domain);
+        let domain = counted_domain(self.config.as_deref(), domain);
         self.counters.entry(domain).or_default().refused += 1;
-    }
-
-    /// The domain's shared name (one allocation per domain, not per report):
-    /// the domain itself when the configuration has it, else
-    /// [`UNKNOWN_DOMAIN`], so that a client naming ever new domains grows
-    /// neither the counters nor the metrics' labels.
-    fn domain_name(&self, domain: &str) -> Arc<str> {
-        let known = self
-            .config
-            .as_deref()
-            .is_some_and(|config| config.domains().any(|name| name == domain));
-        let name = if known { domain } else { UNKNOWN_DOMAIN };
-        self.counters
-            .get_key_value(name)
-            .map_or_else(|| Arc::from(name), |(known, _)| Arc::clone(known))
     }
 
     /// Each bucket, for the debug page: values shown only where the matched
@@ -410,11 +397,15 @@ fn top_up(
     ttl_s: u64,
     counters: &mut DomainCounters,
     pushes: &mut BTreeMap<u64, Vec<BucketAnswer>>,
+    reporter: Option<u64>,
 ) {
     let BucketLimit::Shared(rate) = bucket.limit else {
         return;
     };
     for (stream, part) in bucket.demand.top_up(rate.tokens) {
+        if Some(stream) == reporter {
+            continue;
+        }
         let assignment = rate.assignment(part);
         bucket.sent.insert(stream, assignment);
         counters.assignments += 1;

@@ -119,8 +119,9 @@ fn idle_buckets_are_abandoned_and_forgotten() {
     for at in [5, 10, 15, 20, 25] {
         allocator.report(1, "edge", &[usage("shared", 0, 0)], at * SECOND);
     }
-    assert!(allocator.take_idle(29 * SECOND).is_empty());
-    let abandons = allocator.take_idle(30 * SECOND);
+    assert!(allocator.take_idle(29 * SECOND).0.is_empty());
+    let (abandons, abandoned) = allocator.take_idle(30 * SECOND);
+    assert_eq!(abandoned, vec![(1, Arc::from("edge"), key("shared"))]);
     assert_eq!(
         abandons,
         BTreeMap::from([(
@@ -196,7 +197,11 @@ fn a_reload_pushes_the_new_limit_to_every_stream() {
     let mut allocator = Allocator::new(AllocatorSettings::default(), config(YAML));
     allocator.report(1, "edge", &[usage("shared", 350, 0)], 0);
     allocator.report(2, "edge", &[usage("shared", 150, 0)], 0);
-    let pushes = allocator.reload(config(&YAML.replace("100}", "10}")));
+    let (pushes, reshares) = allocator.reload(config(&YAML.replace("100}", "10}")));
+    assert!(
+        reshares.is_empty(),
+        "in memory, nothing to split in a record"
+    );
     // 70 and 30 a second against 10: 7 and 3.
     assert_eq!(assigned(&pushes[&1]), vec![bucket(7, 7)]);
     assert_eq!(assigned(&pushes[&2]), vec![bucket(3, 3)]);
@@ -204,6 +209,7 @@ fn a_reload_pushes_the_new_limit_to_every_stream() {
     assert!(
         allocator
             .reload(config(&YAML.replace("100}", "10}")))
+            .0
             .is_empty()
     );
 }
@@ -222,5 +228,52 @@ fn domains_the_configuration_lacks_are_counted_as_one() {
         vec![UNKNOWN_DOMAIN]
     );
     assert_eq!(counters[UNKNOWN_DOMAIN].allowed, 3);
-    assert_eq!(counters[UNKNOWN_DOMAIN].buckets, 1);
+    // Each domain's bucket is kept under its own name (a reload that adds
+    // the domain finds it), counted with the others.
+    assert_eq!(counters[UNKNOWN_DOMAIN].buckets, 3);
+}
+
+#[test]
+fn a_reporters_own_raise_is_in_its_answer_not_a_push() {
+    let mut allocator = Allocator::new(AllocatorSettings::default(), config(YAML));
+    // 70 and 30 a second: 70 and 30 of 100.
+    allocator.report(1, "edge", &[usage("shared", 350, 0)], 0);
+    allocator.report(2, "edge", &[usage("shared", 150, 0)], 0);
+    allocator.report(1, "edge", &[usage("shared", 350, 0)], 5 * SECOND);
+    allocator.report(2, "edge", &[usage("shared", 150, 0)], 5 * SECOND);
+    // Stream 2 closes: its 30 go to stream 1 (100).
+    allocator.close(2);
+    // Stream 1 reports 350 over 5 s again: alone, its part is all 100, held
+    // already: one answer, no push to itself.
+    let (answers, pushes) = allocator.report(1, "edge", &[usage("shared", 350, 0)], 10 * SECOND);
+    assert_eq!(assigned(&answers), vec![bucket(100, 100)]);
+    assert!(pushes.is_empty(), "{pushes:?}");
+    // A new stream 3 of 30 a second is cut to what 1 leaves (0). Then 1's
+    // report lowers it to its part by demand, 70, freeing 30, pushed to
+    // stream 3, while stream 1's answer carries its own 70.
+    assert_eq!(
+        answered(&mut allocator, 3, &[usage("shared", 150, 0)], 10 * SECOND),
+        vec![QuotaAssignment::DenyAll]
+    );
+    let (answers, pushes) = allocator.report(1, "edge", &[usage("shared", 350, 0)], 15 * SECOND);
+    assert_eq!(assigned(&answers), vec![bucket(70, 70)]);
+    assert_eq!(pushes.keys().copied().collect::<Vec<_>>(), vec![3]);
+    assert_eq!(assigned(&pushes[&3]), vec![bucket(30, 30)]);
+}
+
+#[test]
+fn a_shared_allocator_raises_no_part_outside_a_report() {
+    let mut allocator =
+        Allocator::new(AllocatorSettings::default(), config(YAML)).kept_in_a_shared_store();
+    allocator.report(1, "edge", &[usage("shared", 250, 0)], 0);
+    allocator.report(2, "edge", &[usage("shared", 250, 0)], 0);
+    allocator.report(1, "edge", &[usage("shared", 250, 0)], 5 * SECOND);
+    // Closing stream 1 pushes nothing to stream 2 (the record, not this
+    // copy, decides).
+    assert!(allocator.close(1).is_empty());
+    // A new limit is handed back to be split in the record.
+    let (pushes, reshares) = allocator.reload(config(&YAML.replace("100}", "10}")));
+    assert!(pushes.is_empty());
+    assert_eq!(reshares.len(), 1);
+    assert_eq!(reshares[0].rate.tokens, 10);
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::{Activity, ClosedWhenIdle, Connections, Live};
+use crate::{Activity, ClosedWhenIdle, Connections, Live, Stopping};
 use tokio::net::TcpStream;
 use tonic::transport::server::Connected;
 
@@ -27,15 +27,16 @@ pub(crate) struct CountedStream {
 
 impl CountedStream {
     /// `stream`, counted by `live`, closed once it has moved no byte for
-    /// `idle_timeout` with no call in flight, listed in `connections`.
+    /// `idle_timeout` with no call in flight, listed in `connections` (shed
+    /// at once if its listener, `stopping`'s, has stopped).
     pub(crate) fn new(
         stream: TcpStream,
         live: Live,
-        idle_timeout: Duration,
-        connections: &Connections,
+        (idle_timeout, connections): (Duration, &Connections),
+        stopping: &Stopping,
     ) -> Self {
         let activity = Activity::new();
-        connections.register(&activity);
+        connections.register_for(&activity, stopping);
         CountedStream {
             stream: ClosedWhenIdle::new(stream, &activity, idle_timeout),
             activity,

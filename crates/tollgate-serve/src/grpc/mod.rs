@@ -54,14 +54,21 @@ pub fn serve_grpc(
         let stop = stopping.stopped();
         let force = stopping.forced();
         let listed = Arc::clone(listed);
+        let listener_stopping = stopping.clone();
         threads.push(crate::spawn_event_loop(
             format!("{name}-{index}"),
             move || async move {
                 // Registered with this thread's event loop as it takes them.
                 let incoming = UnboundedReceiverStream::new(connections).map(
                     |(stream, live): (std::net::TcpStream, Live)| {
-                        tokio::net::TcpStream::from_std(stream)
-                            .map(|stream| CountedStream::new(stream, live, idle_timeout, &listed))
+                        tokio::net::TcpStream::from_std(stream).map(|stream| {
+                            CountedStream::new(
+                                stream,
+                                live,
+                                (idle_timeout, &listed),
+                                &listener_stopping,
+                            )
+                        })
                     },
                 );
                 let serving = tonic::transport::Server::builder()
