@@ -20,18 +20,16 @@ mod redis_peers {
     }
 }
 
+mod envoy_peer {
+    include!("build/envoy_peer.rs");
+
+    /// Prints the Envoy cfg.
+    pub(super) fn print() {
+        main();
+    }
+}
+
 fn main() {
     redis_peers::print();
-    println!("cargo::rustc-check-cfg=cfg(has_envoy)");
-    for variable in ["ENVOY", "PATH", "CI"] {
-        println!("cargo::rerun-if-env-changed={variable}");
-    }
-    let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
-    let named = std::env::var_os("ENVOY").is_some_and(|value| !value.is_empty());
-    let on_path = std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|directory| directory.join("envoy").is_file())
-    });
-    if in_ci || named || on_path {
-        println!("cargo::rustc-cfg=has_envoy");
-    }
+    envoy_peer::print();
 }

@@ -17,7 +17,9 @@ use tollgate_serve::Signals;
 use tollgate_redis::{RedisConfig, RedisRecords};
 
 use crate::quotas::Quotas;
-use crate::server::{Addresses, ListenError, Listening, listen};
+use tollgate_rls::server::{ServerError, join_host_port};
+
+use crate::server::{Addresses, Listening, listen};
 use crate::settings::RlqsArguments;
 use crate::shared::SharedState;
 
@@ -38,7 +40,7 @@ pub enum RlqsError {
     Redis(#[from] tollgate_redis::RedisStoreError),
     /// A listener cannot be opened.
     #[error(transparent)]
-    Listen(#[from] ListenError),
+    Listen(#[from] ServerError),
     /// The configuration directory cannot be read at start.
     #[error(transparent)]
     ConfigDirectory(#[from] ConfigDirError),
@@ -65,14 +67,6 @@ impl ReloadTarget for Reloads {
     }
 
     fn reload_failed(&self) {}
-}
-
-fn join_host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
 }
 
 impl Rlqs {

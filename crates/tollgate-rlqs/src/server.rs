@@ -17,30 +17,12 @@ use axum::http::{StatusCode, header};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
-use tollgate_rls::server::Health;
+use tollgate_rls::server::{Health, ServerError};
 use tollgate_serve::{Connections, Shutdown};
 
 use crate::debug::{buckets_json, prometheus_page};
 use crate::quotas::Quotas;
 use crate::service::service;
-
-/// Why a listener cannot be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum ListenError {
-    /// An address cannot be bound.
-    #[error("Failed to listen for {listener} on '{address}'")]
-    Bind {
-        /// `gRPC`, `HTTP` or `debug`.
-        listener: &'static str,
-        /// The address.
-        address: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A worker thread cannot be started.
-    #[error("Failed to start the gRPC workers")]
-    Workers(#[source] std::io::Error),
-}
 
 /// Where to listen: `host:port` texts (port 0 picks a free port).
 #[derive(Clone, Debug)]
@@ -75,13 +57,13 @@ pub type ConfigDump = Arc<dyn Fn() -> String + Send + Sync>;
 ///
 /// # Errors
 ///
-/// [`ListenError`] naming the listener that cannot be bound, or the workers.
+/// [`ServerError`] naming the listener that cannot be bound, or the workers.
 pub async fn listen(
     addresses: &Addresses,
     (workers, idle_timeout): (usize, Duration),
     quotas: &Arc<Quotas>,
     config_dump: ConfigDump,
-) -> Result<Listening, ListenError> {
+) -> Result<Listening, ServerError> {
     let grpc = bind("gRPC", &addresses.grpc).await?;
     let http = bind("HTTP", &addresses.http).await?;
     let debug = bind("debug", &addresses.debug).await?;
@@ -102,7 +84,7 @@ pub async fn listen(
         },
         &stopping,
     )
-    .map_err(ListenError::Workers)?;
+    .map_err(|source| ServerError::Workers { source })?;
     tasks.spawn(acceptor);
     for thread in threads {
         tasks.spawn(thread.ended());
@@ -170,10 +152,10 @@ fn debug_router(quotas: &Arc<Quotas>, config_dump: ConfigDump) -> Router {
         )
 }
 
-async fn bind(listener: &'static str, address: &str) -> Result<TcpListener, ListenError> {
+async fn bind(listener: &'static str, address: &str) -> Result<TcpListener, ServerError> {
     let bound = TcpListener::bind(address)
         .await
-        .map_err(|source| ListenError::Bind {
+        .map_err(|source| ServerError::Bind {
             listener,
             address: address.to_owned(),
             source,

@@ -300,9 +300,12 @@ impl Allocator {
         for (id, bucket) in &mut self.buckets {
             for stream in bucket.demand.take_idle(idle_ns, now_ns) {
                 bucket.sent.remove(&stream);
-                if let Some(buckets) = self.streams.get_mut(&stream) {
-                    buckets.remove(id);
-                }
+                // Another replica's stream (in a shared store's copy) is
+                // abandoned by its own replica.
+                let Some(buckets) = self.streams.get_mut(&stream) else {
+                    continue;
+                };
+                buckets.remove(id);
                 self.counters
                     .entry(counted_domain(self.config.as_deref(), &id.0))
                     .or_default()

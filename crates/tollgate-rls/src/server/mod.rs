@@ -36,7 +36,7 @@ use crate::proto::{RateLimitRequest, RateLimitResponse};
 pub use grpc::MAX_GRPC_MESSAGE_BYTES;
 pub use health::{HEALTH_SERVICE_NAME, Health};
 pub use http::MAX_JSON_BODY_BYTES;
-pub use serve::{DEFAULT_REDIS_PREFIX, Rls, RlsError, serve};
+pub use serve::{DEFAULT_REDIS_PREFIX, Rls, RlsError, join_host_port, serve};
 pub use stats_export::prometheus_page;
 
 /// A boxed future of a decision.

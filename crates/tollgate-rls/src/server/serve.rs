@@ -309,7 +309,7 @@ fn open_store(
 }
 
 /// Go's `net.JoinHostPort`: an IPv6 host in brackets.
-fn join_host_port(host: &str, port: u16) -> String {
+pub fn join_host_port(host: &str, port: u16) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
