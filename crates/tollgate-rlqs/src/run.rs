@@ -168,6 +168,9 @@ impl Rlqs {
 /// `tollgate-rlqs`, apart from `tollgate rls`'s and the gateway's.
 pub const DEFAULT_REDIS_PREFIX: &str = "tollgate-rlqs";
 
+/// The longest a report waits for Redis, whatever `REDIS_TIMEOUT` says.
+pub const LONGEST_STORE_WAIT: Duration = Duration::from_secs(1);
+
 /// The shared store the settings name (`REDIS_URL`), or none (memory).
 fn shared_state(arguments: &RlqsArguments) -> Result<Option<SharedState>, RlqsError> {
     let StoreSettings::Redis {
@@ -180,7 +183,10 @@ fn shared_state(arguments: &RlqsArguments) -> Result<Option<SharedState>, RlqsEr
         return Ok(None);
     };
     let mut config = RedisConfig::new(url.as_str());
-    config.timeout = timeout;
+    // `REDIS_TIMEOUT` (10 s by default, the Go service's), cut to
+    // `LONGEST_STORE_WAIT`: a report must not wait longer than a fraction of
+    // Envoy's 5 s interval.
+    config.timeout = timeout.min(LONGEST_STORE_WAIT);
     config.ca_file = ca_file;
     config.prefix = if arguments.rls.cache_key_prefix.is_empty() {
         DEFAULT_REDIS_PREFIX.to_owned()
