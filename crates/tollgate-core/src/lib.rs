@@ -42,6 +42,7 @@ mod policy;
 mod quota_assignment;
 mod quota_demand;
 mod quota_split;
+mod quota_window;
 mod ratelimit_fields;
 mod reach;
 mod resolution;
@@ -71,6 +72,9 @@ pub use quota_demand::{
     stale_after_ns,
 };
 pub use quota_split::{MAX_DEMAND, split_by_demand};
+pub use quota_window::{
+    COUNTED_WINDOW_S, LENDING_HORIZON_S, WindowCount, admitted_at_part, unreported,
+};
 pub use ratelimit_fields::{
     RateLimitItem, advertised_quota, push_structured_string, rate_limit_fields,
 };

@@ -127,9 +127,9 @@ impl QuotaDemand {
     /// budget less the parts the other streams hold; the part it holds when
     /// that is no more than the cut and within one in [`KEEP_WITHIN`] of the
     /// new part. `None` for a stream that has not reported.
-    pub fn assign(&mut self, stream: u64, budget: u64) -> Option<u64> {
+    pub fn assign(&mut self, stream: u64, budget: u64, fill_s: u64) -> Option<u64> {
         let target = self
-            .split(budget)
+            .split(budget, fill_s)
             .into_iter()
             .find(|&(id, _)| id == stream)?
             .1;
@@ -153,14 +153,14 @@ impl QuotaDemand {
     /// new parts. Called when a report freed part of the budget, so that the
     /// streams waiting for it get it at once rather than at their next
     /// report.
-    pub fn top_up(&mut self, budget: u64) -> Vec<(u64, u64)> {
+    pub fn top_up(&mut self, budget: u64, fill_s: u64) -> Vec<(u64, u64)> {
         let held = self
             .streams
             .values()
             .fold(0u64, |sum, known| sum.saturating_add(known.assigned));
         let mut left = budget.saturating_sub(held);
         let mut raised = Vec::new();
-        for (stream, target) in self.split(budget) {
+        for (stream, target) in self.split(budget, fill_s) {
             if left == 0 {
                 break;
             }
@@ -180,8 +180,8 @@ impl QuotaDemand {
     /// Gives every stream its part of `budget` by demand at once (a new
     /// limit, pushed to every stream), in id order; the parts add up to the
     /// budget.
-    pub fn assign_all(&mut self, budget: u64) -> Vec<(u64, u64)> {
-        let parts = self.split(budget);
+    pub fn assign_all(&mut self, budget: u64, fill_s: u64) -> Vec<(u64, u64)> {
+        let parts = self.split(budget, fill_s);
         for &(stream, part) in &parts {
             if let Some(known) = self.streams.get_mut(&stream) {
                 known.assigned = part;
@@ -265,11 +265,15 @@ impl QuotaDemand {
             .collect()
     }
 
-    /// Each stream's part of `budget` whole tokens a second by its demand
-    /// ([`split_by_demand`], with a fill of one second: the demand's unit),
-    /// in id order.
-    pub fn split(&self, budget: u64) -> Vec<(u64, u64)> {
-        let demands: Vec<u64> = self.streams.values().map(|known| known.demand).collect();
+    /// Each stream's part of `budget` whole tokens every `fill_s` seconds by
+    /// its demand ([`split_by_demand`], each demand a second scaled to
+    /// `fill_s` seconds, the budget's unit), in id order.
+    pub fn split(&self, budget: u64, fill_s: u64) -> Vec<(u64, u64)> {
+        let demands: Vec<u64> = self
+            .streams
+            .values()
+            .map(|known| known.demand.saturating_mul(fill_s.max(1)))
+            .collect();
         self.streams
             .keys()
             .copied()
@@ -358,43 +362,43 @@ mod tests {
         // Two streams of equal demand share 100: 50 each.
         bucket.report(1, report(250, 0), 0);
         bucket.report(2, report(250, 0), 0);
-        assert_eq!(bucket.assign(1, 100), Some(50));
-        assert_eq!(bucket.assign(2, 100), Some(50));
+        assert_eq!(bucket.assign(1, 100, 1), Some(50));
+        assert_eq!(bucket.assign(2, 100, 1), Some(50));
         // A third of the same demand: its part by demand is 33 (of 100: 34,
         // 33, 33), but the others hold all 100, so it gets 0 until they
         // report.
         bucket.report(3, report(250, 0), 0);
-        assert_eq!(bucket.assign(3, 100), Some(0));
+        assert_eq!(bucket.assign(3, 100, 1), Some(0));
         // Stream 1 reports again (same demand, 5 s later): 34, under the 50
         // it held by more than one in 16.
         bucket.report(1, report(250, 0), 5 * SECOND);
-        assert_eq!(bucket.assign(1, 100), Some(34));
+        assert_eq!(bucket.assign(1, 100, 1), Some(34));
         // Stream 3 now gets what 1 and 2 leave: 100 - 34 - 50 = 16.
-        assert_eq!(bucket.assign(3, 100), Some(16));
+        assert_eq!(bucket.assign(3, 100, 1), Some(16));
         bucket.report(2, report(250, 0), 5 * SECOND);
-        assert_eq!(bucket.assign(2, 100), Some(33));
+        assert_eq!(bucket.assign(2, 100, 1), Some(33));
         bucket.report(3, report(250, 0), 5 * SECOND);
-        assert_eq!(bucket.assign(3, 100), Some(33));
+        assert_eq!(bucket.assign(3, 100, 1), Some(33));
         assert_eq!(bucket.assigned(), vec![(1, 34), (2, 33), (3, 33)]);
-        assert_eq!(bucket.assign(9, 100), None);
+        assert_eq!(bucket.assign(9, 100, 1), None);
     }
 
     #[test]
     fn a_part_freed_goes_at_once_to_the_streams_short_of_theirs() {
         let mut bucket = QuotaDemand::new();
         bucket.report(1, report(250, 0), 0);
-        assert_eq!(bucket.assign(1, 100), Some(100));
+        assert_eq!(bucket.assign(1, 100, 1), Some(100));
         bucket.report(2, report(250, 0), 0);
         bucket.report(3, report(250, 0), 0);
-        assert_eq!(bucket.assign(2, 100), Some(0));
-        assert_eq!(bucket.assign(3, 100), Some(0));
+        assert_eq!(bucket.assign(2, 100, 1), Some(0));
+        assert_eq!(bucket.assign(3, 100, 1), Some(0));
         // Nothing is free yet.
-        assert_eq!(bucket.top_up(100), vec![]);
+        assert_eq!(bucket.top_up(100, 1), vec![]);
         // Stream 1 reports: 34 of 100, freeing 66, which streams 2 and 3
         // (33 each by demand) take at once.
         bucket.report(1, report(250, 0), 5 * SECOND);
-        assert_eq!(bucket.assign(1, 100), Some(34));
-        assert_eq!(bucket.top_up(100), vec![(2, 33), (3, 33)]);
+        assert_eq!(bucket.assign(1, 100, 1), Some(34));
+        assert_eq!(bucket.top_up(100, 1), vec![(2, 33), (3, 33)]);
         assert_eq!(bucket.assigned(), vec![(1, 34), (2, 33), (3, 33)]);
     }
 
@@ -404,19 +408,19 @@ mod tests {
         // 70 and 30 a second: parts 70 and 30 of 100.
         bucket.report(1, report(350, 0), 0);
         bucket.report(2, report(150, 0), 0);
-        assert_eq!(bucket.assign_all(100), vec![(1, 70), (2, 30)]);
+        assert_eq!(bucket.assign_all(100, 1), vec![(1, 70), (2, 30)]);
         // Stream 1's demand moves to 72 a second (330 + 30 over 5 s): its
         // part by demand is 100 × 72 / 102 = 70.6, within one in 16 of 70.
         bucket.report(1, report(330, 30), 5 * SECOND);
-        assert_eq!(bucket.assign(1, 100), Some(70));
+        assert_eq!(bucket.assign(1, 100, 1), Some(70));
         // Then to 90 a second: 100 × 90 / 120 = 75, more than 70/16 away,
         // but the cut (100 - 30) holds it at 70.
         bucket.report(1, report(450, 0), 10 * SECOND);
-        assert_eq!(bucket.assign(1, 100), Some(70));
+        assert_eq!(bucket.assign(1, 100, 1), Some(70));
         // Stream 2 reports 300 over its 10 s, 30 a second: its part by
         // demand is 100 × 30 / 120 = 25.
         bucket.report(2, report(300, 0), 10 * SECOND);
-        assert_eq!(bucket.assign(2, 100), Some(25));
+        assert_eq!(bucket.assign(2, 100, 1), Some(25));
     }
 
     #[test]
@@ -426,7 +430,7 @@ mod tests {
         bucket.report(2, report(25, 0), 3 * SECOND);
         // 10 and 5 a second under 100: 10 + 85 / 2 and 5 + 85 / 2, 52.5 and
         // 47.5, the remainder's token to the earlier: 53.
-        assert_eq!(bucket.assign(1, 100), Some(53));
+        assert_eq!(bucket.assign(1, 100, 1), Some(53));
         let records = bucket.records();
         assert_eq!(
             records[0],
@@ -448,6 +452,17 @@ mod tests {
     }
 
     #[test]
+    fn demand_is_scaled_to_the_budgets_period() {
+        let mut bucket = QuotaDemand::new();
+        // 15 and 5 a second against 600 a minute (10 a second): over-
+        // subscribed, 75 / 25: 450 and 150 a minute. Compared unscaled
+        // (20 a second against 600) it would have looked under-subscribed.
+        bucket.report(1, report(75, 0), 0);
+        bucket.report(2, report(25, 0), 0);
+        assert_eq!(bucket.split(600, 60), vec![(1, 450), (2, 150)]);
+    }
+
+    #[test]
     fn a_stream_is_stale_a_report_after_its_ttl() {
         // 15 s of TTL and one 5 s report.
         assert_eq!(stale_after_ns(15), 20 * SECOND);
@@ -461,6 +476,6 @@ mod tests {
         bucket.report(7, report(350, 0), 0);
         bucket.report(3, report(60, 40), 0);
         bucket.report(9, report(20, 30), 0);
-        assert_eq!(bucket.split(30), vec![(3, 6), (7, 21), (9, 3)]);
+        assert_eq!(bucket.split(30, 1), vec![(3, 6), (7, 21), (9, 3)]);
     }
 }

@@ -39,6 +39,10 @@ fn bucket_json(bucket: &BucketSnapshot) -> Value {
         BucketLimit::Shared(rate) => json!({
             "tokens": rate.tokens, "per_s": rate.per_s, "burst": rate.burst,
         }),
+        BucketLimit::Window(rate) => json!({
+            "tokens": rate.tokens, "per_s": rate.per_s, "fixed_window": true,
+            "window_used": bucket.window_used, "budget": bucket.budget,
+        }),
     };
     let streams: Vec<Value> = bucket
         .streams

@@ -3,7 +3,7 @@
 //! `unlimited` and `shadow_mode`) on the bucket's entries, and what the
 //! server hands out for it.
 
-use tollgate_core::QuotaRate;
+use tollgate_core::{Algorithm, COUNTED_WINDOW_S, QuotaRate};
 use tollgate_rls::{Enforcement, NoStats, RateLimitConfig};
 
 use crate::bucket::BucketKey;
@@ -16,8 +16,23 @@ pub enum BucketLimit {
     AllowAll,
     /// Every request refused: `requests_per_unit: 0`.
     DenyAll,
-    /// One limit shared by every Envoy that reports the bucket.
+    /// One limit shared by every Envoy that reports the bucket, as its rate
+    /// (a token bucket, a sliding log, a fixed window under a minute).
     Shared(QuotaRate),
+    /// A fixed window of a minute or more (`tokens` per `per_s` seconds):
+    /// the fleet's reported requests counted against each window, what is
+    /// left spread over its time left (`tollgate_core::WindowCount`).
+    Window(QuotaRate),
+}
+
+impl BucketLimit {
+    /// The limit's own rate, for the limits that are shared.
+    pub fn rate(&self) -> Option<QuotaRate> {
+        match *self {
+            BucketLimit::Shared(rate) | BucketLimit::Window(rate) => Some(rate),
+            BucketLimit::AllowAll | BucketLimit::DenyAll => None,
+        }
+    }
 }
 
 /// A bucket's limit in `config`, and whether the matched descriptor asks for
@@ -41,6 +56,12 @@ pub fn resolve(
     let resolved = match &limit.enforcement {
         Enforcement::Unlimited | Enforcement::NoWindow => BucketLimit::AllowAll,
         Enforcement::Deny { .. } => BucketLimit::DenyAll,
+        Enforcement::Policy(policy)
+            if policy.algorithm() == Algorithm::FixedWindow
+                && policy.window_s() >= COUNTED_WINDOW_S =>
+        {
+            BucketLimit::Window(QuotaRate::of_policy(policy))
+        }
         Enforcement::Policy(policy) => BucketLimit::Shared(QuotaRate::of_policy(policy)),
     };
     (resolved, detailed)
@@ -107,9 +128,17 @@ descriptors:
         assert_eq!(found(&[("name", "dry")]), (BucketLimit::AllowAll, false));
         assert_eq!(found(&[("name", "other")]), (BucketLimit::AllowAll, false));
         // Two entries, in the order of their keys: route, then tenant.
+        // A fixed window of a minute: counted.
         assert_eq!(
             found(&[("tenant", "t1"), ("route", "api")]),
-            (rate(600, 60, 10), true)
+            (
+                BucketLimit::Window(QuotaRate {
+                    tokens: 600,
+                    per_s: 60,
+                    burst: 10
+                }),
+                true
+            )
         );
         assert_eq!(
             resolve(Some(&config), "other", &bucket(&[("name", "shared")])),

@@ -18,9 +18,10 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use tollgate_core::{QuotaDemand, StreamRecord};
+use tollgate_core::{QuotaDemand, StreamRecord, WindowCount};
 use tollgate_redis::RedisRecords;
 
+use crate::allocator::Kept;
 use crate::bucket::BucketKey;
 
 /// How many times a report is tried when other replicas write its buckets'
@@ -54,9 +55,13 @@ pub fn record_name(domain: &str, key: &BucketKey) -> String {
     name
 }
 
-/// A bucket's streams as a record.
-pub fn encode(demand: &QuotaDemand) -> Vec<u8> {
+/// A bucket's state as a record: a first line `w start_s used` (its fixed
+/// window's count) when it has one, then its streams.
+pub fn encode((demand, window): &Kept) -> Vec<u8> {
     let mut text = String::new();
+    if *window != WindowCount::default() {
+        let _ = writeln!(text, "w {} {}", window.start_s, window.used);
+    }
     for (stream, record) in demand.records() {
         let _ = writeln!(
             text,
@@ -67,11 +72,21 @@ pub fn encode(demand: &QuotaDemand) -> Vec<u8> {
     text.into_bytes()
 }
 
-/// A record's streams; a line that does not read (a record written by
+/// A record's state; a line that does not read (a record written by
 /// something else) is left out.
-pub fn decode(record: &[u8]) -> QuotaDemand {
+pub fn decode(record: &[u8]) -> Kept {
     let text = String::from_utf8_lossy(record);
-    QuotaDemand::from_records(text.lines().filter_map(|line| {
+    let mut window = WindowCount::default();
+    for line in text.lines() {
+        let mut words = line.split(' ');
+        if words.next() == Some("w") {
+            let numbers: Vec<u64> = words.filter_map(|word| word.parse().ok()).collect();
+            if let [start_s, used] = numbers[..] {
+                window = WindowCount { start_s, used };
+            }
+        }
+    }
+    let demand = QuotaDemand::from_records(text.lines().filter_map(|line| {
         let numbers: Vec<u64> = line
             .split(' ')
             .map(str::parse)
@@ -89,7 +104,8 @@ pub fn decode(record: &[u8]) -> QuotaDemand {
             )),
             _ => None,
         }
-    }))
+    }));
+    (demand, window)
 }
 
 #[cfg(test)]
@@ -111,14 +127,22 @@ mod tests {
             },
             3_000_000_000,
         );
-        demand.assign(7, 100);
-        let record = encode(&demand);
+        demand.assign(7, 100, 1);
+        let window = WindowCount {
+            start_s: 3_600,
+            used: 42,
+        };
+        let record = encode(&(demand.clone(), window));
         assert_eq!(
             String::from_utf8(record.clone()).unwrap(),
-            "7 10000 3000000000 3000000000 100\n"
+            "w 3600 42\n7 10000 3000000000 3000000000 100\n"
         );
-        assert_eq!(decode(&record), demand);
-        assert_eq!(decode(b"garbage\n1 2\n"), QuotaDemand::new());
+        assert_eq!(decode(&record), (demand.clone(), window));
+        // No window: no first line.
+        let record = encode(&(demand.clone(), WindowCount::default()));
+        assert!(record.starts_with(b"7 "));
+        assert_eq!(decode(&record), (demand, WindowCount::default()));
+        assert_eq!(decode(b"garbage\nw x\n1 2\n"), Default::default());
     }
 
     #[test]

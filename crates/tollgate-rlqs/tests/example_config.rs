@@ -32,9 +32,10 @@ fn the_example_configuration_loads_with_the_limits_its_comments_give() {
             burst: 100
         })
     );
+    // A fixed window of a minute: counted.
     assert_eq!(
         limit(&[("tenant", "acme"), ("route", "search")]),
-        BucketLimit::Shared(QuotaRate {
+        BucketLimit::Window(QuotaRate {
             tokens: 600,
             per_s: 60,
             burst: 10

@@ -170,13 +170,15 @@ async fn each_report_is_answered_with_an_assignment_per_bucket() {
         ))
         .await
         .unwrap();
-    // Alone: all of 100 a second (burst 100); all of 600 a minute (burst
-    // 10, a second of it); no descriptor: ALLOW_ALL. TTL 15 s.
+    // Alone: all of 100 a second (burst 100). 600 a minute is a counted
+    // fixed window: at 1,000 s the window [960 s, 1,020 s) has 20 s left and
+    // 597 of its 600 (3 reported): 597 × 60 / 20 = 1,791 a minute, a burst
+    // of a second of it (29.85, so 30). No descriptor: ALLOW_ALL. TTL 15 s.
     assert_eq!(
         next(&mut stream).await,
         vec![
             "bucket 100 100 1s ttl 15s",
-            "bucket 10 600 60s ttl 15s",
+            "bucket 30 1791 60s ttl 15s",
             "ALLOW_ALL ttl 15s"
         ]
     );

@@ -5,22 +5,25 @@
 
 use std::sync::Arc;
 
-use tollgate_core::QuotaDemand;
+use tollgate_core::{QuotaDemand, WindowCount};
 
 use super::{Allocator, BucketKey};
-use crate::limit::BucketLimit;
+
+/// A bucket's state as a shared store keeps it: its streams, and its fixed
+/// window's count (unused for other limits).
+pub type Kept = (QuotaDemand, WindowCount);
 
 impl Allocator {
     /// Puts `record` (the bucket's streams as the store keeps them; `None`
     /// when it keeps none) in force for the next report of the bucket `key`
     /// in `domain`. A bucket whose limit is a blanket rule keeps no record:
     /// its own streams stay, so that it goes idle as in memory.
-    pub fn keep(&mut self, domain: &str, key: &BucketKey, record: Option<QuotaDemand>) {
+    pub fn keep(&mut self, domain: &str, key: &BucketKey, record: Option<Kept>) {
         let id = (Arc::from(domain), key.clone());
         match self.buckets.get_mut(&id) {
             Some(bucket) => {
-                if let BucketLimit::Shared(_) = bucket.limit {
-                    bucket.demand = record.unwrap_or_default();
+                if bucket.limit.rate().is_some() {
+                    (bucket.demand, bucket.window) = record.unwrap_or_default();
                 }
             }
             None => {
@@ -40,14 +43,14 @@ impl Allocator {
     /// The streams of the bucket `key` in `domain`, to be written to the
     /// store: `None` unless the bucket is kept and its limit is shared (the
     /// blanket rules need no shared state).
-    pub fn shared_demand(&mut self, domain: &str, key: &BucketKey) -> Option<QuotaDemand> {
+    pub fn shared_demand(&mut self, domain: &str, key: &BucketKey) -> Option<Kept> {
         let id = (Arc::from(domain), key.clone());
         self.kept.remove(&id);
         let bucket = self.buckets.get(&id)?;
-        match bucket.limit {
-            BucketLimit::Shared(_) => Some(bucket.demand.clone()),
-            BucketLimit::AllowAll | BucketLimit::DenyAll => None,
-        }
+        bucket
+            .limit
+            .rate()
+            .map(|_| (bucket.demand.clone(), bucket.window))
     }
 
     /// The buckets `stream` holds in `domain`s, as (domain, key).

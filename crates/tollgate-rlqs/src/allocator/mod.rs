@@ -21,13 +21,16 @@ mod snapshot;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use tollgate_core::{BucketReport, QuotaAssignment, QuotaDemand, stale_after_ns};
+use tollgate_core::{
+    BucketReport, QuotaAssignment, QuotaDemand, QuotaRate, WindowCount, stale_after_ns, unreported,
+};
 use tollgate_rls::RateLimitConfig;
 
 use crate::bucket::BucketKey;
 use crate::limit::{BucketLimit, resolve};
 
 pub use counters::DomainCounters;
+pub use kept::Kept;
 pub use reload::Reshare;
 pub use snapshot::{BucketSnapshot, StreamSnapshot};
 
@@ -108,8 +111,33 @@ struct Bucket {
     /// The matched descriptor's `detailed_metric`: its values may be shown.
     detailed: bool,
     demand: QuotaDemand,
+    /// A counted fixed window's count ([`BucketLimit::Window`]).
+    window: WindowCount,
+    /// A counted fixed window's budget at its last report (tokens per
+    /// window), which the parts split; the limit itself before any.
+    budget: Option<u64>,
     /// The assignment each stream was last sent.
     sent: BTreeMap<u64, QuotaAssignment>,
+}
+
+impl Bucket {
+    /// The rate the parts split now: the limit's own, or a counted
+    /// window's budget for its time left (with a burst of one second of
+    /// it).
+    fn sharing(&self) -> Option<QuotaRate> {
+        match self.limit {
+            BucketLimit::Shared(rate) => Some(rate),
+            BucketLimit::Window(rate) => {
+                let tokens = self.budget.unwrap_or(rate.tokens);
+                Some(QuotaRate {
+                    tokens,
+                    per_s: rate.per_s,
+                    burst: tokens.div_ceil(rate.per_s.max(1)).max(1),
+                })
+            }
+            BucketLimit::AllowAll | BucketLimit::DenyAll => None,
+        }
+    }
 }
 
 /// Every bucket and stream (see the module's notes).
@@ -123,7 +151,7 @@ pub struct Allocator {
     counters: BTreeMap<Arc<str>, DomainCounters>,
     /// Buckets' streams as a shared store keeps them, read before a report
     /// and put in force by it ([`Allocator::keep`]).
-    kept: HashMap<BucketId, QuotaDemand>,
+    kept: HashMap<BucketId, Kept>,
     /// Whether the buckets' streams are kept in a shared store: then a part
     /// is raised only in a report, whose record is read and written around
     /// it, never by a close, an abandon or a reload here.
@@ -212,11 +240,13 @@ impl Allocator {
                     limit,
                     detailed,
                     demand: QuotaDemand::new(),
+                    window: WindowCount::default(),
+                    budget: None,
                     sent: BTreeMap::new(),
                 }
             });
             if let Some(kept) = kept {
-                bucket.demand = kept;
+                (bucket.demand, bucket.window) = kept;
             }
             bucket
                 .demand
@@ -225,8 +255,23 @@ impl Allocator {
             let assignment = match bucket.limit {
                 BucketLimit::AllowAll => QuotaAssignment::AllowAll,
                 BucketLimit::DenyAll => QuotaAssignment::DenyAll,
-                BucketLimit::Shared(rate) => {
-                    bucket.demand.assign(stream, rate.tokens);
+                BucketLimit::Shared(_) | BucketLimit::Window(_) => {
+                    if let BucketLimit::Window(limit) = bucket.limit {
+                        bucket.window.count(limit.per_s, report.allowed, now_ns);
+                        let unreported = unreported(&bucket.demand, stream, limit.per_s, now_ns);
+                        bucket.budget = Some(bucket.window.budget(
+                            limit.tokens,
+                            limit.per_s,
+                            unreported,
+                            now_ns,
+                        ));
+                    }
+                    let rate = bucket.sharing().unwrap_or(QuotaRate {
+                        tokens: 0,
+                        per_s: 1,
+                        burst: 1,
+                    });
+                    bucket.demand.assign(stream, rate.tokens, rate.per_s);
                     // What the report freed goes to the others at once; the
                     // reporter's own raise, if any, is in its answer.
                     top_up(key, bucket, ttl_s, counters, &mut pushes, Some(stream));
@@ -382,7 +427,7 @@ impl Allocator {
             (
                 domain,
                 key,
-                bucket.limit,
+                (bucket.limit, bucket.window.used, bucket.budget),
                 bucket.detailed,
                 &bucket.demand,
                 &bucket.sent,
@@ -402,10 +447,10 @@ fn top_up(
     pushes: &mut BTreeMap<u64, Vec<BucketAnswer>>,
     reporter: Option<u64>,
 ) {
-    let BucketLimit::Shared(rate) = bucket.limit else {
+    let Some(rate) = bucket.sharing() else {
         return;
     };
-    for (stream, part) in bucket.demand.top_up(rate.tokens) {
+    for (stream, part) in bucket.demand.top_up(rate.tokens, rate.per_s) {
         if Some(stream) == reporter {
             continue;
         }

@@ -44,8 +44,9 @@ impl Allocator {
                 continue;
             }
             bucket.limit = limit;
-            let assignments: Vec<(u64, QuotaAssignment)> = match limit {
-                BucketLimit::Shared(rate) if self.shared => {
+            bucket.budget = None;
+            let assignments: Vec<(u64, QuotaAssignment)> = match bucket.sharing() {
+                Some(rate) if self.shared => {
                     reshares.push(Reshare {
                         domain: Arc::clone(&id.0),
                         bucket: id.1.clone(),
@@ -53,13 +54,13 @@ impl Allocator {
                     });
                     continue;
                 }
-                BucketLimit::Shared(rate) => bucket
+                Some(rate) => bucket
                     .demand
-                    .assign_all(rate.tokens)
+                    .assign_all(rate.tokens, rate.per_s)
                     .into_iter()
                     .map(|(stream, part)| (stream, rate.assignment(part)))
                     .collect(),
-                BucketLimit::AllowAll | BucketLimit::DenyAll => {
+                None => {
                     let blanket = if limit == BucketLimit::AllowAll {
                         QuotaAssignment::AllowAll
                     } else {

@@ -18,6 +18,11 @@ pub struct BucketSnapshot {
     pub bucket: String,
     /// The limit.
     pub limit: BucketLimit,
+    /// A counted fixed window's requests reported so far in it.
+    pub window_used: u64,
+    /// A counted fixed window's budget at its last report (tokens per
+    /// window).
+    pub budget: Option<u64>,
     /// Its streams, in id order.
     pub streams: Vec<StreamSnapshot>,
 }
@@ -38,7 +43,7 @@ pub struct StreamSnapshot {
 type Row<'a> = (
     &'a Arc<str>,
     &'a BucketKey,
-    BucketLimit,
+    (BucketLimit, u64, Option<u64>),
     bool,
     &'a QuotaDemand,
     &'a BTreeMap<u64, QuotaAssignment>,
@@ -47,28 +52,32 @@ type Row<'a> = (
 /// The snapshots of `buckets`, ordered by domain and bucket.
 pub(super) fn of<'a>(buckets: impl Iterator<Item = Row<'a>>) -> Vec<BucketSnapshot> {
     let mut snapshots: Vec<BucketSnapshot> = buckets
-        .map(|(domain, key, limit, detailed, demand, sent)| {
-            let parts: BTreeMap<u64, u64> = demand.assigned().into_iter().collect();
-            BucketSnapshot {
-                domain: Arc::clone(domain),
-                bucket: if detailed {
-                    key.describe()
-                } else {
-                    key.describe_redacted()
-                },
-                limit,
-                streams: demand
-                    .demands()
-                    .into_iter()
-                    .map(|(stream, demand_milli)| StreamSnapshot {
-                        stream,
-                        demand_milli,
-                        part: parts.get(&stream).copied().unwrap_or(0),
-                        assignment: sent.get(&stream).copied(),
-                    })
-                    .collect(),
-            }
-        })
+        .map(
+            |(domain, key, (limit, window_used, budget), detailed, demand, sent)| {
+                let parts: BTreeMap<u64, u64> = demand.assigned().into_iter().collect();
+                BucketSnapshot {
+                    domain: Arc::clone(domain),
+                    bucket: if detailed {
+                        key.describe()
+                    } else {
+                        key.describe_redacted()
+                    },
+                    limit,
+                    window_used,
+                    budget,
+                    streams: demand
+                        .demands()
+                        .into_iter()
+                        .map(|(stream, demand_milli)| StreamSnapshot {
+                            stream,
+                            demand_milli,
+                            part: parts.get(&stream).copied().unwrap_or(0),
+                            assignment: sent.get(&stream).copied(),
+                        })
+                        .collect(),
+                }
+            },
+        )
         .collect();
     snapshots
         .sort_by(|left, right| (&left.domain, &left.bucket).cmp(&(&right.domain, &right.bucket)));

@@ -277,3 +277,44 @@ fn a_shared_allocator_raises_no_part_outside_a_report() {
     assert_eq!(reshares.len(), 1);
     assert_eq!(reshares[0].rate.tokens, 10);
 }
+
+#[test]
+fn a_fixed_window_of_a_minute_is_counted_and_lends_its_rest() {
+    let yaml = "
+domain: edge
+descriptors:
+  - key: name
+    value: minute
+    rate_limit: {unit: minute, requests_per_unit: 600}
+";
+    let mut allocator = Allocator::new(AllocatorSettings::default(), config(yaml));
+    let minute = |max_tokens, tokens_per_fill| QuotaAssignment::TokenBucket {
+        max_tokens,
+        tokens_per_fill,
+        fill_interval_s: 60,
+    };
+    // The window [3,600 s, 3,660 s). At its start, 50 reported: 550 left
+    // over 60 s, a budget of 550 a minute, all the lone stream's (a burst of
+    // a second of it: 550 / 60, rounded up, 10).
+    assert_eq!(
+        answered(&mut allocator, 1, &[usage("minute", 50, 0)], 3_600 * SECOND),
+        vec![minute(10, 550)]
+    );
+    // 30 s in, 100 more: 150 used, 450 left over 30 s: 900 a minute (15 a
+    // second, lent by the quiet start); its demand, 200 a minute, and the
+    // rest lent to it alone.
+    assert_eq!(
+        answered(&mut allocator, 1, &[usage("minute", 100, 0)], 3_630 * SECOND),
+        vec![minute(15, 900)]
+    );
+    // 50 s in, 450 more: 600 used, nothing left.
+    assert_eq!(
+        answered(&mut allocator, 1, &[usage("minute", 450, 0)], 3_650 * SECOND),
+        vec![QuotaAssignment::DenyAll]
+    );
+    // The next window starts afresh: 600 over 60 s.
+    assert_eq!(
+        answered(&mut allocator, 1, &[usage("minute", 0, 0)], 3_660 * SECOND),
+        vec![minute(10, 600)]
+    );
+}

@@ -92,7 +92,7 @@ impl Quotas {
                 .map(|(key, _)| {
                     allocator
                         .shared_demand(domain, key)
-                        .map(|demand| encode(&demand))
+                        .map(|kept| encode(&kept))
                 })
                 .collect();
             (answers, pushes, writes)
@@ -167,14 +167,19 @@ impl Quotas {
                 return;
             };
             let Some(read) = read else { return };
-            let mut demand = decode(&read);
+            let (mut demand, window) = decode(&read);
             if demand.part_of(stream).is_none() {
                 return;
             }
             demand.close(stream);
             let written = shared
                 .records
-                .compare_and_set(name, Some(&read), &encode(&demand), shared.time_to_live)
+                .compare_and_set(
+                    name,
+                    Some(&read),
+                    &encode(&(demand, window)),
+                    shared.time_to_live,
+                )
                 .await;
             match written {
                 Ok(true) => return,
@@ -197,14 +202,14 @@ impl Quotas {
             let Ok(read) = shared.records.get(&name).await else {
                 break;
             };
-            let mut demand = read.as_deref().map(decode).unwrap_or_default();
-            demand.assign_all(reshare.rate.tokens);
+            let (mut demand, window) = read.as_deref().map(decode).unwrap_or_default();
+            demand.assign_all(reshare.rate.tokens, reshare.rate.per_s);
             let written = shared
                 .records
                 .compare_and_set(
                     &name,
                     read.as_deref(),
-                    &encode(&demand),
+                    &encode(&(demand.clone(), window)),
                     shared.time_to_live,
                 )
                 .await;
