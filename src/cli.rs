@@ -31,8 +31,10 @@ pub(crate) enum Command {
     /// `StreamRateLimitQuotas` (0.0.0.0:8081), `/healthcheck` (0.0.0.0:8080),
     /// debug `/rlqs` and `/metrics` (0.0.0.0:6070). It splits each bucket's
     /// limit, from `tollgate rls`'s YAML, among the Envoys that report it,
-    /// by their demand; every flag of `tollgate rls` that applies, with the
-    /// same environment variables.
+    /// by their demand. It takes `tollgate rls`'s flags and environment
+    /// variables; those that mean nothing here (shadow mode, headers,
+    /// refunds, store failure policy...) are refused when set. See
+    /// docs/RLQS.md.
     Rlqs(Box<tollgate_rlqs::RlqsArguments>),
     /// Check a gateway configuration without starting (as `nginx -t`): print
     /// what it would put in force and every warning; exit 0 when it is

@@ -38,6 +38,30 @@ fn settings_come_from_the_environment_too() {
 }
 
 #[test]
+fn a_cap_of_zero_is_refused() {
+    let output = rlqs(&["--max-streams", "0"], &[]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("0 would refuse everything"), "{stderr}");
+}
+
+#[test]
+fn a_tollgate_rls_setting_that_means_nothing_here_is_refused() {
+    // A team reusing its rls environment: shadow mode would not make the
+    // quota service a dry run, so it is refused rather than ignored.
+    let output = rlqs(
+        &["--config", "examples/rlqs/config"],
+        &[("SHADOW_MODE", "true"), ("TOLLGATE_REFUNDS", "true")],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("SHADOW_MODE, TOLLGATE_REFUNDS set, but tollgate rlqs does not use them"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn it_starts_answers_its_healthcheck_and_stops_on_sigterm() {
     let directory = tempfile::tempdir().unwrap();
     std::fs::write(

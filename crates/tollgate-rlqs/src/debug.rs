@@ -27,6 +27,9 @@ pub fn buckets_json(quotas: &Quotas) -> Value {
             "abandon_after_s": settings.idle_ns / 1_000_000_000,
             "max_buckets_per_stream": settings.max_buckets_per_stream,
             "max_buckets": settings.max_buckets,
+            "max_streams": settings.max_streams,
+            "over_cap": assignment_json(settings.over_cap),
+            "config_loaded": quotas.config_loaded(),
         },
         "buckets": buckets,
     })
@@ -152,9 +155,17 @@ pub fn prometheus_page(quotas: &Quotas) -> String {
          tollgate_rlqs_dropped_messages_total {}\n\
          # HELP tollgate_rlqs_store_failures_total Reports (or a stream's leaving) the shared store could not back: the store failed, stalled or stayed in conflict.\n\
          # TYPE tollgate_rlqs_store_failures_total counter\n\
-         tollgate_rlqs_store_failures_total {}",
+         tollgate_rlqs_store_failures_total {}\n\
+         # HELP tollgate_rlqs_refused_streams_total Streams refused because TOLLGATE_RLQS_MAX_STREAMS were open.\n\
+         # TYPE tollgate_rlqs_refused_streams_total counter\n\
+         tollgate_rlqs_refused_streams_total {}\n\
+         # HELP tollgate_rlqs_config_loaded 1 when a configuration is loaded; 0 when none is (every bucket is then ALLOW_ALL).\n\
+         # TYPE tollgate_rlqs_config_loaded gauge\n\
+         tollgate_rlqs_config_loaded {}",
         quotas.dropped(),
-        quotas.store_failures()
+        quotas.store_failures(),
+        quotas.refused_streams(),
+        u8::from(quotas.config_loaded())
     );
     page
 }

@@ -35,6 +35,9 @@ pub enum RlqsError {
     /// The settings are refused.
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    /// `tollgate rls` settings that mean nothing here were set (their names).
+    #[error("{0}")]
+    Inapplicable(String),
     /// The Redis settings cannot be used.
     #[error(transparent)]
     Redis(#[from] tollgate_redis::RedisStoreError),
@@ -92,6 +95,9 @@ impl Rlqs {
         clock: Arc<dyn Clock>,
     ) -> Result<Rlqs, RlqsError> {
         arguments.rls.check()?;
+        arguments
+            .refuse_inapplicable()
+            .map_err(RlqsError::Inapplicable)?;
         let shared = shared_state(arguments)?;
         let source = ConfigSource::from_arguments(&arguments.rls);
         tracing::warn!(directory = %source.describe(), "configuration files from");

@@ -39,6 +39,7 @@ pub struct RlqsArguments {
         long,
         env = "TOLLGATE_RLQS_MAX_BUCKETS_PER_STREAM",
         default_value_t = 10_000,
+        value_parser = positive_count,
         value_name = "COUNT"
     )]
     pub max_buckets_per_stream: usize,
@@ -48,6 +49,7 @@ pub struct RlqsArguments {
         long,
         env = "TOLLGATE_RLQS_MAX_BUCKETS",
         default_value_t = 1_000_000,
+        value_parser = positive_count,
         value_name = "COUNT"
     )]
     pub max_buckets: usize,
@@ -59,6 +61,7 @@ pub struct RlqsArguments {
         long,
         env = "TOLLGATE_RLQS_MAX_STREAMS",
         default_value_t = 100_000,
+        value_parser = positive_count,
         value_name = "COUNT"
     )]
     pub max_streams: usize,
@@ -83,8 +86,24 @@ pub enum OverCap {
 /// 5 s reporting interval.
 pub const SHORTEST_ASSIGNMENT_TTL: Duration = Duration::from_secs(6);
 
+/// A count of 1 or more: a cap of 0 would refuse every bucket or stream
+/// (and a refused stream leaves Envoy to its fallback, unlimited by
+/// default), with nothing to show for it.
+fn positive_count(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(0) => Err("0 would refuse everything: give 1 or more".to_owned()),
+        Ok(count) => Ok(count),
+        Err(_) => Err(format!("'{value}' is not a count")),
+    }
+}
+
 fn assignment_ttl(value: &str) -> Result<Duration, String> {
     let ttl = positive_go_duration(value)?;
+    if ttl.subsec_nanos() != 0 {
+        return Err(format!(
+            "'{value}' is not whole seconds: Envoy 1.40 cuts a TTL to whole seconds"
+        ));
+    }
     if ttl < SHORTEST_ASSIGNMENT_TTL {
         return Err(format!(
             "'{value}' is under 6s: Envoy 1.40 reports every 5 s, so an assignment would \
@@ -101,7 +120,89 @@ struct Standalone {
     arguments: RlqsArguments,
 }
 
+/// `tollgate rls`'s settings that mean nothing to the quota service, each
+/// with its environment variable: set to other than its default, it is
+/// refused at start, so that no one runs `tollgate rlqs` believing (say)
+/// that `SHADOW_MODE=true` makes it a dry run.
+fn inapplicable(arguments: &RlsArguments, defaults: &RlsArguments) -> Vec<&'static str> {
+    let mut set = Vec::new();
+    let mut check = |changed: bool, name: &'static str| {
+        if changed {
+            set.push(name);
+        }
+    };
+    check(
+        arguments.near_limit_ratio != defaults.near_limit_ratio,
+        "NEAR_LIMIT_RATIO",
+    );
+    check(
+        arguments.stop_cache_key_increment_when_overlimit
+            != defaults.stop_cache_key_increment_when_overlimit,
+        "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+    );
+    check(
+        arguments.local_cache_size_in_bytes != defaults.local_cache_size_in_bytes,
+        "LOCAL_CACHE_SIZE_IN_BYTES",
+    );
+    check(arguments.shadow_mode != defaults.shadow_mode, "SHADOW_MODE");
+    check(arguments.quota_mode != defaults.quota_mode, "QUOTA_MODE");
+    check(
+        arguments.response_dynamic_metadata != defaults.response_dynamic_metadata,
+        "RESPONSE_DYNAMIC_METADATA",
+    );
+    check(
+        arguments.limit_response_headers_enabled != defaults.limit_response_headers_enabled,
+        "LIMIT_RESPONSE_HEADERS_ENABLED",
+    );
+    check(
+        arguments.all_or_nothing != defaults.all_or_nothing,
+        "TOLLGATE_ALL_OR_NOTHING",
+    );
+    check(
+        arguments.retry_after_header != defaults.retry_after_header,
+        "TOLLGATE_RETRY_AFTER_HEADER",
+    );
+    check(
+        arguments.ietf_headers != defaults.ietf_headers,
+        "TOLLGATE_IETF_HEADERS",
+    );
+    check(arguments.refunds != defaults.refunds, "TOLLGATE_REFUNDS");
+    check(
+        arguments.store_failure != defaults.store_failure,
+        "TOLLGATE_STORE_FAILURE",
+    );
+    check(
+        arguments.store_timeout != defaults.store_timeout,
+        "TOLLGATE_STORE_TIMEOUT",
+    );
+    check(
+        arguments.use_prometheus != defaults.use_prometheus,
+        "USE_PROMETHEUS",
+    );
+    set
+}
+
 impl RlqsArguments {
+    /// Refuses `tollgate rls`'s settings that mean nothing here (see
+    /// `inapplicable`), naming them.
+    ///
+    /// # Errors
+    ///
+    /// The names of the settings set, in a sentence.
+    pub fn refuse_inapplicable(&self) -> Result<(), String> {
+        let set = inapplicable(&self.rls, &RlsArguments::defaults());
+        if set.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "{} set, but tollgate rlqs does not use {}: Envoy enforces the \
+             assignments, and the quota service's metrics are on its debug \
+             listener's /metrics (docs/RLQS.md, Settings)",
+            set.join(", "),
+            if set.len() == 1 { "it" } else { "them" }
+        ))
+    }
+
     /// The defaults, whatever the environment says (for tests and
     /// embedding: no environment variable is read).
     pub fn defaults() -> RlqsArguments {

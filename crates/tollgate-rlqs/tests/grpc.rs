@@ -384,5 +384,14 @@ async fn streams_past_the_cap_are_refused_with_resource_exhausted() {
         .await
         .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+    let metrics = page(&rlqs, "/metrics").await;
+    assert!(
+        metrics.contains("tollgate_rlqs_refused_streams_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tollgate_rlqs_config_loaded 1"),
+        "{metrics}"
+    );
     rlqs.shutdown_within(Duration::from_millis(200)).await;
 }

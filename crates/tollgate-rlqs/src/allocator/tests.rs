@@ -304,12 +304,22 @@ descriptors:
     // second, lent by the quiet start); its demand, 200 a minute, and the
     // rest lent to it alone.
     assert_eq!(
-        answered(&mut allocator, 1, &[usage("minute", 100, 0)], 3_630 * SECOND),
+        answered(
+            &mut allocator,
+            1,
+            &[usage("minute", 100, 0)],
+            3_630 * SECOND
+        ),
         vec![minute(15, 900)]
     );
     // 50 s in, 450 more: 600 used, nothing left.
     assert_eq!(
-        answered(&mut allocator, 1, &[usage("minute", 450, 0)], 3_650 * SECOND),
+        answered(
+            &mut allocator,
+            1,
+            &[usage("minute", 450, 0)],
+            3_650 * SECOND
+        ),
         vec![QuotaAssignment::DenyAll]
     );
     // The next window starts afresh: 600 over 60 s.

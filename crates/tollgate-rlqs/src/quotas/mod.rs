@@ -41,6 +41,7 @@ pub struct Quotas {
     streams: Mutex<HashMap<u64, Outgoing>>,
     next_stream: AtomicU64,
     dropped: AtomicU64,
+    refused_streams: AtomicU64,
     store_failures: AtomicU64,
     /// Bumped by every reload: a report with a shared store whose answers
     /// were made before a reload drops them (the reload's pushes stand).
@@ -79,6 +80,7 @@ impl Quotas {
             streams: Mutex::new(HashMap::new()),
             next_stream: AtomicU64::new((u64::from(replica_prefix()) << 32) | 1),
             dropped: AtomicU64::new(0),
+            refused_streams: AtomicU64::new(0),
             store_failures: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             max_streams: settings.max_streams,
@@ -92,6 +94,13 @@ impl Quotas {
     pub fn open(&self, outgoing: Outgoing) -> Option<u64> {
         let mut streams = self.streams.lock();
         if streams.len() >= self.max_streams {
+            if self.refused_streams.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::warn!(
+                    max_streams = self.max_streams,
+                    "a stream refused: TOLLGATE_RLQS_MAX_STREAMS streams are open \
+                     (its Envoy applies its no-assignment behaviour)"
+                );
+            }
             return None;
         }
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
@@ -240,6 +249,17 @@ impl Quotas {
     /// record, because the shared store failed or stayed in conflict.
     pub fn store_failures(&self) -> u64 {
         self.store_failures.load(Ordering::Relaxed)
+    }
+
+    /// Streams refused past [`AllocatorSettings::max_streams`].
+    pub fn refused_streams(&self) -> u64 {
+        self.refused_streams.load(Ordering::Relaxed)
+    }
+
+    /// Whether a configuration is loaded (without one, every bucket is
+    /// `ALLOW_ALL`).
+    pub fn config_loaded(&self) -> bool {
+        self.allocator.lock().config().is_some()
     }
 
     /// Messages dropped because a stream did not read.
