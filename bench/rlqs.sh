@@ -15,6 +15,10 @@
 #     request (one descriptor per `x-key`); twice each, in turn. The limits
 #     (10^9 a second) refuse nothing: the run measures the filters, not
 #     refusals. Also Envoy's CPU per request (from /proc).
+#     Then latency at a fixed offered rate, an eighth of the no-filter listener's
+#     mean rate, open loop (crates/tollgate-rlqs/examples/http_fixed_rate.rs:
+#     requests scheduled at fixed intervals whatever the answers, latency from
+#     the scheduled time): p50, p99 and p99.9 for each listener.
 #  2. Reports per second one `tollgate rlqs` answers, closed loop
 #     (crates/tollgate-rlqs/examples/rlqs_load.rs): STREAMS streams, each
 #     reporting the same BUCKETS buckets in every report, a new report as soon
@@ -73,6 +77,7 @@ if [ -z "${NO_BUILD:-}" ]; then
     echo "--- building (release)"
     cargo build --release -q
     cargo build --release -q -p tollgate-rlqs --example rlqs_load
+    cargo build --release -q -p tollgate-rlqs --example http_fixed_rate
     cargo build --release -q -p tollgate-rls --example rls_upstream
 fi
 BINARY=target/release/tollgate
@@ -268,6 +273,18 @@ for _ in 1 2; do
     wrk_run rls_filter "$RLS_FILTER_PORT" "$RLS_PID"
 done
 
+mean() { awk '{ sum += $1 } END { printf "%.0f", sum / NR }' "$1"; }
+FIXED_RATE=$(( $(mean "$WORK/rps-no_filter") / 8 ))
+echo "--- Envoy at a fixed rate, $FIXED_RATE requests a second (an eighth of no filter's: the load client shares the two cores), open loop, 10 s"
+for listener in no_filter:$NOFILTER_PORT quota_filter:$QUOTA_PORT rls_filter:$RLS_FILTER_PORT; do
+    name="${listener%%:*}"
+    port="${listener##*:}"
+    line=$(target/release/examples/http_fixed_rate --url "http://127.0.0.1:$port/" \
+        --rate "$FIXED_RATE" --keys "$KEYS" --seconds 10)
+    echo "$line" > "$OUT/rlqs-fixed-$name.txt"
+    printf '%-14s %s\n' "$name" "$line"
+done
+
 # reports NAME: the load client against the rlqs on RLQS_PORT (pid RLQS_PID).
 reports() {
     local name="$1" before after line rate
@@ -298,7 +315,6 @@ wait_port "$RLQS_PORT"
 reports redis
 
 echo "--- ratios (reported, not asserted)"
-mean() { awk '{ sum += $1 } END { printf "%.0f", sum / NR }' "$1"; }
 awk -v nf="$(mean "$WORK/rps-no_filter")" -v qf="$(mean "$WORK/rps-quota_filter")" \
     -v rf="$(mean "$WORK/rps-rls_filter")" -v qs="$(mean "$WORK/rps-quota_static")" -v memory="$(cat "$WORK/reports-memory")" \
     -v redis="$(cat "$WORK/reports-redis")" -v buckets="$BUCKETS" 'BEGIN {
