@@ -17,14 +17,11 @@ use tollgate_serve::Signals;
 use tollgate_redis::{RedisConfig, RedisRecords};
 
 use crate::quotas::Quotas;
-use tollgate_rls::server::{ServerError, join_host_port};
+use tollgate_rls::server::{SHUTDOWN_GRACE, ServerError, join_host_port};
 
 use crate::server::{Addresses, Listening, listen};
 use crate::settings::RlqsArguments;
 use crate::shared::SharedState;
-
-/// How long a stop lets calls in flight finish.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// How often idle buckets are looked for.
 pub const IDLE_SWEEP: Duration = Duration::from_secs(1);

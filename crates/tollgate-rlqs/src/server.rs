@@ -17,7 +17,7 @@ use axum::http::{StatusCode, header};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
-use tollgate_rls::server::{Health, ServerError};
+use tollgate_rls::server::{Health, ServerError, bind};
 use tollgate_serve::{Connections, Shutdown};
 
 use crate::debug::{buckets_json, prometheus_page};
@@ -152,19 +152,6 @@ fn debug_router(quotas: &Arc<Quotas>, config_dump: ConfigDump) -> Router {
         )
 }
 
-async fn bind(listener: &'static str, address: &str) -> Result<TcpListener, ServerError> {
-    let bound = TcpListener::bind(address)
-        .await
-        .map_err(|source| ServerError::Bind {
-            listener,
-            address: address.to_owned(),
-            source,
-        })?;
-    tracing::warn!(address = %bound.local_addr().map_or_else(|_| address.to_owned(), |a| a.to_string()),
-        "Listening for {listener}");
-    Ok(bound)
-}
-
 impl Listening {
     /// Reports unhealthy, ends every stream's answers (each Envoy reopens
     /// its stream at its next report, to another replica), stops accepting,
@@ -173,17 +160,9 @@ impl Listening {
     pub async fn shutdown_within(mut self, grace: Duration) {
         self.health.fail().await;
         self.quotas.end_all();
-        let tasks = &mut self.tasks;
-        let drained = self
-            .shutdown
-            .drain_closing_idle(grace, Some(&self.connections), async {
-                while tasks.join_next().await.is_some() {}
-            })
+        self.shutdown
+            .drain_tasks(grace, Some(&self.connections), &mut self.tasks)
             .await;
-        if drained == tollgate_serve::Drained::Abandoned {
-            self.tasks.abort_all();
-            while self.tasks.join_next().await.is_some() {}
-        }
     }
 
     /// Waits until a listener stops on its own (it failed).

@@ -45,36 +45,13 @@ impl Drop for Heavy {
     }
 }
 
-/// A `tollgate rlqs` on loopback (kernel-chosen ports) with `yaml` as its
-/// one configuration file, polled every 100 ms, and `adjust` applied to its
-/// settings.
+/// A `tollgate rlqs` on loopback (`tollgate_test_support::rlqs`) on the
+/// system clock, Envoy's clock.
 async fn start_rlqs(
     yaml: &str,
     adjust: impl FnOnce(&mut RlqsArguments),
 ) -> (Rlqs, tempfile::TempDir) {
-    let directory = tempfile::tempdir().unwrap();
-    std::fs::write(directory.path().join("quota.yaml"), yaml).unwrap();
-    let mut arguments = RlqsArguments::defaults();
-    for host in [
-        &mut arguments.rls.host,
-        &mut arguments.rls.grpc_host,
-        &mut arguments.rls.debug_host,
-    ] {
-        "127.0.0.1".clone_into(host);
-    }
-    arguments.rls.port = 0;
-    arguments.rls.grpc_port = 0;
-    arguments.rls.debug_port = 0;
-    arguments.rls.config = Some(directory.path().to_owned());
-    adjust(&mut arguments);
-    let rlqs = Rlqs::start_on_clock(
-        &arguments,
-        Duration::from_millis(100),
-        Arc::new(SystemClock::new()),
-    )
-    .await
-    .unwrap();
-    (rlqs, directory)
+    tollgate_test_support::rlqs::start(yaml, Arc::new(SystemClock::new()), adjust).await
 }
 
 fn limit_yaml(per_second: u32) -> String {
@@ -113,6 +90,55 @@ fn main_listener(envoy: &Envoy) -> std::net::SocketAddr {
     envoy.listeners["main"]
 }
 
+/// Offers each Envoy its rate (in `rates`' order) from now for `length`,
+/// all at once, and gives each one's answers.
+async fn offer_all(envoys: &[Envoy], rates: &[f64], length: Duration) -> Vec<Vec<Answer>> {
+    let start = Instant::now();
+    let loads: Vec<_> = envoys
+        .iter()
+        .zip(rates)
+        .map(|(envoy, &rate)| tokio::spawn(offer(main_listener(envoy), rate, start, length)))
+        .collect();
+    let mut answers = Vec::new();
+    for load in loads {
+        answers.push(load.await.unwrap());
+    }
+    answers
+}
+
+/// Each Envoy's requests sent and admitted in the span `from_s..to_s`
+/// (seconds since the load's start), the fleet held to docs/RLQS.md's
+/// guarantee for a limit of `limit` a second, whose burst is one second of
+/// it (the most any token bucket Envoy builds can hold): at most
+/// `limit × span`, plus `limit` for the tokens in hand and for each token
+/// bucket Envoy built; at least 90 % of `limit × span`.
+fn held_to_the_guarantee(
+    envoys: &[Envoy],
+    answers: &[Vec<Answer>],
+    limit: usize,
+    (from_s, to_s): (u64, u64),
+) -> Vec<(usize, usize)> {
+    let span = Duration::from_secs(from_s)..Duration::from_secs(to_s);
+    let counts: Vec<(usize, usize)> = answers
+        .iter()
+        .map(|answers| counted(answers, span.start, span.end))
+        .collect();
+    let admitted: usize = counts.iter().map(|c| c.1).sum();
+    let built: usize = envoys.iter().map(token_buckets_built).sum();
+    let most = limit * (to_s - from_s) as usize;
+    let bound = most + limit * (1 + built);
+    eprintln!(
+        "admitted {admitted} (limit × span {most}, bound {bound}), token buckets built {built}, \
+         per Envoy {counts:?}"
+    );
+    assert!(admitted <= bound, "admitted {admitted} > {bound}");
+    assert!(
+        admitted * 10 >= 9 * most,
+        "admitted {admitted} < 90 % of {most}"
+    );
+    counts
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(has_envoy),
@@ -126,39 +152,12 @@ async fn three_envoys_share_one_limit_by_their_demand() {
     for _ in 0..3 {
         envoys.push(start_envoy(&rlqs, &FILTER).await);
     }
-    let start = Instant::now();
-    let length = Duration::from_secs(32);
-    let loads: Vec<_> = envoys
-        .iter()
-        .zip([126.0, 36.0, 18.0])
-        .map(|(envoy, rate)| tokio::spawn(offer(main_listener(envoy), rate, start, length)))
-        .collect();
-    let mut answers: Vec<Vec<Answer>> = Vec::new();
-    for load in loads {
-        answers.push(load.await.unwrap());
-    }
+    let answers = offer_all(&envoys, &[126.0, 36.0, 18.0], Duration::from_secs(32)).await;
     // Converged after 12 s (two of Envoy's 5 s reports and a margin);
     // measured over the 20 s after.
-    let (from, to) = (Duration::from_secs(12), Duration::from_secs(32));
-    let span_s = 20;
-    let counts: Vec<(usize, usize)> = answers.iter().map(|a| counted(a, from, to)).collect();
+    let counts = held_to_the_guarantee(&envoys, &answers, 60, (12, 32));
     let offered: usize = counts.iter().map(|c| c.0).sum();
     let admitted: usize = counts.iter().map(|c| c.1).sum();
-    let built: usize = envoys.iter().map(token_buckets_built).sum();
-    // The fleet's burst is one second of the limit: 60 tokens, the most any
-    // token bucket Envoy builds can hold.
-    let bound = 60 * span_s + 60 * (1 + built);
-    eprintln!(
-        "offered {offered}, admitted {admitted} (limit × span {}, bound {bound}), \
-         token buckets built {built}, per Envoy {counts:?}",
-        60 * span_s
-    );
-    assert!(admitted <= bound, "admitted {admitted} > {bound}");
-    assert!(
-        admitted * 10 >= 9 * 60 * span_s,
-        "admitted {admitted} < 90 % of {}",
-        60 * span_s
-    );
     for (index, &(sent, allowed)) in counts.iter().enumerate() {
         let demand_share = sent as f64 / offered as f64;
         let admitted_share = allowed as f64 / admitted as f64;
@@ -374,35 +373,11 @@ async fn two_replicas_on_one_redis_hold_the_fleets_total() {
         start_envoy(&first, &FILTER).await,
         start_envoy(&second, &FILTER).await,
     ];
-    let start = Instant::now();
-    let length = Duration::from_secs(32);
-    let loads: Vec<_> = envoys
-        .iter()
-        .map(|envoy| tokio::spawn(offer(main_listener(envoy), 60.0, start, length)))
-        .collect();
-    let mut answers: Vec<Vec<Answer>> = Vec::new();
-    for load in loads {
-        answers.push(load.await.unwrap());
-    }
+    let answers = offer_all(&envoys, &[60.0; 3], Duration::from_secs(32)).await;
     // Converged after 17 s (a part freed on one replica reaches the other's
     // streams at their next report); measured over the 15 s after.
-    let (from, to) = (Duration::from_secs(17), Duration::from_secs(32));
-    let span_s = 15;
-    let counts: Vec<(usize, usize)> = answers.iter().map(|a| counted(a, from, to)).collect();
+    let counts = held_to_the_guarantee(&envoys, &answers, 60, (17, 32));
     let admitted: usize = counts.iter().map(|c| c.1).sum();
-    let built: usize = envoys.iter().map(token_buckets_built).sum();
-    let bound = 60 * span_s + 60 * (1 + built);
-    eprintln!(
-        "admitted {admitted} (limit × span {}, bound {bound}), token buckets built {built}, \
-         per Envoy {counts:?}",
-        60 * span_s
-    );
-    assert!(admitted <= bound, "admitted {admitted} > {bound}");
-    assert!(
-        admitted * 10 >= 9 * 60 * span_s,
-        "admitted {admitted} < 90 % of {}",
-        60 * span_s
-    );
     // Equal demand: each Envoy within 10 points of a third.
     for (index, &(_, allowed)) in counts.iter().enumerate() {
         let share = allowed as f64 / admitted as f64;

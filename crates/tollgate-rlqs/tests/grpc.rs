@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tollgate_core::ManualClock;
 use tollgate_rlqs::{Rlqs, RlqsArguments};
+use tollgate_test_support::rlqs;
 use tonic::Streaming;
 
 const YAML: &str = "
@@ -38,25 +39,8 @@ descriptors:
 async fn start(
     adjust: impl FnOnce(&mut RlqsArguments),
 ) -> (Rlqs, tempfile::TempDir, Arc<ManualClock>) {
-    let directory = tempfile::tempdir().unwrap();
-    std::fs::write(directory.path().join("quota.yaml"), YAML).unwrap();
-    let mut arguments = RlqsArguments::defaults();
-    for host in [
-        &mut arguments.rls.host,
-        &mut arguments.rls.grpc_host,
-        &mut arguments.rls.debug_host,
-    ] {
-        "127.0.0.1".clone_into(host);
-    }
-    arguments.rls.port = 0;
-    arguments.rls.grpc_port = 0;
-    arguments.rls.debug_port = 0;
-    arguments.rls.config = Some(directory.path().to_owned());
-    adjust(&mut arguments);
     let clock = Arc::new(ManualClock::new(1_000_000_000_000));
-    let rlqs = Rlqs::start_on_clock(&arguments, Duration::from_millis(100), clock.clone())
-        .await
-        .unwrap();
+    let (rlqs, directory) = rlqs::start(YAML, clock.clone(), adjust).await;
     (rlqs, directory, clock)
 }
 

@@ -101,6 +101,29 @@ impl Shutdown {
     }
 }
 
+impl Shutdown {
+    /// [`Shutdown::drain_closing_idle`] of the listeners' tasks in `tasks`
+    /// (drained: every task ended); tasks still running when the drain is
+    /// abandoned (a plain HTTP listener's) are aborted and waited for.
+    pub async fn drain_tasks(
+        &self,
+        grace: Duration,
+        connections: Option<&Connections>,
+        tasks: &mut tokio::task::JoinSet<()>,
+    ) -> Drained {
+        let drained = self
+            .drain_closing_idle(grace, connections, async {
+                while tasks.join_next().await.is_some() {}
+            })
+            .await;
+        if drained == Drained::Abandoned {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        drained
+    }
+}
+
 impl Stopping {
     /// Resolves once the server stops accepting (or its [`Shutdown`] is
     /// gone).

@@ -103,6 +103,32 @@ fn listener(name: &str, failure_mode_deny: bool) -> String {
     )
 }
 
+/// A cluster `name` of one gRPC server (HTTP/2) on 127.0.0.1:`port`, as a
+/// `clusters:` list item.
+pub fn grpc_cluster(name: &str, port: u16) -> String {
+    format!(
+        r#"  - name: {name}
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{http2_protocol_options: {{}}}}
+    load_assignment:
+      cluster_name: {name}
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}}}}}]}}]
+"#
+    )
+}
+
+/// The admin listener on a free port of 127.0.0.1, no access log: the end
+/// of a configuration ([`Envoy::start_with`] finds its port).
+pub const ADMIN: &str = r#"admin:
+  access_log_path: "/dev/null"
+  address:
+    socket_address: {address: 127.0.0.1, port_value: 0}
+"#;
+
 /// Envoy's configuration: envoy-rls-loopback.yaml (shared/conformance) with
 /// the ports of this test, a remote address action, two listeners (fail open
 /// and fail closed) and the admin on a free port.
@@ -111,30 +137,16 @@ pub fn envoy_config(rls: SocketAddr, upstream: SocketAddr) -> String {
         r#"static_resources:
   listeners:
 {open}{closed}  clusters:
-  - name: rls
-    type: STATIC
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {{http2_protocol_options: {{}}}}
-    load_assignment:
-      cluster_name: rls
-      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {rls_port}}}}}}}}}]}}]
-  - name: upstream
+{rls}  - name: upstream
     type: STATIC
     connect_timeout: 1s
     load_assignment:
       cluster_name: upstream
       endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {upstream_port}}}}}}}}}]}}]
-admin:
-  access_log_path: "/dev/null"
-  address:
-    socket_address: {{address: 127.0.0.1, port_value: 0}}
-"#,
+{ADMIN}"#,
         open = listener("open", false),
         closed = listener("closed", true),
-        rls_port = rls.port(),
+        rls = grpc_cluster("rls", rls.port()),
         upstream_port = upstream.port(),
     )
 }

@@ -5,6 +5,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::envoy::{ADMIN, grpc_cluster};
+
 /// The filter's settings a test chooses.
 #[derive(Clone, Copy, Debug)]
 pub struct QuotaFilter<'a> {
@@ -65,26 +67,12 @@ pub fn quota_envoy_config(rlqs: SocketAddr, filter: &QuotaFilter<'_>) -> String 
               - match: {{prefix: /}}
                 direct_response: {{status: 200, body: {{inline_string: ok}}}}
   clusters:
-  - name: rlqs
-    type: STATIC
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {{http2_protocol_options: {{}}}}
-    load_assignment:
-      cluster_name: rlqs
-      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}}}}}]}}]
-admin:
-  access_log_path: "/dev/null"
-  address:
-    socket_address: {{address: 127.0.0.1, port_value: 0}}
-"#,
+{cluster}{ADMIN}"#,
         domain = filter.domain,
         bucket = filter.bucket,
         expired = filter.expired,
         expired_timeout_s = filter.expired_timeout_s,
-        port = rlqs.port(),
+        cluster = grpc_cluster("rlqs", rlqs.port()),
     )
 }
 

@@ -20,6 +20,7 @@
 //! - `exposition`: the Prometheus text of a `/metrics` read into samples.
 //! - `gateway` (`gateway`): a gateway started in process on a manual clock.
 //! - `rls` (`rls`): `tollgate rls` started in process on loopback.
+//! - `rlqs` (`rlqs`): `tollgate rlqs` started in process on loopback.
 //! - `conformance` (`rls`): the envoyproxy/ratelimit conformance cases
 //!   (`tests/conformance/envoy-rls/`), each file's count of cases pinned.
 //!
@@ -50,6 +51,8 @@ pub mod loopback;
 pub mod models;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "rlqs")]
+pub mod rlqs;
 #[cfg(feature = "rls")]
 pub mod rls;
 #[cfg(feature = "websocket")]

@@ -121,6 +121,27 @@ struct Bucket {
 }
 
 impl Bucket {
+    /// Notes `assignment` as sent to `stream` and queues it in `pushes`,
+    /// counted.
+    fn push(
+        &mut self,
+        (key, ttl_s): (&BucketKey, u64),
+        (stream, assignment): (u64, QuotaAssignment),
+        counters: &mut DomainCounters,
+        pushes: &mut BTreeMap<u64, Vec<BucketAnswer>>,
+    ) {
+        self.sent.insert(stream, assignment);
+        counters.assignments += 1;
+        pushes
+            .entry(stream)
+            .or_default()
+            .push(BucketAnswer::Assign {
+                bucket: key.clone(),
+                assignment,
+                ttl_s,
+            });
+    }
+
     /// The rate the parts split now: the limit's own, or a counted
     /// window's budget for its time left (with a burst of one second of
     /// it).
@@ -454,17 +475,12 @@ fn top_up(
         if Some(stream) == reporter {
             continue;
         }
-        let assignment = rate.assignment(part);
-        bucket.sent.insert(stream, assignment);
-        counters.assignments += 1;
-        pushes
-            .entry(stream)
-            .or_default()
-            .push(BucketAnswer::Assign {
-                bucket: key.clone(),
-                assignment,
-                ttl_s,
-            });
+        bucket.push(
+            (key, ttl_s),
+            (stream, rate.assignment(part)),
+            counters,
+            pushes,
+        );
     }
 }
 

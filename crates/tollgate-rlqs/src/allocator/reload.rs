@@ -78,17 +78,8 @@ impl Allocator {
                 .counters
                 .entry(counted_domain(self.config.as_deref(), &id.0))
                 .or_default();
-            for (stream, assignment) in assignments {
-                bucket.sent.insert(stream, assignment);
-                counters.assignments += 1;
-                pushes
-                    .entry(stream)
-                    .or_default()
-                    .push(BucketAnswer::Assign {
-                        bucket: id.1.clone(),
-                        assignment,
-                        ttl_s,
-                    });
+            for sent in assignments {
+                bucket.push((&id.1, ttl_s), sent, counters, &mut pushes);
             }
         }
         (pushes, reshares)
@@ -118,16 +109,7 @@ impl Allocator {
                 continue;
             }
             let assignment = reshare.rate.assignment(record.assigned);
-            bucket.sent.insert(stream, assignment);
-            counters.assignments += 1;
-            pushes
-                .entry(stream)
-                .or_default()
-                .push(BucketAnswer::Assign {
-                    bucket: id.1.clone(),
-                    assignment,
-                    ttl_s,
-                });
+            bucket.push((&id.1, ttl_s), (stream, assignment), counters, &mut pushes);
         }
         bucket.demand = demand;
         pushes

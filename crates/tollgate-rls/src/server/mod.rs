@@ -269,7 +269,13 @@ impl Listeners {
     }
 }
 
-async fn bind(listener: &'static str, address: &str) -> Result<TcpListener, ServerError> {
+/// Binds `address` for the listener named `listener` (`gRPC`, `HTTP`,
+/// `debug`), and logs where it listens, as the Go service does.
+///
+/// # Errors
+///
+/// [`ServerError::Bind`] naming the listener.
+pub async fn bind(listener: &'static str, address: &str) -> Result<TcpListener, ServerError> {
     let bound = TcpListener::bind(address)
         .await
         .map_err(|source| ServerError::Bind {
@@ -332,18 +338,9 @@ impl RunningServer {
     /// [`RunningServer::shutdown`] with a grace period of `grace`.
     pub async fn shutdown_within(mut self, grace: std::time::Duration) {
         self.health.fail().await;
-        let tasks = &mut self.tasks;
-        let drained = self
-            .shutdown
-            .drain_closing_idle(grace, Some(&self.connections), async {
-                while tasks.join_next().await.is_some() {}
-            })
+        self.shutdown
+            .drain_tasks(grace, Some(&self.connections), &mut self.tasks)
             .await;
-        if drained == tollgate_serve::Drained::Abandoned {
-            // The HTTP and debug listeners' tasks.
-            self.tasks.abort_all();
-            while self.tasks.join_next().await.is_some() {}
-        }
     }
 
     /// Serves `router` alone on `listener` (the Prometheus page).
