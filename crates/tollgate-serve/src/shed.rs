@@ -14,6 +14,8 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
+use tokio::sync::watch;
+
 use crate::idle::Activity;
 
 /// The open connections of a process, by their activity.
@@ -24,7 +26,9 @@ pub struct Connections {
 
 #[derive(Debug, Default)]
 struct Listed {
-    activities: Vec<Weak<Activity>>,
+    /// Each connection, with its listener's stop signal (none for a
+    /// connection listed without a listener).
+    activities: Vec<(Weak<Activity>, Option<watch::Receiver<bool>>)>,
     /// The list's length after its last sweep of closed connections.
     after_sweep: usize,
 }
@@ -37,16 +41,22 @@ impl Connections {
 
     /// Lists the connection of `activity`, until the activity is dropped.
     pub fn register(&self, activity: &Arc<Activity>) {
+        self.list(activity, None);
+    }
+
+    fn list(&self, activity: &Arc<Activity>, listener: Option<watch::Receiver<bool>>) {
         let Ok(mut listed) = self.listed.lock() else {
             return;
         };
         // Closed connections are swept out once the list has doubled since
         // the last sweep: a constant cost per connection on average.
         if listed.activities.len() >= 2 * listed.after_sweep + 64 {
-            listed.activities.retain(|weak| weak.strong_count() > 0);
+            listed
+                .activities
+                .retain(|(weak, _)| weak.strong_count() > 0);
             listed.after_sweep = listed.activities.len();
         }
-        listed.activities.push(Arc::downgrade(activity));
+        listed.activities.push((Arc::downgrade(activity), listener));
     }
 
     /// [`Connections::register`] for a connection of the listener `stopping`
@@ -56,7 +66,7 @@ impl Connections {
     /// process's other listeners (the gateway's admin listener, which answers
     /// `/readyz` during a drain) go on listing theirs unshed.
     pub fn register_for(&self, activity: &Arc<Activity>, stopping: &crate::Stopping) {
-        self.register(activity);
+        self.list(activity, Some(stopping.stop_signal()));
         if stopping.is_stopped() {
             activity.shed();
         }
@@ -72,19 +82,28 @@ impl Connections {
         listed
             .activities
             .iter()
-            .filter_map(Weak::upgrade)
+            .filter_map(|(weak, _)| weak.upgrade())
             .filter(|activity| activity.is_shed() && activity.in_flight() == 0)
             .count()
     }
 
-    /// Sheds every open connection (at a stop): each closes once none of its
-    /// requests is in flight. Connections listed later are shed by
-    /// [`Connections::register_for`] when their own listener has stopped.
+    /// Sheds every open connection whose listener has stopped (at a stop),
+    /// and those listed without a listener: each closes once none of its
+    /// requests is in flight. The process's other listeners keep theirs
+    /// (the gateway's admin listener answers `/readyz` during a drain, on a
+    /// connection opened as the drain began). Connections listed later are
+    /// shed by [`Connections::register_for`] when their own listener has
+    /// stopped.
     pub fn shed_all(&self) {
         let Ok(listed) = self.listed.lock() else {
             return;
         };
-        let open: Vec<Arc<Activity>> = listed.activities.iter().filter_map(Weak::upgrade).collect();
+        let open: Vec<Arc<Activity>> = listed
+            .activities
+            .iter()
+            .filter(|(_, listener)| listener.as_ref().is_none_or(|stopped| *stopped.borrow()))
+            .filter_map(|(weak, _)| weak.upgrade())
+            .collect();
         drop(listed);
         for activity in open {
             activity.shed();
@@ -101,7 +120,7 @@ impl Connections {
         let oldest = listed
             .activities
             .iter()
-            .filter_map(Weak::upgrade)
+            .filter_map(|(weak, _)| weak.upgrade())
             .filter(|activity| activity.in_flight() == 0 && !activity.is_shed())
             .min_by_key(|activity| activity.last_byte());
         drop(listed);
@@ -179,6 +198,9 @@ mod tests {
         let (_running, running_listener) = crate::Shutdown::new();
         let before = Activity::new();
         connections.register_for(&before, &stopped_listener);
+        // The other listener's connection, open as the stop comes.
+        let admin_before = Activity::new();
+        connections.register_for(&admin_before, &running_listener);
         stopped.stop();
         connections.shed_all();
         let after = Activity::new();
@@ -188,7 +210,7 @@ mod tests {
         let admin = Activity::new();
         connections.register_for(&admin, &running_listener);
         assert!(before.is_shed() && after.is_shed());
-        assert!(!admin.is_shed());
+        assert!(!admin.is_shed() && !admin_before.is_shed());
     }
 
     #[test]

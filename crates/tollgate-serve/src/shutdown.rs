@@ -125,6 +125,12 @@ impl Shutdown {
 }
 
 impl Stopping {
+    /// The stop signal, for the list of connections to tell whose listener
+    /// stopped.
+    pub(crate) fn stop_signal(&self) -> watch::Receiver<bool> {
+        self.stopped.clone()
+    }
+
     /// Resolves once the server stops accepting (or its [`Shutdown`] is
     /// gone).
     pub fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
