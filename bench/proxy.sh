@@ -6,6 +6,10 @@
 # (`tollgate_exempt`): the same proxy path with no limit decided and no
 # rate-limit headers, the floor of what tollgate's HTTP stack costs; and nginx
 # as a plain proxy (`nginx_plain_proxy`, no `limit_req`), nginx's floor.
+# Keyless routes (issue #26): `tollgate_per_ip`, a route with
+# `api_key = "none"` limited per client IP, against `nginx_per_ip`, a location
+# with `limit_req` keyed by `$binary_remote_addr`, both at the same rate (the
+# one client IP of wrk).
 # (bench/limit_cost.sh counts the instructions of the same four under
 # callgrind, which this busy machine cannot disturb.)
 # The limits are high enough that every request passes, so the run measures the
@@ -76,10 +80,14 @@ CONF
 # `limit_req` when LIMIT is "limit" (the limiter), without it otherwise (a
 # plain proxy).
 proxy_conf() {
-    local name="$1" port="$2" zone="" limit=""
+    local name="$1" port="$2" zone="" limit="" per_ip
     if [ "$3" = limit ]; then
-        zone="limit_req_zone \$http_authorization zone=per_key:10m rate=${RATE}r/s;"
+        zone="limit_req_zone \$http_authorization zone=per_key:10m rate=${RATE}r/s;
+    limit_req_zone \$binary_remote_addr zone=per_ip:10m rate=${RATE}r/s;"
         limit="limit_req zone=per_key burst=$RATE nodelay; limit_req_status 429;"
+        per_ip="location /ip/ { limit_req zone=per_ip burst=$RATE nodelay; limit_req_status 429; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_pass http://backend; }"
+    else
+        per_ip=""
     fi
     cat > "$WORK/$name.conf" <<CONF
 worker_processes $WORKERS;
@@ -99,6 +107,7 @@ http {
             proxy_set_header Connection "";
             proxy_pass http://backend;
         }
+        $per_ip
     }
 }
 CONF
@@ -119,6 +128,13 @@ burst = $RATE
 [[routes]]
 prefix = "/"
 upstream = "http://127.0.0.1:$UPSTREAM_PORT"
+[[routes]]
+name = "per_ip"
+prefix = "/ip"
+upstream = "http://127.0.0.1:$UPSTREAM_PORT"
+api_key = "none"
+rpm = $((RATE * 60))
+burst = $RATE
 CONF
 
 # The same gateway with every benchmark key exempt.
@@ -137,7 +153,7 @@ cat > "$WORK/keys.lua" <<LUA
 local counter = 0
 request = function()
     counter = counter + 1
-    return wrk.format("GET", "/", { ["Authorization"] = "Bearer sk_bench_" .. (counter % $KEYS) })
+    return wrk.format("GET", nil, { ["Authorization"] = "Bearer sk_bench_" .. (counter % $KEYS) })
 end
 LUA
 
@@ -166,15 +182,16 @@ cpu_ticks() {
     echo "$total"
 }
 
-# run NAME PORT PIDS...: wrk against PORT; the CPU per request is that of PIDS
-# (the process that answers on PORT) over the run.
+# run NAME PORT PIDS...: wrk against PORT (path $RUN_PATH, default /); the
+# CPU per request is that of PIDS (the process that answers on PORT) over the
+# run.
 run() {
     local name="$1" port="$2"
     shift 2
     local before after
     before=$(cpu_ticks "$@")
     wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/keys.lua" \
-        "http://127.0.0.1:$port/" > "$OUT/$name.txt"
+        "http://127.0.0.1:$port${RUN_PATH:-/}" > "$OUT/$name.txt"
     after=$(cpu_ticks "$@")
     local rps p99 non2xx requests cpu
     rps=$(awk '/Requests\/sec/ {print $2}' "$OUT/$name.txt")
@@ -200,4 +217,6 @@ plain_pids=$(pgrep -P "$(cat "$WORK/plain.pid")" | tr '\n' ' ')
     run nginx_limit_req_again $NGINX_PORT $limiter_pids
     run tollgate_exempt $EXEMPT_PORT $EXEMPT_PID
     run nginx_plain_proxy $PLAIN_PORT $plain_pids
+    RUN_PATH=/ip/ run tollgate_per_ip $TOLLGATE_PORT $TOLLGATE_PID
+    RUN_PATH=/ip/ run nginx_per_ip $NGINX_PORT $limiter_pids
 }

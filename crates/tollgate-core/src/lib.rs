@@ -30,12 +30,14 @@
 #![forbid(unsafe_code)]
 
 mod algorithm;
+mod caller;
 mod clock;
 mod config;
 mod decision;
 mod failure_policy;
 mod harness;
 mod key;
+mod known_keys;
 mod limiter;
 mod plan;
 mod policy;
@@ -49,6 +51,7 @@ mod resolution;
 mod route_budget;
 mod store;
 
+pub use caller::{ApiKeyRequirement, Caller, CallerRefusal, KEYLESS, KeyRules, Keyless};
 pub use clock::{Clock, DurationParseError, ManualClock, Stopwatch, SystemClock};
 pub use config::{
     ConfigError, DEFAULT_IDLE_EVICTION_S, DEFAULT_MAX_TRACKED_KEYS, DEFAULT_TIER, LimiterConfig,
@@ -58,6 +61,7 @@ pub use decision::Decision;
 pub use failure_policy::FailurePolicy;
 pub use harness::{Harness, InputError, Output};
 pub use key::{ApiKey, Redacted};
+pub use known_keys::{KnownKeys, KnownKeysError, MAX_KNOWN_KEY_LENGTH, UnknownKeys};
 pub use limiter::{
     Limit, LimitDecision, LimitUnits, Limiter, PolicyDecision, PolicyReport, PreparedPolicy, Stats,
     UnknownTier,
@@ -81,6 +85,7 @@ pub use ratelimit_fields::{
 pub use reach::Reach;
 pub use resolution::Resolution;
 pub use route_budget::{
-    RouteBudgetChoice, RouteBudgets, RouteKeyKind, route_store_key, route_store_key_prefix,
+    MAX_COST, RouteBudgetChoice, RouteBudgets, RouteKeyKind, route_store_key,
+    route_store_key_prefix,
 };
 pub use store::{KeyReport, MemoryStore, Store, StoreError, StoreFuture};

@@ -18,6 +18,8 @@
 //! assert_eq!(route_store_key("orders", RouteKeyKind::Ip, "192.0.2.7"), "orders/ip:192.0.2.7");
 //! ```
 
+use crate::caller::Keyless;
+
 /// What a route budget's key is. Its [`label`](RouteKeyKind::label) is both
 /// the `key_kind` label of the denial counter and the namespace of the key in
 /// the store, so a tenant's bucket and an IP's with the same text never meet.
@@ -36,6 +38,12 @@ pub enum RouteKeyKind {
 }
 
 impl RouteKeyKind {
+    /// Whether a request without an API key can be keyed so: by its client
+    /// IP or a custom key (a header), not by the key nor the key's tenant.
+    pub fn serves_keyless(self) -> bool {
+        matches!(self, RouteKeyKind::Ip | RouteKeyKind::Custom)
+    }
+
     /// Every kind, in declaration order.
     pub const ALL: [RouteKeyKind; 4] = [
         RouteKeyKind::Principal,
@@ -91,6 +99,12 @@ pub enum RouteBudgetChoice<'a, B, S> {
         /// Its key selector.
         selector: &'a S,
     },
+    /// The route's own budget, keyed per client IP whatever its selector
+    /// says: an anonymous request's ([`Keyless::Unknown`]).
+    OwnPerIp {
+        /// The budget.
+        budget: &'a B,
+    },
     /// A host default: per [`RouteKeyKind::Tenant`] or per
     /// [`RouteKeyKind::Ip`].
     Host {
@@ -105,9 +119,9 @@ impl<'a, B, S> RouteBudgetChoice<'a, B, S> {
     /// The chosen budget.
     pub fn budget(&self) -> &'a B {
         match self {
-            RouteBudgetChoice::Own { budget, .. } | RouteBudgetChoice::Host { budget, .. } => {
-                budget
-            }
+            RouteBudgetChoice::Own { budget, .. }
+            | RouteBudgetChoice::OwnPerIp { budget }
+            | RouteBudgetChoice::Host { budget, .. } => budget,
         }
     }
 }
@@ -135,6 +149,45 @@ impl<'a, B, S> RouteBudgets<'a, B, S> {
         })
     }
 }
+
+impl<'a, B, S> RouteBudgets<'a, B, S> {
+    /// The budget of a request without an API key (see
+    /// [`Caller::Keyless`](crate::Caller)), by why it has none:
+    ///
+    /// - without a key, or on a route that reads none
+    ///   ([`Keyless::NoKey`], [`Keyless::NotRead`]): the route's own when
+    ///   its key needs none (`kind_of(selector)` is a
+    ///   [`RouteKeyKind::serves_keyless`] kind: per client IP or per header),
+    ///   else the host's per IP;
+    /// - with an unknown key made anonymous ([`Keyless::Unknown`]): the
+    ///   route's own, per client IP whatever it is keyed by (a header the
+    ///   client sets would let it pick a fresh budget as an invented key
+    ///   would), else the host's per IP.
+    ///
+    /// Never the host's per tenant (a tenant is known by its keys). `None`:
+    /// no budget applies.
+    pub fn choose_keyless(
+        self,
+        reason: Keyless,
+        kind_of: impl FnOnce(&S) -> RouteKeyKind,
+    ) -> Option<RouteBudgetChoice<'a, B, S>> {
+        if let Some((budget, selector)) = self.own {
+            if reason == Keyless::Unknown {
+                return Some(RouteBudgetChoice::OwnPerIp { budget });
+            }
+            if kind_of(selector).serves_keyless() {
+                return Some(RouteBudgetChoice::Own { budget, selector });
+            }
+        }
+        self.host_ip.map(|budget| RouteBudgetChoice::Host {
+            budget,
+            kind: RouteKeyKind::Ip,
+        })
+    }
+}
+
+/// The most units a route may charge each request (its `cost`): 2^32.
+pub const MAX_COST: u64 = 1 << 32;
 
 /// The store key of `value` of `kind` under route `route`:
 /// `{route}/{kind}:{value}`, such as `orders/tenant:acme`, for
@@ -200,7 +253,9 @@ mod tests {
                 .choose(|| has_tenant)
                 .map(|choice| match choice {
                     RouteBudgetChoice::Host { budget, kind } => (*budget, kind),
-                    RouteBudgetChoice::Own { .. } => panic!("no own budget"),
+                    RouteBudgetChoice::Own { .. } | RouteBudgetChoice::OwnPerIp { .. } => {
+                        panic!("no own budget")
+                    }
                 })
         };
         use RouteKeyKind::{Ip, Tenant};
@@ -218,6 +273,61 @@ mod tests {
         let ip = 3;
         let choice = budgets(None, None, Some(&ip)).choose(|| panic!("no tenant default"));
         assert_eq!(choice.map(|choice| *choice.budget()), Some(3));
+    }
+
+    #[test]
+    fn keyless_requests_get_a_keyless_own_budget_else_the_host_s_per_ip() {
+        let (own, tenant, ip) = (1, 2, 3);
+        let keyless = |reason, own: Option<&u8>, ip: Option<&u8>, kind| {
+            budgets(own, Some(&tenant), ip)
+                .choose_keyless(reason, |selector| {
+                    assert_eq!(*selector, 'k');
+                    kind
+                })
+                .map(|choice| match choice {
+                    RouteBudgetChoice::Own { budget, .. } => ("own", *budget),
+                    RouteBudgetChoice::OwnPerIp { budget } => ("own per IP", *budget),
+                    RouteBudgetChoice::Host { budget, kind } => {
+                        assert_eq!(kind, RouteKeyKind::Ip);
+                        ("host", *budget)
+                    }
+                })
+        };
+        use Keyless::{NoKey, NotRead, Unknown};
+        use RouteKeyKind::{Custom, Ip, Principal, Tenant};
+        for reason in [NoKey, NotRead] {
+            assert_eq!(keyless(reason, Some(&own), Some(&ip), Ip), Some(("own", 1)));
+            assert_eq!(
+                keyless(reason, Some(&own), Some(&ip), Custom),
+                Some(("own", 1))
+            );
+            assert_eq!(
+                keyless(reason, Some(&own), Some(&ip), Principal),
+                Some(("host", 3))
+            );
+            assert_eq!(keyless(reason, Some(&own), None, Tenant), None);
+            assert_eq!(keyless(reason, None, Some(&ip), Ip), Some(("host", 3)));
+            assert_eq!(keyless(reason, None, None, Ip), None);
+        }
+        // An anonymous request never picks its budget by a header it sends.
+        for kind in [Ip, Custom, Principal, Tenant] {
+            assert_eq!(
+                keyless(Unknown, Some(&own), None, kind),
+                Some(("own per IP", 1))
+            );
+        }
+        assert_eq!(keyless(Unknown, None, Some(&ip), Custom), Some(("host", 3)));
+        assert_eq!(keyless(Unknown, None, None, Custom), None);
+    }
+
+    #[test]
+    fn only_ip_and_custom_keys_serve_keyless_requests() {
+        let serving: Vec<_> = RouteKeyKind::ALL
+            .iter()
+            .filter(|kind| kind.serves_keyless())
+            .map(|kind| kind.label())
+            .collect();
+        assert_eq!(serving, ["ip", "custom"]);
     }
 
     #[test]

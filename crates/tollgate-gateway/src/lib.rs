@@ -26,7 +26,7 @@ pub use serve::start::{Running, ServeOptions, run, start};
 /// Reads the files `config` names as a start would, without starting: the
 /// listener's certificate and key (`[tls]`, the key checked against the
 /// certificate) and the roots of `https://` upstreams (`[upstream_tls]`), for
-/// `tollgate check-config`.
+/// `tollgate check-config`; and the file of known keys (`[keys] known`).
 ///
 /// # Errors
 ///
@@ -37,6 +37,7 @@ pub fn check_files(config: &ServeConfig) -> Result<(), ServeConfigError> {
         serve::tls::ListenerTls::new(tls)?;
     }
     proxy::upstream_tls::client_config(&config.routes, &config.upstream_tls)?;
+    config::load_known_keys(&config.keys)?;
     Ok(())
 }
 

@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use tollgate_core::{
-    Clock, DEFAULT_MAX_TRACKED_KEYS, FailurePolicy, LimiterConfig, MemoryStore, PolicyError, Store,
-    SystemClock,
+    Clock, DEFAULT_MAX_TRACKED_KEYS, FailurePolicy, KeyRules, KnownKeys, LimiterConfig,
+    MemoryStore, PolicyError, Store, SystemClock, UnknownKeys,
 };
 
 use crate::budget::Budget;
@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     pub(crate) immediate: bool,
     pub(crate) client_ip: ClientIpResolver,
     pub(crate) failure: FailurePolicy,
+    /// The principals that exist, and what another gets.
+    known_keys: Option<(Arc<KnownKeys>, UnknownKeys)>,
     /// The builder's own in-memory store, with the idle eviction it has now:
     /// raised to cover every budget made on it.
     memory: Option<(Arc<MemoryStore>, Mutex<LimiterConfig>)>,
@@ -64,6 +66,14 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// The rules of known keys, when a list is kept.
+    pub(crate) fn key_rules(&self) -> Option<KeyRules<'_>> {
+        self.known_keys.as_ref().map(|(known, unknown)| KeyRules {
+            known: Some(known),
+            unknown: *unknown,
+        })
+    }
+
     /// The store's identity (the address of its data): layers on one store
     /// decide together.
     pub(crate) fn store_id(&self) -> usize {
@@ -124,6 +134,7 @@ impl HostLimits {
             host: HostDefaults::default(),
             max_tracked_keys: DEFAULT_MAX_TRACKED_KEYS,
             failure: FailurePolicy::default(),
+            known_keys: None,
         }
     }
 
@@ -142,6 +153,7 @@ impl HostLimits {
             shared: Arc::clone(&self.shared),
             own: None,
             selector: Default::default(),
+            cost: 1,
         })
     }
 }
@@ -154,6 +166,7 @@ pub struct HostLimitsBuilder {
     host: HostDefaults,
     max_tracked_keys: usize,
     failure: FailurePolicy,
+    known_keys: Option<(Arc<KnownKeys>, UnknownKeys)>,
 }
 
 impl std::fmt::Debug for HostLimitsBuilder {
@@ -217,6 +230,20 @@ impl HostLimitsBuilder {
         self
     }
 
+    /// The principals that exist ([`KnownKeys`], read from the same file
+    /// as the gateway's `[keys] known`), and what a request whose
+    /// [`Principal`](crate::Principal) is not among them gets
+    /// ([`UnknownKeys`]): refused (401) before any budget is used, or
+    /// anonymous (keyed as a request without a principal is: per client IP,
+    /// by the route's own budget unless it is keyed by principal or tenant,
+    /// else by the host's per IP). Without it (the default), every
+    /// principal is taken as it comes. A request without a principal is
+    /// unaffected.
+    pub fn known_keys(mut self, known: Arc<KnownKeys>, unknown: UnknownKeys) -> Self {
+        self.known_keys = Some((known, unknown));
+        self
+    }
+
     /// The host limits.
     ///
     /// # Errors
@@ -251,6 +278,7 @@ impl HostLimitsBuilder {
             store,
             client_ip: self.client_ip,
             failure: self.failure,
+            known_keys: self.known_keys,
             memory,
         };
         // Prepared under a placeholder name: each route renames its copy.

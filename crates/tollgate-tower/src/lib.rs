@@ -32,6 +32,7 @@ pub use metrics::{
     record_shadow_denial, record_store_failure,
 };
 pub use problem::{PROBLEM_JSON, Problem};
-pub use route_limit::{ResponseFuture, RouteLimit, RouteLimitLayer};
+pub use route_limit::{CostError, ResponseFuture, RouteLimit, RouteLimitLayer};
 pub use tollgate_core::FailurePolicy;
+pub use tollgate_core::{KnownKeys, MAX_COST, UnknownKeys};
 pub use tollgate_core::{RouteKeyKind, Store};

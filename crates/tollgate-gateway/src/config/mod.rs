@@ -13,9 +13,11 @@ mod client_ip;
 mod error;
 mod format;
 mod forward_auth;
+mod keys;
 mod layout;
 mod listeners;
 mod refusal;
+mod route_limits;
 mod routes;
 mod start_only;
 mod store;
@@ -43,6 +45,7 @@ pub use admin::AdminConfig;
 pub use client_ip::{ClientIpConfig, ForwardingHeader};
 pub use error::ServeConfigError;
 pub use forward_auth::ForwardAuthConfig;
+pub use keys::{KNOWN_KEYS_MAX_BYTES, KeysConfig, load_known_keys};
 pub use refusal::RefusalConfig;
 pub use routes::{MAX_UPSTREAMS, Preflight, RouteConfig, RouteKey};
 pub(crate) use start_only::{InForce, kept_until_restart, removed_tiers};
@@ -102,6 +105,9 @@ pub struct ServeConfig {
     /// The status of refused requests (429 by default), per tier too.
     #[serde(default)]
     pub refusal: RefusalConfig,
+    /// The keys that exist, and what another key gets.
+    #[serde(default)]
+    pub keys: KeysConfig,
     /// Tenants and their API keys: `acme = ["sk_a", "sk_b"]`.
     #[serde(default)]
     pub tenants: BTreeMap<String, Vec<String>>,
@@ -147,6 +153,7 @@ impl ServeConfig {
             client_ip: ClientIpConfig::default(),
             forward_auth: ForwardAuthConfig::default(),
             refusal: RefusalConfig::default(),
+            keys: KeysConfig::default(),
             tenants: BTreeMap::new(),
             routes: Vec::new(),
             store: StoreConfig::default(),
@@ -268,6 +275,19 @@ impl ServeConfig {
             }
         }
         routes::validate(&self.routes)?;
+        self.keys.validate()?;
+        if self.limits.tiers.contains_key(tollgate_core::KEYLESS) {
+            return Err(ServeConfigError::Invalid(format!(
+                "limits.tiers.{0}: the tier name {0} is reserved for requests without a key",
+                tollgate_core::KEYLESS
+            )));
+        }
+        route_limits::AroundRoutes {
+            limits: &self.limits,
+            host: &self.host,
+            unknown: self.keys.unknown,
+        }
+        .validate(&self.routes)?;
         tenants::validate(&self.tenants)
     }
 }

@@ -4,6 +4,7 @@
 
 use http::Uri;
 use serde::Deserialize;
+use tollgate_core::{ApiKeyRequirement, MAX_COST};
 use tollgate_tower::Budget;
 
 use super::ServeConfigError;
@@ -37,7 +38,8 @@ pub struct RouteConfig {
     /// The route's own burst (default: `rpm`).
     #[serde(default)]
     pub burst: Option<u64>,
-    /// What the route's own budget is keyed by. Default `principal`.
+    /// What the route's own budget is keyed by. Default `principal`, and
+    /// `ip` on a route with `api_key = "none"`.
     #[serde(default)]
     pub key: Option<RouteKey>,
     /// What a CORS preflight (an `OPTIONS` request with
@@ -53,6 +55,19 @@ pub struct RouteConfig {
     /// (`tollgate_shadow_denials_total`) and let through. Default false.
     #[serde(default)]
     pub shadow: bool,
+    /// Whether a request needs an API key: `"required"` (the default),
+    /// `"optional"` (a keyless request is held to the route's keyless
+    /// budget alone) or `"none"` (keys are not read).
+    #[serde(default)]
+    pub api_key: ApiKeyRequirement,
+    /// The units each request uses of every limit that applies to it (its
+    /// plan and the route's budget): 1 to 2^32, default 1.
+    #[serde(default = "one")]
+    pub cost: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// The most servers a route may list in `upstreams`.
@@ -164,6 +179,16 @@ impl RouteConfig {
             .any(|url| url.scheme_str() == Some("https"))
     }
 
+    /// What the route's own budget is keyed by: `key`, else the client IP
+    /// on a route that reads no keys (`api_key = "none"`), else the API key.
+    pub fn route_key(&self) -> RouteKey {
+        match (&self.key, self.api_key) {
+            (Some(key), _) => key.clone(),
+            (None, ApiKeyRequirement::None) => RouteKey::Ip,
+            (None, _) => RouteKey::Principal,
+        }
+    }
+
     /// The route's own budget, if it declares one.
     ///
     /// # Errors
@@ -242,6 +267,22 @@ impl RouteConfig {
         }
         if self.key.is_some() && self.rpm.is_none() {
             return Err(error("key applies to the route's own budget: set rpm too"));
+        }
+        if !(1..=MAX_COST).contains(&self.cost) {
+            return Err(error(&format!(
+                "cost must be 1 to {MAX_COST} (2^32), the units each request uses"
+            )));
+        }
+        if self.api_key != ApiKeyRequirement::Required
+            && self.rpm.is_some()
+            && !self.route_key().kind().serves_keyless()
+        {
+            return Err(error(&format!(
+                "api_key = \"{}\" holds a request without a key to the route's budget, \
+                 which cannot then be keyed by the API key (principal) or its tenant: key it \
+                 by \"ip\" or \"header:NAME\"",
+                self.api_key.name()
+            )));
         }
         if self.shadow && self.rpm.is_none() {
             return Err(error(

@@ -93,13 +93,25 @@ impl ServeConfig {
                 line.push_str(" (its budget in shadow mode)");
             }
             if let Ok(Some(budget)) = route.budget() {
-                let key = match route.key.as_ref().unwrap_or(&RouteKey::Principal) {
+                let key = match &route.route_key() {
                     RouteKey::Principal => "API key".to_owned(),
                     RouteKey::Tenant => "tenant".to_owned(),
                     RouteKey::Ip => "client IP".to_owned(),
                     RouteKey::Header(name) => format!("{name} header"),
                 };
                 let _ = write!(line, ", {} per {key}", describe_budget(&budget));
+            }
+            match route.api_key {
+                tollgate_core::ApiKeyRequirement::Required => {}
+                tollgate_core::ApiKeyRequirement::Optional => {
+                    line.push_str(" (an API key optional: without one, its keyless budget alone)");
+                }
+                tollgate_core::ApiKeyRequirement::None => {
+                    line.push_str(" (API keys not read: its keyless budget alone)");
+                }
+            }
+            if route.cost != 1 {
+                let _ = write!(line, " (each request costs {} units)", route.cost);
             }
             lines.push(line);
         }
@@ -109,6 +121,17 @@ impl ServeConfig {
                 let _ = write!(line, ", {status} for tier {tier}");
             }
             lines.push(line);
+        }
+        if let Some(path) = &self.keys.known {
+            lines.push(format!(
+                "known keys from {}; an unknown key {}",
+                path.display(),
+                match self.keys.unknown {
+                    tollgate_core::UnknownKeys::Allow => "is limited like any key",
+                    tollgate_core::UnknownKeys::Refuse => "is refused (401)",
+                    tollgate_core::UnknownKeys::Anonymous => "is limited as a keyless request",
+                }
+            ));
         }
         lines.extend(self.shadow_summary());
         if self.access_log.enabled {

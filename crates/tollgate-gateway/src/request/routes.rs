@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use http::Uri;
 use http::uri::PathAndQuery;
-use tollgate_core::{PreparedPolicy, Store};
+use tollgate_core::{ApiKeyRequirement, PreparedPolicy, Store};
 use tollgate_tower::Budget;
 
 use crate::config::{Preflight, RouteConfig, RouteKey, ServeConfigError};
@@ -46,6 +46,10 @@ pub(crate) struct Route {
     pub(crate) refused_status: Option<u16>,
     /// Whether its own budget is in shadow mode (counted, never refusing).
     pub(crate) shadow: bool,
+    /// Whether its requests need an API key.
+    pub(crate) api_key: ApiKeyRequirement,
+    /// The units each request uses of every limit that applies to it.
+    pub(crate) cost: u64,
 }
 
 impl Route {
@@ -57,10 +61,7 @@ impl Route {
         tls: Option<&Arc<rustls::ClientConfig>>,
     ) -> Result<Self, ServeConfigError> {
         let budget = match config.budget()? {
-            Some(budget) => Some((
-                RouteBudget::new(budget, store)?,
-                config.key.clone().unwrap_or(RouteKey::Principal),
-            )),
+            Some(budget) => Some((RouteBudget::new(budget, store)?, config.route_key())),
             None => None,
         };
         let urls = config.upstream_urls();
@@ -104,6 +105,8 @@ impl Route {
             preflight_passes: config.preflight == Preflight::Pass,
             refused_status: config.refused_status,
             shadow: config.shadow,
+            api_key: config.api_key,
+            cost: config.cost,
         })
     }
 

@@ -21,7 +21,8 @@ pub(crate) struct ShadowLimits {
 }
 
 impl ShadowLimits {
-    /// The shadow limits of a request whose plan is `tier`'s, on `route`.
+    /// The shadow limits of a request whose plan is `tier`'s, held to the
+    /// own budget of `route` (`None`: to a host budget, or none).
     pub(crate) fn of(refusal: &RefusalConfig, tier: &str, route: Option<&Route>) -> Self {
         let own_budget_shadow = route.is_some_and(|route| route.budget.is_some() && route.shadow);
         ShadowLimits {

@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use crate::app::App;
-use crate::config::{InForce, ServeConfig, ServeConfigError, kept_until_restart, removed_tiers};
+use crate::config::{
+    InForce, ServeConfig, ServeConfigError, kept_until_restart, load_known_keys, removed_tiers,
+};
 use crate::serve::reloadable::Reloadable;
 use crate::serve::tls::ListenerTls;
 
@@ -66,8 +68,25 @@ impl App {
 
     /// Puts `config` in force: the reloadable part is built first, so a
     /// failure changes nothing. The start-only settings stay as they were.
+    /// The file of known keys is read again; one that cannot be read keeps
+    /// the list in force, and is logged.
     pub(crate) fn apply(&self, config: &ServeConfig) -> Result<(), ServeConfigError> {
-        let reloadable = Reloadable::build(config, self.store.as_ref())?;
+        let known_keys = match load_known_keys(&config.keys) {
+            Ok(known_keys) => known_keys,
+            Err(error) => {
+                let Some(kept) = self.reloadable.load().known_keys.clone() else {
+                    // No list to keep: going on would take every key.
+                    return Err(error);
+                };
+                tracing::warn!(
+                    %error,
+                    kept = kept.len(),
+                    "the file of known keys cannot be read: the list in force is kept"
+                );
+                Some(kept)
+            }
+        };
+        let reloadable = Reloadable::build(config, self.store.as_ref(), known_keys)?;
         self.store.reconfigure(&config.limits)?;
         self.reloadable.store(Arc::new(reloadable));
         Ok(())

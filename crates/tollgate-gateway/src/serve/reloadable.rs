@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tollgate_core::{ApiKey, Store};
+use tollgate_core::{ApiKey, KEYLESS, KnownKeys, Store, UnknownKeys};
 use tollgate_tower::ClientIpResolver;
 
 use crate::config::{RefusalConfig, ServeConfig, ServeConfigError, UpstreamConfig};
@@ -37,10 +37,23 @@ pub(crate) struct Reloadable {
     /// The statuses of refusals.
     pub(crate) refusal: RefusalConfig,
     pub(crate) decisions: DecisionCounters,
+    /// The keys that exist (`[keys] known`), when a list is kept.
+    pub(crate) known_keys: Option<Arc<KnownKeys>>,
+    /// What a key not among them gets.
+    pub(crate) unknown_keys: UnknownKeys,
+    /// The tier of keyless requests in the access log: [`KEYLESS`].
+    pub(crate) keyless_tier: Arc<str>,
 }
 
 impl Reloadable {
-    pub(crate) fn build(config: &ServeConfig, store: &dyn Store) -> Result<Self, ServeConfigError> {
+    /// The snapshot of `config` for `store`, with `known_keys` read from
+    /// the file `[keys] known` names (the caller reads it: a reload that
+    /// cannot keeps the list in force).
+    pub(crate) fn build(
+        config: &ServeConfig,
+        store: &dyn Store,
+        known_keys: Option<Arc<KnownKeys>>,
+    ) -> Result<Self, ServeConfigError> {
         let budget = |budget| RouteBudget::new(budget, store);
         let mut tenants = HashMap::new();
         for (tenant, keys) in &config.tenants {
@@ -57,7 +70,7 @@ impl Reloadable {
             .tiers
             .keys()
             .map(|tier| Arc::from(tier.as_str()))
-            .chain([DEFAULT_TIER, "exempt"].map(Arc::from))
+            .chain([DEFAULT_TIER, "exempt", KEYLESS].map(Arc::from))
             .collect();
         // The demo backend answers only when no route is configured.
         let demo = routes.is_empty().then_some(&demo_route);
@@ -74,6 +87,9 @@ impl Reloadable {
             forward_auth: ForwardAuth::from_config(&config.forward_auth),
             refusal: config.refusal.clone(),
             decisions,
+            known_keys,
+            unknown_keys: config.keys.unknown,
+            keyless_tier: Arc::from(KEYLESS),
         })
     }
 }
@@ -86,7 +102,7 @@ mod tests {
     fn decision_routes(toml: &str) -> Vec<String> {
         let config = ServeConfig::from_toml_str(toml).unwrap();
         let store = MemoryStore::new(&config.limits, Arc::new(ManualClock::new(0))).unwrap();
-        let reloadable = Reloadable::build(&config, &store).unwrap();
+        let reloadable = Reloadable::build(&config, &store, None).unwrap();
         let mut routes: Vec<String> = reloadable
             .decisions
             .routes()

@@ -157,7 +157,15 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
             options.config_path.as_deref(),
         )?,
     };
-    let reloadable = Reloadable::build(&config, store.as_ref())?;
+    let known_keys = crate::config::load_known_keys(&config.keys)?;
+    if let Some(known) = &known_keys {
+        tracing::info!(
+            keys = known.len(),
+            bytes = known.memory_bytes(),
+            "known keys read"
+        );
+    }
+    let reloadable = Reloadable::build(&config, store.as_ref(), known_keys)?;
     let listener_tls = config.tls.as_ref().map(ListenerTls::new).transpose()?;
     let access_log = AccessLog::start(&config.access_log)?;
     let started = InForce::new(config);

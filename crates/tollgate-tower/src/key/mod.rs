@@ -170,7 +170,7 @@ pub(crate) fn tenant(extensions: &Extensions) -> Option<&str> {
         .filter(|tenant| !tenant.is_empty())
 }
 
-fn principal(extensions: &Extensions) -> Option<&str> {
+pub(crate) fn principal(extensions: &Extensions) -> Option<&str> {
     extensions
         .get::<Principal>()
         .map(|principal| principal.0.as_str())

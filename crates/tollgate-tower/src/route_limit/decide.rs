@@ -7,7 +7,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use http::Response;
 use http_body_util::Full;
-use tollgate_core::{Limit, LimitDecision, StoreError, StoreFuture};
+use tollgate_core::{LimitDecision, LimitUnits, StoreError, StoreFuture};
 
 use super::route::PendingLimit;
 use crate::header_fields::{RateLimitField, RateLimitHeaders};
@@ -29,16 +29,18 @@ pub(crate) enum Outcome {
 /// in-memory one), here and now: no future of the layer's own is boxed.
 pub(crate) fn decide_now(first: &PendingLimit, more: &[PendingLimit]) -> Outcome {
     let store = first.route.shared.store.as_ref();
+    let one = first.limit();
     if more.is_empty()
-        && let Some(decided) = store.acquire_one_now(&first.limit())
+        && one.units == 1
+        && let Some(decided) = store.acquire_one_now(&one.limit)
     {
         return outcome(first, more, Ok(std::slice::from_ref(&decided)));
     }
     let result = if more.is_empty() {
-        answer_now(store.acquire(&[first.limit()]))
+        answer_now(store.acquire_units(&[one]))
     } else {
         let limits = all_limits(first, more);
-        answer_now(store.acquire(&limits))
+        answer_now(store.acquire_units(&limits))
     };
     outcome(first, more, result.as_deref())
 }
@@ -47,15 +49,15 @@ pub(crate) fn decide_now(first: &PendingLimit, more: &[PendingLimit]) -> Outcome
 pub(crate) async fn decide(first: PendingLimit, more: Vec<PendingLimit>) -> Outcome {
     let store = first.route.shared.store.as_ref();
     let result = if more.is_empty() {
-        store.acquire(&[first.limit()]).await
+        store.acquire_units(&[first.limit()]).await
     } else {
         let limits = all_limits(&first, &more);
-        store.acquire(&limits).await
+        store.acquire_units(&limits).await
     };
     outcome(&first, &more, result.as_deref())
 }
 
-fn all_limits<'a>(first: &'a PendingLimit, more: &'a [PendingLimit]) -> Vec<Limit<'a>> {
+fn all_limits<'a>(first: &'a PendingLimit, more: &'a [PendingLimit]) -> Vec<LimitUnits<'a>> {
     std::iter::once(first)
         .chain(more)
         .map(PendingLimit::limit)
@@ -121,7 +123,7 @@ fn outcome(
         if !refused {
             continue;
         }
-        record_denial(&limit.route.name, limit.kind().label());
+        record_denial(&limit.route.name, limit.kind_label());
         let wait = decided.decision.retry_after_seconds();
         if wait > retry_after {
             retry_after = wait;

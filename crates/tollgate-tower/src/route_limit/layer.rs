@@ -2,12 +2,26 @@
 
 use std::sync::Arc;
 
-use tollgate_core::PolicyError;
+use tollgate_core::{MAX_COST, PolicyError};
 use tower_layer::Layer;
 
 use super::{Route, RouteLimit};
 use crate::budget::Budget;
 use crate::key::KeySelector;
+
+/// A cost a route cannot have: 0, more than [`MAX_COST`] (2^32), or more than
+/// the burst of a budget it is held to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", match burst {
+    Some(burst) => format!("a cost of {units} units is more than a burst of {burst}: no request could pass"),
+    None => format!("a cost must be 1 to 2^32 units, got {units}"),
+})]
+pub struct CostError {
+    /// The cost asked for.
+    pub units: u64,
+    /// The burst it is more than, if that was the fault.
+    pub burst: Option<u64>,
+}
 
 /// The rate limit of one route, as a tower [`Layer`] making [`RouteLimit`]
 /// services; made by [`HostLimits::route`](crate::HostLimits::route).
@@ -36,6 +50,39 @@ impl RouteLimitLayer {
         // The route's own budget overrides the host's.
         self.route.host_tenant = None;
         self.route.host_ip = None;
+        Ok(self)
+    }
+
+    /// The units each request uses of every budget it is held to (the
+    /// route's own, or the host's): 1 by default, as `cost` of a gateway
+    /// route. Set it after [`budget`](Self::budget): it is checked against
+    /// the budgets the route has then.
+    ///
+    /// # Errors
+    ///
+    /// [`CostError`] for 0, more than 2^32, or more than a budget's burst
+    /// (no request could ever pass).
+    pub fn cost(mut self, units: u64) -> Result<Self, CostError> {
+        if !(1..=MAX_COST).contains(&units) {
+            return Err(CostError { units, burst: None });
+        }
+        let bursts = [
+            &self.route.own,
+            &self.route.host_tenant,
+            &self.route.host_ip,
+        ];
+        if let Some(burst) = bursts
+            .into_iter()
+            .flatten()
+            .map(|budget| budget.quota().0)
+            .find(|burst| *burst < units)
+        {
+            return Err(CostError {
+                units,
+                burst: Some(burst),
+            });
+        }
+        self.route.cost = units;
         Ok(self)
     }
 

@@ -11,6 +11,6 @@ mod route;
 mod service;
 
 pub use future::ResponseFuture;
-pub use layer::RouteLimitLayer;
+pub use layer::{CostError, RouteLimitLayer};
 pub(crate) use route::{PreparedBudget, Route};
 pub use service::RouteLimit;

@@ -7,7 +7,8 @@ use bytes::Bytes;
 use http::Response;
 use http_body_util::Full;
 use tollgate_core::{
-    Limit, PolicyError, PreparedPolicy, RouteBudgetChoice, RouteBudgets, RouteKeyKind, Store,
+    ApiKeyRequirement, Caller, KEYLESS, Keyless, Limit, LimitUnits, PolicyError, PreparedPolicy,
+    RouteBudgetChoice, RouteBudgets, RouteKeyKind, Store,
 };
 
 use crate::budget::Budget;
@@ -63,6 +64,9 @@ pub(crate) struct Route {
     pub(crate) host_tenant: Option<PreparedBudget>,
     /// The host's per-IP default, for this route.
     pub(crate) host_ip: Option<PreparedBudget>,
+    /// The units each request uses of every budget it is held to (1 to
+    /// 2^32).
+    pub(crate) cost: u64,
 }
 
 /// Which of a route's budgets.
@@ -79,6 +83,9 @@ pub(crate) struct PendingLimit {
     pub(crate) route: Arc<Route>,
     which: Which,
     pub(crate) key: LimitKey,
+    /// Whether the request's principal is unknown and anonymous: its
+    /// refusals are counted under [`KEYLESS`], as the gateway counts them.
+    anonymous: bool,
 }
 
 impl PendingLimit {
@@ -91,16 +98,25 @@ impl PendingLimit {
         budget.expect("a pending limit names a budget its route has")
     }
 
-    /// The limit for [`Store::acquire`].
-    pub(crate) fn limit(&self) -> Limit<'_> {
-        Limit::Policy {
-            key: &self.key.text,
-            policy: &self.budget().prepared,
+    /// The limit for [`Store::acquire_units`], charged the route's cost.
+    pub(crate) fn limit(&self) -> LimitUnits<'_> {
+        LimitUnits {
+            limit: Limit::Policy {
+                key: &self.key.text,
+                policy: &self.budget().prepared,
+            },
+            units: self.route.cost,
         }
     }
 
-    pub(crate) fn kind(&self) -> RouteKeyKind {
-        self.key.kind
+    /// The `key_kind` label of its refusals: its key's kind, or
+    /// [`KEYLESS`] for an anonymous request.
+    pub(crate) fn kind_label(&self) -> &'static str {
+        if self.anonymous {
+            KEYLESS
+        } else {
+            self.key.kind.label()
+        }
     }
 }
 
@@ -117,15 +133,43 @@ pub(crate) enum Check {
 }
 
 impl Route {
-    /// The budget and key `request` is held to on this route.
+    /// The budget and key `request` is held to on this route. With a list
+    /// of known keys ([`HostLimitsBuilder::known_keys`]), a principal not
+    /// on it is refused (401) or anonymous, as core's
+    /// [`KeyRules::identify`](tollgate_core::KeyRules::identify) says: an
+    /// anonymous request is keyed as if it had no principal (per client
+    /// IP), never by its principal or tenant.
+    ///
+    /// [`HostLimitsBuilder::known_keys`]: crate::HostLimitsBuilder::known_keys
     pub(crate) fn check(self: &Arc<Self>, request: &RequestParts<'_>) -> Check {
         let budgets = RouteBudgets {
             own: self.own.as_ref().map(|budget| (budget, &self.selector)),
             host_tenant: self.host_tenant.as_ref(),
             host_ip: self.host_ip.as_ref(),
         };
-        let (which, selector) = match budgets.choose(|| key::tenant(request.extensions).is_some()) {
+        let anonymous = match (self.shared.key_rules(), key::principal(request.extensions)) {
+            (Some(rules), Some(principal)) => {
+                match rules.identify(ApiKeyRequirement::Optional, Some(principal), |_| false) {
+                    Ok(Caller::Key(_)) => false,
+                    Ok(Caller::Keyless(_)) => true,
+                    Err(_) => {
+                        return Check::Refused(Box::new(Problem::unauthorized(
+                            "this principal is not known",
+                        )));
+                    }
+                }
+            }
+            _ => false,
+        };
+        let choice = if anonymous {
+            // Per client IP only: the route's own budget, else the host's.
+            budgets.choose_keyless(Keyless::Unknown, |_| RouteKeyKind::Ip)
+        } else {
+            budgets.choose(|| key::tenant(request.extensions).is_some())
+        };
+        let (which, selector) = match choice {
             None => return Check::PassThrough,
+            Some(RouteBudgetChoice::OwnPerIp { .. }) => (Which::Own, &KeySelector::Ip),
             Some(RouteBudgetChoice::Own { selector, .. }) => (Which::Own, selector),
             Some(RouteBudgetChoice::Host {
                 kind: RouteKeyKind::Tenant,
@@ -138,6 +182,7 @@ impl Route {
                 route: Arc::clone(self),
                 which,
                 key,
+                anonymous,
             }),
             Err(MissingKey::Identity(kind)) => {
                 Check::Refused(Box::new(Problem::unauthorized(format!(

@@ -1,0 +1,103 @@
+//! The rate-limit header fields of an admitted or refused request: its
+//! plan's (one policy, or every policy of a list) and its route budget's.
+
+use tollgate_core::{Decision, LimitDecision, Policy};
+use tollgate_tower::{RateLimitField, advertised_quota};
+
+use super::route_limit::RouteLimit;
+use crate::request::rate_limit_headers::{RateLimitHeaders, rate_limit_headers_listed};
+
+/// The plan's RateLimit field (listed first); none for a key whose plan has
+/// no policy.
+pub(super) fn plan_field<'a>(tier: &'a str, plan: &'a LimitDecision) -> Option<RateLimitField<'a>> {
+    let (quota, window_s) = advertised_quota(&plan.policy?);
+    Some(RateLimitField {
+        name: tier,
+        quota,
+        window_s,
+        decision: &plan.decision,
+    })
+}
+
+/// The headers of a request whose plan lists several policies: every policy
+/// (by its name), then the route budget's, in `RateLimit-Policy`; the plan's
+/// binding policy ([`Decision::binding`]), then the route budget's, in
+/// `RateLimit`.
+pub(super) fn plan_list_headers(
+    plan: &LimitDecision,
+    route_field: Option<RateLimitField<'_>>,
+) -> RateLimitHeaders {
+    let Some(first_policy) = plan.policy else {
+        return RateLimitHeaders::default();
+    };
+    let first_name = plan.name.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
+    let field = |name, policy: &Policy, decision| {
+        let (quota, window_s) = advertised_quota(policy);
+        RateLimitField {
+            name,
+            quota,
+            window_s,
+            decision,
+        }
+    };
+    let mut listed: Vec<RateLimitField<'_>> =
+        std::iter::once(field(first_name, &first_policy, &plan.decision))
+            .chain(
+                plan.further
+                    .iter()
+                    .map(|further| field(&further.name, &further.policy, &further.decision)),
+            )
+            .collect();
+    let binding = Decision::binding(listed.iter().map(|field| field.decision)).unwrap_or(0);
+    let mut stated: Vec<RateLimitField<'_>> = listed.get(binding).cloned().into_iter().collect();
+    if let Some(route) = route_field {
+        stated.push(route.clone());
+        listed.push(route);
+    }
+    rate_limit_headers_listed(&listed, &stated)
+}
+
+/// What refused a request by its plan, named in the problem's detail: the
+/// tier, and for a plan written as a list the policy with the longest wait
+/// (the one `Retry-After` gives), as `team (day)`.
+pub(super) fn plan_refused_by<'a>(
+    tier: &'a str,
+    plan: &LimitDecision,
+) -> std::borrow::Cow<'a, str> {
+    if plan.further.is_empty() {
+        return std::borrow::Cow::Borrowed(tier);
+    }
+    let first = plan
+        .name
+        .as_deref()
+        .map(|name| (name, &plan.decision))
+        .into_iter();
+    let policies: Vec<(&str, &Decision)> = first
+        .chain(
+            plan.further
+                .iter()
+                .map(|further| (&*further.name, &further.decision)),
+        )
+        .collect();
+    match Decision::binding(policies.iter().map(|(_, decision)| *decision))
+        .and_then(|index| policies.get(index))
+    {
+        Some((name, _)) => std::borrow::Cow::Owned(format!("{tier} ({name})")),
+        None => std::borrow::Cow::Borrowed(tier),
+    }
+}
+
+/// The route budget's RateLimit field (listed after the plan's).
+pub(super) fn route_field<'a>(
+    route_name: &'a str,
+    limit: &RouteLimit<'_>,
+    decision: &'a LimitDecision,
+) -> RateLimitField<'a> {
+    let (quota, window_s) = advertised_quota(&limit.budget.budget.policy());
+    RateLimitField {
+        name: route_name,
+        quota,
+        window_s,
+        decision: &decision.decision,
+    }
+}

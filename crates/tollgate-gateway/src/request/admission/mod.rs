@@ -1,0 +1,283 @@
+//! The limits of one proxied request: who it is (its API key, or keyless:
+//! core's [`KeyRules::identify`]), then its key's plan and its route's budget
+//! (or the host default), decided together, all or nothing, each charged the
+//! route's `cost`.
+
+mod fields;
+mod refusal;
+mod route_limit;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::response::Response;
+use http::{HeaderMap, StatusCode};
+use tollgate_core::{
+    ApiKeyRequirement, Caller, CallerRefusal, KEYLESS, KeyRules, Limit, LimitDecision, LimitUnits,
+    Redacted, Stopwatch, Store,
+};
+use tollgate_tower::Problem;
+
+use crate::observe::access_log::{Admission, Outcome};
+use crate::observe::metrics;
+use crate::request::api_key::{KeyError, api_key};
+use crate::request::problem::{problem, respond};
+use crate::request::rate_limit_headers::{RateLimitHeaders, rate_limit_headers};
+use crate::request::routes::Route;
+use crate::request::shadow::ShadowLimits;
+use crate::serve::reloadable::Reloadable;
+use fields::{plan_field, plan_list_headers, route_field};
+use refusal::{Refusal, Refusing};
+use route_limit::{RouteLimit, route_limit};
+use tollgate_core::{FailurePolicy, StoreError};
+
+/// The `key_kind` label of a refusal by the API key's plan (route budgets
+/// use [`RouteKeyKind::label`](tollgate_core::RouteKeyKind::label), and
+/// every limit of a keyless request [`KEYLESS`]).
+const PLAN_KEY_KIND: &str = "api_key";
+
+/// The index of a request's plan among its limits (its route budget is
+/// [`ROUTE`]), for shadow mode and the headers.
+const PLAN: usize = 0;
+/// The index of a request's route budget among its limits.
+const ROUTE: usize = 1;
+
+/// Checks a request against its limits. `Ok` holds the headers to add to the
+/// forwarded response; `Err` the response to send instead (400, 401, 429,
+/// 503). `outcome` is given the decision and the plan's tier, for the
+/// access log.
+pub(crate) async fn admit(
+    store: &dyn Store,
+    reloadable: &Reloadable,
+    route: Option<&Route>,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+    outcome: &mut Outcome,
+) -> Result<RateLimitHeaders, Response> {
+    let requirement = route.map_or(ApiKeyRequirement::Required, |route| route.api_key);
+    let mut missing = "";
+    let presented = if requirement.reads_keys() {
+        match api_key(headers) {
+            Ok(key) => Some(key),
+            Err(KeyError::Ambiguous(reason)) => {
+                return Err(problem(StatusCode::BAD_REQUEST, reason));
+            }
+            Err(KeyError::Missing(reason)) => {
+                missing = reason;
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let rules = KeyRules {
+        known: reloadable.known_keys.as_deref(),
+        unknown: reloadable.unknown_keys,
+    };
+    let caller = match rules.identify(requirement, presented, |key| store.is_exempt(key)) {
+        Ok(Caller::Key(key)) => Ok(key),
+        Ok(Caller::Keyless(reason)) => Err(reason),
+        Err(CallerRefusal::NoKey) => return Err(respond(Problem::unauthorized(missing))),
+        Err(CallerRefusal::UnknownKey) => {
+            return Err(respond(Problem::unauthorized(
+                "this API key is not known (keys.unknown = \"refuse\")",
+            )));
+        }
+    };
+    let key = caller.ok();
+    let route_name = route.map_or(&reloadable.demo_route, |route| &route.name);
+    if key.is_some_and(|key| store.is_exempt(key)) {
+        reloadable.decisions.record(true, "exempt", route_name);
+        outcome.admission = Admission::Exempt;
+        return Ok(RateLimitHeaders::default());
+    }
+    let route_limit = route_limit(reloadable, route, route_name, caller, headers, peer)
+        .map_err(|reason| respond(Problem::unauthorized(reason)))?;
+    if key.is_none() && route_limit.is_none() {
+        // The configuration gives every keyless request a budget; refuse
+        // rather than let one through unlimited should that ever fail.
+        return Err(respond(Problem::unauthorized(
+            "no budget applies to a request without a known API key",
+        )));
+    }
+    let cost = route.map_or(1, |route| route.cost);
+    let stopwatch = Stopwatch::start();
+    let decisions = match decide(store, key, route_limit.as_ref(), cost).await {
+        Ok(decisions) => decisions,
+        Err(error) => {
+            return match store_failed(reloadable, route_name, &error, outcome) {
+                None => Ok(RateLimitHeaders::default()),
+                Some(refusal) => Err(refusal),
+            };
+        }
+    };
+    reloadable.decisions.record_time(stopwatch.elapsed());
+    let plan = decisions.plan.as_ref();
+    let tier = match plan {
+        Some(plan) => {
+            outcome.set_tier(plan.tier.as_ref());
+            plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER)
+        }
+        None => {
+            outcome.set_tier(Some(&reloadable.keyless_tier));
+            KEYLESS
+        }
+    };
+    let own_budget = route_limit.as_ref().is_some_and(|limit| limit.own);
+    let shadow = ShadowLimits::of(&reloadable.refusal, tier, route.filter(|_| own_budget));
+    // The headers of the limits `described` says (PLAN, ROUTE).
+    let headers_of = |described: &dyn Fn(usize) -> bool| {
+        let route_field = route_limit
+            .as_ref()
+            .zip(decisions.route.as_ref())
+            .map(|(limit, decision)| route_field(route_name, limit, decision))
+            .filter(|_| described(ROUTE));
+        match plan {
+            Some(plan) if !plan.further.is_empty() && described(PLAN) => {
+                plan_list_headers(plan, route_field)
+            }
+            _ => {
+                let plan_field = plan
+                    .and_then(|plan| plan_field(tier, plan))
+                    .filter(|_| described(PLAN));
+                match (plan_field, route_field) {
+                    (Some(plan), Some(route)) => rate_limit_headers(&[plan, route]),
+                    (Some(only), None) | (None, Some(only)) => rate_limit_headers(&[only]),
+                    (None, None) => RateLimitHeaders::default(),
+                }
+            }
+        }
+    };
+    let mut headers = headers_of(&|index| shadow.sends_headers(index));
+    let allowed = decisions.iter().all(|(_, decision)| decision.is_allowed());
+    reloadable.decisions.record(allowed, tier, route_name);
+    if allowed {
+        outcome.admission = Admission::Allowed;
+        return Ok(headers);
+    }
+    let refusal = Refusal::tally(
+        &decisions,
+        &Refusing {
+            key,
+            tier,
+            route,
+            route_name,
+            route_limit: route_limit.as_ref(),
+            shadow: &shadow,
+            reloadable,
+        },
+    );
+    if !refusal.enforced {
+        outcome.admission = Admission::Shadow;
+        return Ok(headers);
+    }
+    outcome.admission = Admission::Refused;
+    if refusal.in_shadow {
+        // A refusal's headers describe the enforced limits, which refused
+        // it (its `Retry-After` is theirs), never a shadow one's longer wait.
+        headers = headers_of(&|index| !shadow.is_shadow(index));
+    }
+    tracing::debug!(key = %Redacted(key.unwrap_or(KEYLESS)), route = %route_name, retry_after = refusal.retry_after, "rate limited");
+    Err(refusal.response(headers))
+}
+
+/// The plan of `key` (none for a keyless request), and the route budget
+/// `route_limit` if any, each charged `cost` units, decided together by
+/// `store`. A lone limit of one unit on a store that answers at once (the
+/// in-memory one) is decided without a future or a `Vec`.
+async fn decide(
+    store: &dyn Store,
+    key: Option<&str>,
+    route_limit: Option<&RouteLimit<'_>>,
+    cost: u64,
+) -> Result<Decisions, StoreError> {
+    let route = route_limit.map(|route_limit| Limit::Policy {
+        key: &route_limit.key,
+        policy: &route_limit.budget.prepared,
+    });
+    let plan = key.map(Limit::Plan);
+    let limits: Vec<LimitUnits<'_>> = match (plan, route) {
+        (Some(only), None) | (None, Some(only)) if cost == 1 => {
+            if let Some(decision) = store.acquire_one_now(&only) {
+                return Ok(Decisions::of(plan.is_some(), decision));
+            }
+            vec![LimitUnits {
+                limit: only,
+                units: 1,
+            }]
+        }
+        (plan, route) => plan
+            .into_iter()
+            .chain(route)
+            .map(|limit| LimitUnits { limit, units: cost })
+            .collect(),
+    };
+    let answered = store.acquire_units(&limits).await?;
+    if answered.len() != limits.len() || limits.is_empty() {
+        return Err(StoreError::Unavailable(format!(
+            "the store answered {} decisions for {} limits",
+            answered.len(),
+            limits.len()
+        )));
+    }
+    let mut answered = answered.into_iter();
+    Ok(match (plan.is_some(), answered.next(), answered.next()) {
+        (true, plan, route) => Decisions { plan, route },
+        (false, route, _) => Decisions { plan: None, route },
+    })
+}
+
+/// What a request gets when the store could not decide, by its failure
+/// policy: `None`, it goes through (`fail_open`), or the 503 answering it
+/// (`fail_closed`); counted and noted in `outcome`.
+fn store_failed(
+    reloadable: &Reloadable,
+    route_name: &Arc<str>,
+    error: &StoreError,
+    outcome: &mut Outcome,
+) -> Option<Response> {
+    metrics::record_store_failure(route_name, reloadable.failure, error);
+    outcome.admission = Admission::Unavailable;
+    match reloadable.failure {
+        FailurePolicy::FailOpen => None,
+        FailurePolicy::FailClosed => Some(respond(Problem::unavailable())),
+    }
+}
+
+/// Marks a response as a refusal by a limit (whatever its status), for the
+/// decision endpoint, which answers refusals with a status of its own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Refused;
+
+/// What the limits of a request decided: its plan's (none for a keyless
+/// request), and its route budget's when it has one.
+struct Decisions {
+    plan: Option<LimitDecision>,
+    route: Option<LimitDecision>,
+}
+
+impl Decisions {
+    /// The decision of a lone limit: the plan's when `is_plan`, else the
+    /// route budget's.
+    fn of(is_plan: bool, decision: LimitDecision) -> Self {
+        if is_plan {
+            Decisions {
+                plan: Some(decision),
+                route: None,
+            }
+        } else {
+            Decisions {
+                plan: None,
+                route: Some(decision),
+            }
+        }
+    }
+
+    /// The decisions in the order of the limits, each with its index
+    /// ([`PLAN`], [`ROUTE`]).
+    fn iter(&self) -> impl Iterator<Item = (usize, &LimitDecision)> {
+        let plan = self.plan.as_ref().map(|plan| (PLAN, plan));
+        plan.into_iter()
+            .chain(self.route.as_ref().map(|route| (ROUTE, route)))
+    }
+}
