@@ -9,7 +9,10 @@
 # Keyless routes (issue #26): `tollgate_per_ip`, a route with
 # `api_key = "none"` limited per client IP, against `nginx_per_ip`, a location
 # with `limit_req` keyed by `$binary_remote_addr`, both at the same rate (the
-# one client IP of wrk).
+# one client IP of wrk). Concurrency limits: `tollgate_in_flight`, a route
+# with `max_in_flight` per API key, against `nginx_limit_conn`, a location with
+# `limit_conn` keyed by `$http_authorization`, both high enough that every
+# request passes.
 # (bench/limit_cost.sh counts the instructions of the same four under
 # callgrind, which this busy machine cannot disturb.)
 # The limits are high enough that every request passes, so the run measures the
@@ -83,9 +86,11 @@ proxy_conf() {
     local name="$1" port="$2" zone="" limit="" per_ip
     if [ "$3" = limit ]; then
         zone="limit_req_zone \$http_authorization zone=per_key:10m rate=${RATE}r/s;
-    limit_req_zone \$binary_remote_addr zone=per_ip:10m rate=${RATE}r/s;"
+    limit_req_zone \$binary_remote_addr zone=per_ip:10m rate=${RATE}r/s;
+    limit_conn_zone \$http_authorization zone=conn:10m;"
         limit="limit_req zone=per_key burst=$RATE nodelay; limit_req_status 429;"
-        per_ip="location /ip/ { limit_req zone=per_ip burst=$RATE nodelay; limit_req_status 429; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_pass http://backend; }"
+        per_ip="location /ip/ { limit_req zone=per_ip burst=$RATE nodelay; limit_req_status 429; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_pass http://backend; }
+        location /conn/ { limit_conn conn 1000; limit_conn_status 429; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_pass http://backend; }"
     else
         per_ip=""
     fi
@@ -135,6 +140,11 @@ upstream = "http://127.0.0.1:$UPSTREAM_PORT"
 api_key = "none"
 rpm = $((RATE * 60))
 burst = $RATE
+[[routes]]
+name = "in_flight"
+prefix = "/conn"
+upstream = "http://127.0.0.1:$UPSTREAM_PORT"
+max_in_flight = 1000
 CONF
 
 # The same gateway with every benchmark key exempt.
@@ -219,4 +229,6 @@ plain_pids=$(pgrep -P "$(cat "$WORK/plain.pid")" | tr '\n' ' ')
     run nginx_plain_proxy $PLAIN_PORT $plain_pids
     RUN_PATH=/ip/ run tollgate_per_ip $TOLLGATE_PORT $TOLLGATE_PID
     RUN_PATH=/ip/ run nginx_per_ip $NGINX_PORT $limiter_pids
+    RUN_PATH=/conn/ run tollgate_in_flight $TOLLGATE_PORT $TOLLGATE_PID
+    RUN_PATH=/conn/ run nginx_limit_conn $NGINX_PORT $limiter_pids
 }

@@ -36,6 +36,7 @@ mod config;
 mod decision;
 mod failure_policy;
 mod harness;
+mod in_flight;
 mod key;
 mod known_keys;
 mod limiter;
@@ -60,6 +61,7 @@ pub use config::{
 pub use decision::Decision;
 pub use failure_policy::FailurePolicy;
 pub use harness::{Harness, InputError, Output};
+pub use in_flight::{MAX_IN_FLIGHT, MemorySlots, SlotLease, SlotStore, in_flight_kind};
 pub use key::{ApiKey, Redacted};
 pub use known_keys::{KnownKeys, KnownKeysError, MAX_KNOWN_KEY_LENGTH, UnknownKeys};
 pub use limiter::{

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
-use tollgate_core::Store;
+use tollgate_core::{SlotStore, Store};
 use tollgate_serve::Connections;
 
 use crate::admin::guard::AdminGuard;
@@ -18,6 +18,9 @@ use crate::serve::tls::ListenerTls;
 /// Everything the listeners share.
 pub(crate) struct App {
     pub(crate) store: Arc<dyn Store>,
+    /// Where concurrency slots (`max_in_flight`) are kept: in memory, or as
+    /// leases in the Redis of `[store] url`.
+    pub(crate) slots: Arc<dyn SlotStore>,
     /// What a reload replaces.
     pub(crate) reloadable: ArcSwap<Reloadable>,
     /// The configuration in force (a reload replaces it; its start-only

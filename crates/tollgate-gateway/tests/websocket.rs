@@ -312,3 +312,42 @@ async fn an_http2_client_gets_an_answer_not_a_hang() {
     assert_eq!(answered.status(), 501);
     assert_eq!(upstream.connections(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_holds_its_concurrency_slot_while_its_tunnel_is_open() {
+    let upstream = WebSocketUpstream::start().await;
+    let gateway = Gateway::start(
+        &format!(
+            "{}max_in_flight = 1\n",
+            gateway_config(upstream.address, "ws-slot", "")
+        ),
+        0,
+    )
+    .await;
+    let (mut socket, _) = connect(gateway.running.address, "/chat", "sk_a", &[])
+        .await
+        .unwrap();
+    round_trip(&mut socket, "hello").await;
+    assert_eq!(gateway.running.slots_held(), 1);
+    // Another request of the same key while the tunnel is open: refused.
+    assert!(
+        connect(gateway.running.address, "/chat", "sk_a", &[])
+            .await
+            .is_err()
+    );
+    socket.close(None).await.unwrap();
+    while next(&mut socket).await.is_some() {}
+    drop(socket);
+    // The tunnel's end gives the slot back (once its task has seen it).
+    for _ in 0..500 {
+        if gateway.running.slots_held() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(gateway.running.slots_held(), 0);
+    let (mut again, _) = connect(gateway.running.address, "/chat", "sk_a", &[])
+        .await
+        .unwrap();
+    round_trip(&mut again, "again").await;
+}

@@ -75,6 +75,16 @@ impl KeyNames {
 }
 
 impl KeyNames {
+    /// `PREFIX:{DIGEST}:f`: the sorted set of the key's in-flight leases
+    /// (`RedisSlots`), in the key's slot.
+    pub(crate) fn in_flight(&self) -> String {
+        let base = self.state.strip_suffix('s').unwrap_or(&self.state);
+        let mut name = String::with_capacity(base.len() + 1);
+        name.push_str(base);
+        name.push('f');
+        name
+    }
+
     /// The names of the state of the further policy `name` of the plan
     /// whose names these are: `PREFIX:{DIGEST}:s:NAME` and
     /// `PREFIX:{DIGEST}:l:NAME` (a name is an HTTP token, with no braces, so

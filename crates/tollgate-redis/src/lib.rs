@@ -50,10 +50,12 @@ mod records;
 mod redaction;
 mod refund;
 mod script;
+mod slots;
 mod split;
 mod store;
 
 pub use config::{RedisConfig, TimeSource};
 pub use records::RedisRecords;
 pub use redaction::{UNREADABLE_URL, redacted_url};
+pub use slots::RedisSlots;
 pub use store::{RedisStore, RedisStoreError};

@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex};
 
 use tollgate_core::{
     Clock, DEFAULT_MAX_TRACKED_KEYS, FailurePolicy, KeyRules, KnownKeys, LimiterConfig,
-    MemoryStore, PolicyError, Store, SystemClock, UnknownKeys,
+    MemorySlots, MemoryStore, PolicyError, SlotStore, Store, SystemClock, UnknownKeys,
 };
 
 use crate::budget::Budget;
 use crate::host::HostDefaults;
+use crate::in_flight::InFlightLimitLayer;
 use crate::key::ClientIpResolver;
 use crate::route_limit::{PreparedBudget, Route, RouteLimitLayer};
 
@@ -50,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) failure: FailurePolicy,
     /// The principals that exist, and what another gets.
     known_keys: Option<(Arc<KnownKeys>, UnknownKeys)>,
+    /// Where concurrency slots are kept.
+    pub(crate) slots: Arc<dyn SlotStore>,
     /// The builder's own in-memory store, with the idle eviction it has now:
     /// raised to cover every budget made on it.
     memory: Option<(Arc<MemoryStore>, Mutex<LimiterConfig>)>,
@@ -135,7 +138,29 @@ impl HostLimits {
             max_tracked_keys: DEFAULT_MAX_TRACKED_KEYS,
             failure: FailurePolicy::default(),
             known_keys: None,
+            slots: None,
         }
+    }
+
+    /// A concurrency limit for the route `name`: at most `max` requests of
+    /// one key in flight at once (clamped to 1 to 2^32), keyed as
+    /// [`InFlightLimitLayer::key`] says; its slots live in the host's slot
+    /// store ([`HostLimitsBuilder::slots`]). Stack it with
+    /// [`HostLimits::route`]'s layer, outside it, so that a request refused
+    /// for a slot uses no rate budget.
+    pub fn in_flight(&self, name: impl Into<String>, max: u64) -> InFlightLimitLayer {
+        InFlightLimitLayer {
+            name: Arc::from(name.into()),
+            max: max.clamp(1, tollgate_core::MAX_IN_FLIGHT),
+            selector: Default::default(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// The concurrency slots held now, over every key of every
+    /// [`HostLimits::in_flight`] layer of this host.
+    pub fn slots_held(&self) -> u64 {
+        self.shared.slots.held()
     }
 
     /// The layer of the route `name`: the `route` label of the metrics, the
@@ -167,6 +192,7 @@ pub struct HostLimitsBuilder {
     max_tracked_keys: usize,
     failure: FailurePolicy,
     known_keys: Option<(Arc<KnownKeys>, UnknownKeys)>,
+    slots: Option<Arc<dyn SlotStore>>,
 }
 
 impl std::fmt::Debug for HostLimitsBuilder {
@@ -230,6 +256,14 @@ impl HostLimitsBuilder {
         self
     }
 
+    /// Where the concurrency slots of [`HostLimits::in_flight`] layers are
+    /// kept (default: in this process, [`MemorySlots`]; a
+    /// `tollgate_redis::RedisSlots` shares them between processes).
+    pub fn slots(mut self, slots: Arc<dyn SlotStore>) -> Self {
+        self.slots = Some(slots);
+        self
+    }
+
     /// The principals that exist ([`KnownKeys`], read from the same file
     /// as the gateway's `[keys] known`), and what a request whose
     /// [`Principal`](crate::Principal) is not among them gets
@@ -279,6 +313,9 @@ impl HostLimitsBuilder {
             client_ip: self.client_ip,
             failure: self.failure,
             known_keys: self.known_keys,
+            slots: self
+                .slots
+                .unwrap_or_else(|| Arc::new(MemorySlots::new()) as Arc<dyn SlotStore>),
             memory,
         };
         // Prepared under a placeholder name: each route renames its copy.

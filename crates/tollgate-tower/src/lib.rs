@@ -13,6 +13,7 @@ mod budget;
 mod header_fields;
 mod host;
 mod host_limits;
+mod in_flight;
 mod key;
 mod metrics;
 mod problem;
@@ -24,6 +25,7 @@ pub use header_fields::{
 };
 pub use host::{HostDefaults, HostDefaultsError};
 pub use host_limits::{HostLimits, HostLimitsBuilder};
+pub use in_flight::{InFlightBody, InFlightLimit, InFlightLimitLayer, InFlightResponse};
 pub use key::{
     ClientIpResolver, ForwardedHeader, KeySelector, PeerAddr, Principal, RequestParts, Tenant,
 };
@@ -34,5 +36,5 @@ pub use metrics::{
 pub use problem::{PROBLEM_JSON, Problem};
 pub use route_limit::{CostError, ResponseFuture, RouteLimit, RouteLimitLayer};
 pub use tollgate_core::FailurePolicy;
-pub use tollgate_core::{KnownKeys, MAX_COST, UnknownKeys};
+pub use tollgate_core::{KnownKeys, MAX_COST, MemorySlots, SlotStore, UnknownKeys};
 pub use tollgate_core::{RouteKeyKind, Store};

@@ -69,6 +69,26 @@ impl Problem {
         response
     }
 
+    /// A refusal by a concurrency limit (`max_in_flight`): `limit` (a
+    /// route) has `max` requests of this key in flight already. Answered
+    /// with `status` (429 by default) and `Retry-After: 1`: a slot comes
+    /// back when any of them ends, which no one can foretell.
+    pub fn in_flight_refused(status: StatusCode, limit: &str, max: u64) -> Response<Full<Bytes>> {
+        let mut problem = Problem::new(
+            status,
+            format!(
+                "the concurrency limit of {limit} is reached: at most {max} requests in flight \
+                 at once; retry in 1 s"
+            ),
+        );
+        problem.retry_after = Some(1);
+        let mut response = problem.into_response();
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(1u64));
+        response
+    }
+
     /// 401 Unauthorized: the request lacks the identity it is limited by.
     /// RFC 9110 section 11.6.1 requires a `WWW-Authenticate` challenge: `Bearer`.
     pub fn unauthorized(detail: impl Into<String>) -> Response<Full<Bytes>> {

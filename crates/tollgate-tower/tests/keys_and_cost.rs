@@ -1,7 +1,8 @@
 //! The tower layer's share of issue #26: a route's `cost` charged to the
 //! budget it is held to, and known principals ([`KnownKeys`]): an unknown
 //! one refused before any budget is used, or anonymous (keyed per client
-//! IP). On a manual clock; expected values by hand.
+//! IP); and the concurrency-limit layer. On a manual clock; expected values
+//! by hand.
 
 mod support;
 
@@ -155,5 +156,40 @@ async fn an_anonymous_principal_is_held_to_the_own_budget_per_client_ip() {
         status(&service, with_principal(from(peer), "p_known")).await,
         StatusCode::OK
     );
+    assert_eq!(backend.calls(), 3);
+}
+
+#[tokio::test]
+async fn an_in_flight_layer_holds_a_slot_until_the_response_body_is_dropped() {
+    use tower::ServiceExt;
+    let host = HostLimits::new();
+    let layer = host
+        .in_flight("tw_in_flight", 1)
+        .key(tollgate_tower::KeySelector::Principal);
+    let backend = Backend::default();
+    let service = tower::Layer::layer(&layer, backend.service());
+    let request = |principal: &str| with_principal(from("192.0.2.12:5000"), principal);
+    let first = service.clone().oneshot(request("p_a")).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(host.slots_held(), 1);
+    let refused = service.clone().oneshot(request("p_a")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        refused
+            .headers()
+            .get("retry-after")
+            .map(|value| value.to_str().unwrap()),
+        Some("1")
+    );
+    // Another principal has a slot of its own.
+    let other = service.clone().oneshot(request("p_b")).await.unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    drop(other);
+    drop(first);
+    assert_eq!(host.slots_held(), 0);
+    let again = service.clone().oneshot(request("p_a")).await.unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    drop(again);
+    assert_eq!(host.slots_held(), 0);
     assert_eq!(backend.calls(), 3);
 }

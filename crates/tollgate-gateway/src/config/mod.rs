@@ -47,7 +47,7 @@ pub use error::ServeConfigError;
 pub use forward_auth::ForwardAuthConfig;
 pub use keys::{KNOWN_KEYS_MAX_BYTES, KeysConfig, load_known_keys};
 pub use refusal::RefusalConfig;
-pub use routes::{MAX_UPSTREAMS, Preflight, RouteConfig, RouteKey};
+pub use routes::{InFlightKey, MAX_UPSTREAMS, Preflight, RouteConfig, RouteKey};
 pub(crate) use start_only::{InForce, kept_until_restart, removed_tiers};
 pub use store::{FailurePolicy, StoreConfig, StoreTime};
 pub use tls::TlsConfig;
@@ -246,6 +246,7 @@ impl ServeConfig {
             ("store.timeout", self.store.timeout),
             ("drain_timeout", self.drain_timeout),
             ("idle_timeout", self.idle_timeout),
+            ("store.lease_ttl", self.store.lease_ttl),
         ] {
             if timeout.is_zero() {
                 return Err(ServeConfigError::Invalid(format!(
@@ -262,6 +263,13 @@ impl ServeConfig {
                 "limits.exempt_keys[{position}] is longer than {MAX_KEY_LENGTH} bytes, \
                  the longest API key a request may carry"
             )));
+        }
+        if self.store.lease_ttl < std::time::Duration::from_secs(1) {
+            return Err(ServeConfigError::Invalid(
+                "store.lease_ttl must be at least 1s: a gateway renews its slots every third \
+                 of it"
+                    .into(),
+            ));
         }
         self.client_ip.validate()?;
         self.upstream_tls.validate()?;

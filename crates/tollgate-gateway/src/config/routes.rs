@@ -64,6 +64,40 @@ pub struct RouteConfig {
     /// plan and the route's budget): 1 to 2^32, default 1.
     #[serde(default = "one")]
     pub cost: u64,
+    /// The most requests of one key in flight at once on this route (1 to
+    /// 2^32): a request holds a slot from its admission until its response
+    /// ends. Default: no limit.
+    #[serde(default)]
+    pub max_in_flight: Option<u64>,
+    /// What `max_in_flight` counts per: `"api_key"` (the default), `"ip"`,
+    /// `"tenant"` or `"header:NAME"`.
+    #[serde(default)]
+    pub in_flight_key: Option<InFlightKey>,
+}
+
+/// What a route's `max_in_flight` counts per: in TOML `"api_key"`, `"ip"`,
+/// `"tenant"` or `"header:NAME"` (the same header rules as `key`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct InFlightKey(pub RouteKey);
+
+impl TryFrom<String> for InFlightKey {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        match text.as_str() {
+            "api_key" => Ok(InFlightKey(RouteKey::Principal)),
+            "principal" => Err(
+                "in_flight_key must be \"api_key\", \"ip\", \"tenant\" or \"header:NAME\"".into(),
+            ),
+            _ => RouteKey::try_from(text).map(InFlightKey).map_err(|error| {
+                error.replace(
+                    "key must be \"principal\",",
+                    "in_flight_key must be \"api_key\",",
+                )
+            }),
+        }
+    }
 }
 
 fn one() -> u64 {
@@ -189,6 +223,13 @@ impl RouteConfig {
         }
     }
 
+    /// What `max_in_flight` counts per: `in_flight_key`, else the API key.
+    pub fn in_flight_key(&self) -> RouteKey {
+        self.in_flight_key
+            .as_ref()
+            .map_or(RouteKey::Principal, |key| key.0.clone())
+    }
+
     /// The route's own budget, if it declares one.
     ///
     /// # Errors
@@ -283,6 +324,18 @@ impl RouteConfig {
                  by \"ip\" or \"header:NAME\"",
                 self.api_key.name()
             )));
+        }
+        match self.max_in_flight {
+            Some(max) if !(1..=tollgate_core::MAX_IN_FLIGHT).contains(&max) => {
+                return Err(error(&format!(
+                    "max_in_flight must be 1 to {} (2^32), the requests of one key in flight at once",
+                    tollgate_core::MAX_IN_FLIGHT
+                )));
+            }
+            None if self.in_flight_key.is_some() => {
+                return Err(error("in_flight_key applies to max_in_flight: set it too"));
+            }
+            _ => {}
         }
         if self.shadow && self.rpm.is_none() {
             return Err(error(

@@ -41,7 +41,7 @@ struct StartOnly {
 }
 
 /// Every setting a reload cannot change.
-const START_ONLY: [StartOnly; 14] = [
+const START_ONLY: [StartOnly; 15] = [
     StartOnly {
         name: "listen",
         redis_only: false,
@@ -93,6 +93,11 @@ const START_ONLY: [StartOnly; 14] = [
         name: "store.timeout",
         redis_only: true,
         differs: |a, b| a.config.store.timeout != b.config.store.timeout,
+    },
+    StartOnly {
+        name: "store.lease_ttl",
+        redis_only: true,
+        differs: |a, b| a.config.store.lease_ttl != b.config.store.lease_ttl,
     },
     StartOnly {
         name: "store.key_secret_env (or the secret it names)",

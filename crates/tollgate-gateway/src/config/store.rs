@@ -45,6 +45,15 @@ pub struct StoreConfig {
     /// a warning at start.
     #[serde(default = "default_key_secret_env")]
     pub key_secret_env: String,
+    /// How long a concurrency slot (`max_in_flight`) kept in Redis lasts
+    /// unless its gateway renews it (every third of this): a gateway that
+    /// dies loses its slots within it. Default `"30s"`, at least 1 s.
+    #[serde(default = "default_lease_ttl", deserialize_with = "duration")]
+    pub lease_ttl: Duration,
+}
+
+fn default_lease_ttl() -> Duration {
+    Duration::from_secs(30)
 }
 
 /// Where the Redis store takes its time from.
@@ -68,6 +77,7 @@ impl Default for StoreConfig {
             failure: FailurePolicy::default(),
             time: StoreTime::default(),
             key_secret_env: default_key_secret_env(),
+            lease_ttl: default_lease_ttl(),
         }
     }
 }

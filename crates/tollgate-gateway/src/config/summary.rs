@@ -110,6 +110,15 @@ impl ServeConfig {
                     line.push_str(" (API keys not read: its keyless budget alone)");
                 }
             }
+            if let Some(max) = route.max_in_flight {
+                let per = match &route.in_flight_key() {
+                    RouteKey::Principal => "API key".to_owned(),
+                    RouteKey::Tenant => "tenant".to_owned(),
+                    RouteKey::Ip => "client IP".to_owned(),
+                    RouteKey::Header(name) => format!("{name} header"),
+                };
+                let _ = write!(line, " (at most {max} in flight per {per})");
+            }
             if route.cost != 1 {
                 let _ = write!(line, " (each request costs {} units)", route.cost);
             }

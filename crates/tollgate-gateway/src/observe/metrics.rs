@@ -24,6 +24,15 @@ pub(crate) const UPSTREAM_FAILURES: &str = "tollgate_upstream_failures_total";
 /// for a Redis Cluster, the share of hash slots whose primary answered.
 pub(crate) const STORE_UP: &str = "tollgate_store_up";
 
+/// Requests refused by a route's concurrency limit (`max_in_flight`), by
+/// `route`.
+pub(crate) const IN_FLIGHT_REFUSALS: &str = "tollgate_in_flight_refusals_total";
+
+/// Counts a request of `route` refused for a slot.
+pub(crate) fn record_in_flight_refusal(route: &Arc<str>) {
+    metrics::counter!(IN_FLIGHT_REFUSALS, "route" => Arc::clone(route)).increment(1);
+}
+
 /// Records the share of the store that could decide at the last check.
 pub(crate) fn record_store_up(share: f64) {
     metrics::gauge!(STORE_UP).set(share);

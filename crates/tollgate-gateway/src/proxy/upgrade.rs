@@ -80,13 +80,28 @@ pub(crate) type OnTunnelEnd = Box<dyn FnOnce(u64) + Send>;
 /// or cut off when the gateway stops (the tunnel's task dropped with its
 /// runtime).
 #[derive(Clone, Default)]
-pub(crate) struct TunnelLog(Arc<std::sync::Mutex<Option<OnTunnelEnd>>>);
+pub(crate) struct TunnelLog(Arc<std::sync::Mutex<TunnelEnding>>);
+
+/// What a tunnel's end runs and lets go of.
+#[derive(Default)]
+struct TunnelEnding {
+    on_end: Option<OnTunnelEnd>,
+    /// Kept until the tunnel ends (a concurrency slot), then dropped.
+    held: Vec<Box<dyn Send>>,
+}
 
 impl TunnelLog {
     /// Runs `on_end` when the tunnel ends (in place of anything set before).
     pub(crate) fn set(&self, on_end: OnTunnelEnd) {
-        if let Ok(mut slot) = self.0.lock() {
-            *slot = Some(on_end);
+        if let Ok(mut ending) = self.0.lock() {
+            ending.on_end = Some(on_end);
+        }
+    }
+
+    /// Keeps `item` until the tunnel ends, however it ends, then drops it.
+    pub(crate) fn hold(&self, item: Box<dyn Send>) {
+        if let Ok(mut ending) = self.0.lock() {
+            ending.held.push(item);
         }
     }
 }
@@ -100,9 +115,17 @@ struct TunnelGuard {
 
 impl Drop for TunnelGuard {
     fn drop(&mut self) {
-        let on_end = self.log.0.lock().ok().and_then(|mut slot| slot.take());
-        if let Some(on_end) = on_end {
-            on_end(self.to_client.load(Ordering::Relaxed));
+        let ending = self
+            .log
+            .0
+            .lock()
+            .ok()
+            .map(|mut ending| std::mem::take(&mut *ending));
+        if let Some(TunnelEnding { on_end, held }) = ending {
+            if let Some(on_end) = on_end {
+                on_end(self.to_client.load(Ordering::Relaxed));
+            }
+            drop(held);
         }
     }
 }

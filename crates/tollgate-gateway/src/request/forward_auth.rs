@@ -70,10 +70,10 @@ impl ForwardAuth {
         if route.is_some_and(|route| route.preflight_passes) && is_preflight(headers) {
             return Response::new(Body::empty());
         }
-        match admission::admit(store, reloadable, route, headers, peer, outcome).await {
-            Ok(rate_limit_headers) => {
+        match admission::admit((store, None), reloadable, route, headers, peer, outcome).await {
+            Ok(admitted) => {
                 let mut response = Response::new(Body::empty());
-                rate_limit_headers.insert_into(response.headers_mut());
+                admitted.headers.insert_into(response.headers_mut());
                 response
             }
             Err(mut refused) => {

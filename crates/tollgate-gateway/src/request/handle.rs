@@ -15,7 +15,7 @@ use crate::observe::access_log::{Arrival, Outcome};
 use crate::proxy::demo;
 use crate::request::problem::problem;
 use crate::request::rate_limit_headers::RateLimitHeaders;
-use crate::request::{admission, path};
+use crate::request::{admission, in_flight, path};
 use crate::serve::client::ClientConnection;
 
 /// Every request to the gateway's listener, from `client`; its access log
@@ -83,12 +83,12 @@ async fn answer(
         return problem(StatusCode::NOT_FOUND, detail);
     }
     outcome.set_route(route.map_or(&reloadable.demo_route, |route| &route.name));
-    let headers = if route.is_some_and(|route| route.preflight_passes) && is_preflight(&request) {
+    let admitted = if route.is_some_and(|route| route.preflight_passes) && is_preflight(&request) {
         // Passed on without a key or budget (`preflight = "pass"`).
-        RateLimitHeaders::default()
+        RateLimitHeaders::default().into()
     } else {
         match admission::admit(
-            app.store.as_ref(),
+            (app.store.as_ref(), Some(&app.slots)),
             &reloadable,
             route,
             request.headers(),
@@ -97,7 +97,7 @@ async fn answer(
         )
         .await
         {
-            Ok(headers) => headers,
+            Ok(admitted) => admitted,
             Err(response) => return response,
         }
     };
@@ -110,8 +110,8 @@ async fn answer(
         }
         None => demo::respond(&request),
     };
-    headers.insert_into(response.headers_mut());
-    response
+    admitted.headers.insert_into(response.headers_mut());
+    in_flight::hold_until_done(response, admitted.slot)
 }
 
 /// Whether `request` is a CORS preflight (the Fetch standard): `OPTIONS`

@@ -50,6 +50,9 @@ pub(crate) struct Route {
     pub(crate) api_key: ApiKeyRequirement,
     /// The units each request uses of every limit that applies to it.
     pub(crate) cost: u64,
+    /// Its concurrency limit: the most requests in flight at once, and
+    /// what they are counted per.
+    pub(crate) in_flight: Option<(u64, RouteKey)>,
 }
 
 impl Route {
@@ -107,6 +110,9 @@ impl Route {
             shadow: config.shadow,
             api_key: config.api_key,
             cost: config.cost,
+            in_flight: config
+                .max_in_flight
+                .map(|max| (max, config.in_flight_key())),
         })
     }
 

@@ -13,7 +13,7 @@ use axum::extract::ConnectInfo;
 use tokio::net::TcpListener;
 use tokio::signal::unix::SignalKind;
 use tokio::task::JoinHandle;
-use tollgate_core::{Clock, Store, SystemClock};
+use tollgate_core::{Clock, SlotStore, Store, SystemClock};
 use tollgate_serve::shutdown::FORCED_GRACE;
 use tollgate_serve::{Connections, Drained, Shutdown, Signals, WorkerThread};
 
@@ -39,6 +39,9 @@ pub struct ServeOptions {
     pub clock: Arc<dyn Clock>,
     /// The limit store; `None` builds the in-memory store from the config.
     pub store: Option<Arc<dyn Store>>,
+    /// Where concurrency slots are kept; `None` opens what the config
+    /// names (memory, or leases in its Redis).
+    pub slots: Option<Arc<dyn SlotStore>>,
     /// A Redis URL given outside the file (the command line's `--store`): it
     /// stands for `[store] url` at start and on every reload.
     pub store_url: Option<String>,
@@ -53,6 +56,7 @@ impl ServeOptions {
             config_path,
             clock: Arc::new(SystemClock::new()),
             store: None,
+            slots: None,
             store_url: None,
         }
     }
@@ -83,6 +87,12 @@ impl Running {
     /// [`ServeConfigError`] naming the problem.
     pub fn reload(&self) -> Result<(), ServeConfigError> {
         self.app.reload()
+    }
+
+    /// The concurrency slots (`max_in_flight`) this gateway holds now, over
+    /// every route and key: 0 once no request is in flight.
+    pub fn slots_held(&self) -> u64 {
+        self.app.slots.held()
     }
 
     /// Stops accepting connections and lets in-flight requests finish for
@@ -157,6 +167,10 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
             options.config_path.as_deref(),
         )?,
     };
+    let slots = match options.slots {
+        Some(slots) => slots,
+        None => store::open_slots(&config, &options.clock)?,
+    };
     let known_keys = crate::config::load_known_keys(&config.keys)?;
     if let Some(known) = &known_keys {
         tracing::info!(
@@ -172,6 +186,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     log_start_warnings(&started, in_memory_store);
     let app = Arc::new(App {
         store,
+        slots,
         reloadable: ArcSwap::from_pointee(reloadable),
         in_force: ArcSwap::from_pointee(started.clone()),
         started,

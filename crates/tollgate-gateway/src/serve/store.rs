@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tollgate_core::{Clock, Store};
-use tollgate_redis::{RedisConfig, RedisStoreError, TimeSource};
+use tollgate_core::{Clock, MemorySlots, SlotStore, Store};
+use tollgate_redis::{RedisConfig, RedisSlots, RedisStoreError, TimeSource};
 use tollgate_serve::{OpenStoreError, StoreLocation};
 
 use crate::config::{ServeConfig, StoreTime};
@@ -34,6 +34,20 @@ pub(crate) fn open(
             },
         }
     })
+}
+
+/// Where `config` keeps its concurrency slots: in this process without
+/// `[store] url`, else as leases in that Redis (`[store] lease_ttl`).
+pub(crate) fn open_slots(
+    config: &ServeConfig,
+    clock: &Arc<dyn Clock>,
+) -> Result<Arc<dyn SlotStore>, StartError> {
+    match location(config, clock) {
+        StoreLocation::Redis(redis) => Ok(Arc::new(
+            RedisSlots::connect(&redis, config.store.lease_ttl).map_err(StartError::Redis)?,
+        )),
+        _ => Ok(Arc::new(MemorySlots::new())),
+    }
 }
 
 /// Where `config` keeps its limits.

@@ -16,7 +16,9 @@ use tokio::sync::Notify;
 /// headers as JSON, `/slow` waits for `release`, `/close` answers and closes
 /// its connection, `/read` reads the whole body and answers its length,
 /// `/stall` sends its headers and a first part of its body, then nothing;
-/// anything else is answered 200 `upstream`.
+/// `/busy` answers after 20 ms (so that concurrent requests overlap);
+/// anything else is answered 200 `upstream`. It records the most requests
+/// it ever had in flight at once (until their response headers).
 #[derive(Clone)]
 pub struct Upstream {
     /// Where it listens.
@@ -27,6 +29,10 @@ pub struct Upstream {
     pub connections: Arc<AtomicUsize>,
     /// Notified to answer the requests waiting on `/slow`.
     pub release: Arc<Notify>,
+    /// Requests in flight now (until their response headers).
+    pub in_flight: Arc<AtomicUsize>,
+    /// The most requests ever in flight at once.
+    pub most_in_flight: Arc<AtomicUsize>,
 }
 
 impl Upstream {
@@ -41,6 +47,9 @@ impl Upstream {
         let release = Arc::new(Notify::new());
         let counted = Arc::clone(&requests);
         let waiting = Arc::clone(&release);
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let most_in_flight = Arc::new(AtomicUsize::new(0));
+        let (now, most) = (Arc::clone(&in_flight), Arc::clone(&most_in_flight));
         let app = Router::new()
             .route("/read", any(|body: axum::body::Bytes| async move { body.len().to_string() }))
             .route("/echo", any(|request: Request| async move { Body::from_stream(request.into_body().into_data_stream()) }))
@@ -66,6 +75,13 @@ impl Upstream {
                 }),
             )
             .route("/close", any(|| async { ([("connection", "close")], "closing") }))
+            .route(
+                "/busy",
+                any(|| async {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    "busy"
+                }),
+            )
             // Headers and a first part of the body, then nothing, for ever.
             .route(
                 "/stall",
@@ -82,7 +98,14 @@ impl Upstream {
             .fallback(|| async { "upstream" })
             .layer(axum::middleware::from_fn(move |request: Request, next: axum::middleware::Next| {
                 counted.fetch_add(1, Ordering::SeqCst);
-                next.run(request)
+                let (now, most) = (Arc::clone(&now), Arc::clone(&most));
+                async move {
+                    let in_flight = now.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(in_flight, Ordering::SeqCst);
+                    let response = next.run(request).await;
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    response
+                }
             }));
         let listener = tokio::net::TcpListener::bind(address).await.unwrap();
         let address = listener.local_addr().unwrap();
@@ -97,12 +120,19 @@ impl Upstream {
             requests,
             connections,
             release,
+            in_flight,
+            most_in_flight,
         }
     }
 
     /// Requests received so far.
     pub fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
+    }
+
+    /// The most requests it ever had in flight at once.
+    pub fn most_in_flight(&self) -> usize {
+        self.most_in_flight.load(Ordering::SeqCst)
     }
 
     /// Connections accepted so far.

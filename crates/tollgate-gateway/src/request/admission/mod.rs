@@ -14,13 +14,14 @@ use axum::response::Response;
 use http::{HeaderMap, StatusCode};
 use tollgate_core::{
     ApiKeyRequirement, Caller, CallerRefusal, KEYLESS, KeyRules, Limit, LimitDecision, LimitUnits,
-    Redacted, Stopwatch, Store,
+    Redacted, SlotStore, Stopwatch, Store,
 };
 use tollgate_tower::Problem;
 
 use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
 use crate::request::api_key::{KeyError, api_key};
+use crate::request::in_flight::{SlotGuard, acquire_slot};
 use crate::request::problem::{problem, respond};
 use crate::request::rate_limit_headers::{RateLimitHeaders, rate_limit_headers};
 use crate::request::routes::Route;
@@ -42,18 +43,36 @@ const PLAN: usize = 0;
 /// The index of a request's route budget among its limits.
 const ROUTE: usize = 1;
 
-/// Checks a request against its limits. `Ok` holds the headers to add to the
-/// forwarded response; `Err` the response to send instead (400, 401, 429,
-/// 503). `outcome` is given the decision and the plan's tier, for the
-/// access log.
+/// What an admitted request carries on: the headers to add to its
+/// response, and the concurrency slot it holds until that response ends.
+pub(crate) struct Admitted {
+    pub(crate) headers: RateLimitHeaders,
+    pub(crate) slot: Option<SlotGuard>,
+}
+
+impl From<RateLimitHeaders> for Admitted {
+    fn from(headers: RateLimitHeaders) -> Self {
+        Admitted {
+            headers,
+            slot: None,
+        }
+    }
+}
+
+/// Checks a request against its limits: its route's concurrency limit
+/// first when `slots` is given (the decision endpoint passes none: it
+/// cannot know when the request it decides ends), then its rates. `Ok`
+/// holds what the forwarded response carries; `Err` the response to send
+/// instead (400, 401, 429, 503). `outcome` is given the decision and the
+/// plan's tier, for the access log.
 pub(crate) async fn admit(
-    store: &dyn Store,
+    (store, slots): (&dyn Store, Option<&Arc<dyn SlotStore>>),
     reloadable: &Reloadable,
     route: Option<&Route>,
     headers: &HeaderMap,
     peer: SocketAddr,
     outcome: &mut Outcome,
-) -> Result<RateLimitHeaders, Response> {
+) -> Result<Admitted, Response> {
     let requirement = route.map_or(ApiKeyRequirement::Required, |route| route.api_key);
     let mut missing = "";
     let presented = if requirement.reads_keys() {
@@ -89,8 +108,14 @@ pub(crate) async fn admit(
     if key.is_some_and(|key| store.is_exempt(key)) {
         reloadable.decisions.record(true, "exempt", route_name);
         outcome.admission = Admission::Exempt;
-        return Ok(RateLimitHeaders::default());
+        return Ok(RateLimitHeaders::default().into());
     }
+    let slot = match slots {
+        Some(slots) => {
+            acquire_slot(slots, reloadable, route, caller, (headers, peer), outcome).await?
+        }
+        None => None,
+    };
     let route_limit = route_limit(reloadable, route, route_name, caller, headers, peer)
         .map_err(|reason| respond(Problem::unauthorized(reason)))?;
     if key.is_none() && route_limit.is_none() {
@@ -101,12 +126,16 @@ pub(crate) async fn admit(
         )));
     }
     let cost = route.map_or(1, |route| route.cost);
+    // A request its rates refuse drops `slot` on the way out: it holds none.
     let stopwatch = Stopwatch::start();
     let decisions = match decide(store, key, route_limit.as_ref(), cost).await {
         Ok(decisions) => decisions,
         Err(error) => {
             return match store_failed(reloadable, route_name, &error, outcome) {
-                None => Ok(RateLimitHeaders::default()),
+                None => Ok(Admitted {
+                    headers: RateLimitHeaders::default(),
+                    slot,
+                }),
                 Some(refusal) => Err(refusal),
             };
         }
@@ -153,7 +182,7 @@ pub(crate) async fn admit(
     reloadable.decisions.record(allowed, tier, route_name);
     if allowed {
         outcome.admission = Admission::Allowed;
-        return Ok(headers);
+        return Ok(Admitted { headers, slot });
     }
     let refusal = Refusal::tally(
         &decisions,
@@ -169,7 +198,7 @@ pub(crate) async fn admit(
     );
     if !refusal.enforced {
         outcome.admission = Admission::Shadow;
-        return Ok(headers);
+        return Ok(Admitted { headers, slot });
     }
     outcome.admission = Admission::Refused;
     if refusal.in_shadow {

@@ -8,6 +8,7 @@ use tollgate_core::{Keyless, RouteBudgetChoice, RouteBudgets, RouteKeyKind, rout
 
 use crate::config::RouteKey;
 use crate::request::api_key::MAX_KEY_LENGTH;
+use crate::request::header_key::header_key;
 use crate::request::routes::{Route, RouteBudget};
 use crate::serve::reloadable::Reloadable;
 
@@ -85,22 +86,6 @@ pub(super) fn route_limit<'a>(
         kind,
         key: route_store_key(route_name, kind, &value),
     }))
-}
-
-/// The value of header `name` as a route key: the header sent once (a second
-/// one, as from a client beside a proxy that appends, is refused rather than
-/// either trusted), trimmed, 1 to [`MAX_KEY_LENGTH`] bytes of visible ASCII
-/// (no spaces).
-fn header_key<'a>(headers: &'a HeaderMap, name: &http::HeaderName) -> Option<&'a str> {
-    let mut values = headers.get_all(name).iter();
-    let value = values.next()?;
-    if values.next().is_some() {
-        return None;
-    }
-    let value = value.to_str().ok()?.trim();
-    let usable = (1..=MAX_KEY_LENGTH).contains(&value.len())
-        && value.bytes().all(|byte| byte.is_ascii_graphic());
-    usable.then_some(value)
 }
 
 impl RouteKey {

@@ -1,0 +1,41 @@
+//! [`InFlightLimitLayer`]: the layer a route's concurrency limit wraps it in.
+
+use std::sync::Arc;
+
+use tower_layer::Layer;
+
+use super::InFlightLimit;
+use crate::host_limits::Shared;
+use crate::key::KeySelector;
+
+/// The concurrency limit of one route, as a tower [`Layer`]: at most `max`
+/// requests of one key in flight at once, each holding its slot from the
+/// call until its response body is dropped; made by
+/// [`HostLimits::in_flight`](crate::HostLimits::in_flight). Over the limit
+/// a request is answered 429 with `Retry-After: 1` and problem+json, and
+/// the inner service is not called. Its key is chosen as a route budget's
+/// ([`KeySelector`], the principal or else the client IP by default).
+#[derive(Clone, Debug)]
+pub struct InFlightLimitLayer {
+    pub(crate) name: Arc<str>,
+    pub(crate) max: u64,
+    pub(crate) selector: KeySelector,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl InFlightLimitLayer {
+    /// What the slots are counted per (default
+    /// [`KeySelector::PrincipalOrIp`]).
+    pub fn key(mut self, selector: KeySelector) -> Self {
+        self.selector = selector;
+        self
+    }
+}
+
+impl<S> Layer<S> for InFlightLimitLayer {
+    type Service = InFlightLimit<S>;
+
+    fn layer(&self, inner: S) -> InFlightLimit<S> {
+        InFlightLimit::new(inner, Arc::new(self.clone()))
+    }
+}
