@@ -61,13 +61,23 @@ pub fn in_flight_kind(kind: RouteKeyKind, keyless: Option<Keyless>) -> RouteKeyK
 pub const MAX_IN_FLIGHT: u64 = 1 << 32;
 
 /// One slot held: the key it counts against, and the lease's id (unique in
-/// its store).
-#[derive(Debug, PartialEq, Eq)]
+/// its store). Its `Debug` shows the key redacted.
+#[derive(PartialEq, Eq)]
 pub struct SlotLease {
     /// The key (a route's in-flight key, as `route_store_key` writes it).
     pub key: String,
     /// The lease's id in its store.
     pub id: u64,
+}
+
+impl std::fmt::Debug for SlotLease {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SlotLease")
+            .field("key", &crate::key::Redacted(&self.key).to_string())
+            .field("id", &self.id)
+            .finish()
+    }
 }
 
 /// Where slots are kept. Object-safe, as [`Store`](crate::Store) is.
@@ -92,12 +102,21 @@ pub trait SlotStore: Send + Sync {
 }
 
 /// Slots in this process: a count per key, kept only while it is above 0,
-/// in 16 shards each under its own lock.
-#[derive(Debug)]
+/// in 16 shards each under its own lock. Its `Debug` shows the slots held,
+/// never a key.
 pub struct MemorySlots {
     shards: [Mutex<hashbrown::HashMap<String, u64>>; 16],
     held: AtomicU64,
     next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for MemorySlots {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("MemorySlots")
+            .field("held", &self.held())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for MemorySlots {
@@ -219,5 +238,17 @@ mod tests {
             id: 9,
         });
         assert_eq!(slots.held(), 0);
+    }
+
+    #[test]
+    fn debug_never_shows_a_key() {
+        let slots = MemorySlots::new();
+        let lease = slots
+            .try_acquire("orders/principal:sk_live_secret_key", 1)
+            .unwrap();
+        for shown in [format!("{slots:?}"), format!("{lease:?}")] {
+            assert!(!shown.contains("secret_key"), "{shown}");
+        }
+        slots.release(lease);
     }
 }

@@ -32,7 +32,7 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[3])
+if redis.call('ZADD', KEYS[1], 'NX', now + ttl, ARGV[3]) == 0 then return 0 end
 if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1
 ";
@@ -72,8 +72,9 @@ struct Shared {
     lease_ttl: Duration,
     /// This process's leases: id to the Redis key of their set.
     leases: Mutex<HashMap<u64, String>>,
-    /// The first 32 bits of every lease id: this process's own, so ids of
-    /// two gateways never meet.
+    /// 64 random bits (the OS's randomness, through `RandomState`) before
+    /// every lease's member in Redis, `PROCESS:ID`: two gateways' leases
+    /// never meet (and `ZADD NX` refuses a member that did).
     process: u64,
     next: AtomicU64,
 }
@@ -115,10 +116,12 @@ impl RedisSlots {
         let (connection, _) =
             Connection::open_with(&target, config.timeout, root_certificates.as_deref())
                 .map_err(|error| RedisStoreError::Url(error.to_string()))?;
-        let process = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.subsec_nanos().into())
-            ^ u64::from(std::process::id()).rotate_left(20);
+        let process = {
+            use std::hash::{BuildHasher, Hasher};
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish()
+        };
         let shared = Arc::new(Shared {
             cluster: connection.is_cluster(),
             connection,
@@ -132,7 +135,7 @@ impl RedisSlots {
             timeout: config.timeout,
             lease_ttl: lease_ttl.max(Duration::from_millis(3)),
             leases: Mutex::new(HashMap::new()),
-            process: (process & 0xFFFF_FFFF) << 32,
+            process,
             next: AtomicU64::new(1),
         });
         let renewal = tokio::spawn(renew_forever(Arc::downgrade(&shared)));
@@ -161,6 +164,11 @@ impl Shared {
         KeyNames::new(&self.prefix, Space::Policy, key, self.secret.as_deref()).in_flight()
     }
 
+    /// The member of lease `id` in its set: `PROCESS:ID`, in hexadecimal.
+    fn member(&self, id: u64) -> String {
+        format!("{:016x}:{id:x}", self.process)
+    }
+
     fn ttl_ms(&self) -> u64 {
         u64::try_from(self.lease_ttl.as_millis()).unwrap_or(u64::MAX)
     }
@@ -187,7 +195,7 @@ impl Shared {
         };
         let mut connection = self.connection.clone();
         let mut command = redis::cmd("ZREM");
-        command.arg(&set).arg(lease.id);
+        command.arg(&set).arg(self.member(lease.id));
         let call = command.query_async::<i64>(&mut connection);
         match tokio::time::timeout(self.timeout, call).await {
             Ok(Ok(_)) => Ok(()),
@@ -198,21 +206,38 @@ impl Shared {
         }
     }
 
-    /// Renews every lease this process holds, one call per key's set.
+    /// Renews every lease this process holds, one call per key's set, the
+    /// calls sent together (pipelined on the multiplexed connection).
     async fn renew_all(&self) {
         let mut by_set: HashMap<String, Vec<u64>> = HashMap::new();
         for (id, set) in self.leases.lock().iter() {
             by_set.entry(set.clone()).or_default().push(*id);
         }
-        for (set, ids) in by_set {
+        let calls = by_set.into_iter().map(|(set, ids)| async move {
+            let count = ids.len();
             let mut invocation = self.renew.key(&set);
             invocation.arg(self.ttl_ms());
             for id in ids {
-                invocation.arg(id);
+                invocation.arg(self.member(id));
             }
-            if let Err(error) = self.call::<i64>(invocation).await {
-                tracing::warn!(%error, "in-flight leases not renewed; they end with their TTL");
+            match self.call::<i64>(invocation).await {
+                Ok(renewed) => count.saturating_sub(usize::try_from(renewed).unwrap_or(0)),
+                Err(error) => {
+                    tracing::warn!(%error, "in-flight leases not renewed; they end with their TTL");
+                    0
+                }
             }
+        });
+        let lost: usize = futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .sum();
+        if lost > 0 {
+            tracing::warn!(
+                lost,
+                "in-flight leases had ended before their renewal (Redis stalled or failed over \
+                 longer than lease_ttl): their slots may be granted again while their requests run"
+            );
         }
     }
 }
@@ -231,15 +256,61 @@ async fn renew_forever(shared: std::sync::Weak<Shared>) {
     }
 }
 
+/// A lease asked for and not yet answered: dropped unanswered (a timeout,
+/// an error, the caller gone), it removes the lease's member in the
+/// background, whether or not Redis granted it.
+struct PendingLease {
+    shared: Arc<Shared>,
+    set: Option<String>,
+    id: u64,
+}
+
+impl Drop for PendingLease {
+    fn drop(&mut self) {
+        let Some(set) = self.set.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = Arc::clone(&self.shared);
+        let member = shared.member(self.id);
+        runtime.spawn(async move {
+            let mut connection = shared.connection.clone();
+            let mut command = redis::cmd("ZREM");
+            command.arg(&set).arg(member);
+            let call = command.query_async::<i64>(&mut connection);
+            if !matches!(tokio::time::timeout(shared.timeout, call).await, Ok(Ok(_))) {
+                tracing::warn!(
+                    "an unanswered in-flight lease was not removed; it ends with its TTL"
+                );
+            }
+        });
+    }
+}
+
 impl SlotStore for RedisSlots {
     fn acquire<'a>(&'a self, key: &'a str, max: u64) -> StoreFuture<'a, Option<SlotLease>> {
         Box::pin(async move {
             let shared = &self.shared;
-            let id = shared.process | (shared.next.fetch_add(1, Ordering::Relaxed) & 0xFFFF_FFFF);
+            let id = shared.next.fetch_add(1, Ordering::Relaxed);
             let set = shared.set_name(key);
+            // Until Redis has answered, the lease may exist there unknown to
+            // this process (a reply lost to the timeout, a caller gone):
+            // the pending lease removes it then, rather than let it hold a
+            // slot for its whole TTL.
+            let mut pending = PendingLease {
+                shared: Arc::clone(shared),
+                set: Some(set.clone()),
+                id,
+            };
             let mut invocation = shared.acquire.key(&set);
-            invocation.arg(max).arg(shared.ttl_ms()).arg(id);
+            invocation
+                .arg(max)
+                .arg(shared.ttl_ms())
+                .arg(shared.member(id));
             let granted: i64 = shared.call(invocation).await?;
+            pending.set = None;
             if granted != 1 {
                 return Ok(None);
             }

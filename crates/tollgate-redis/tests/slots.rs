@@ -155,3 +155,40 @@ async fn a_held_lease_is_renewed_and_a_dead_store_s_lease_ends_with_its_ttl() {
     }
     redis_support::cleanup(&url, &prefix);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_redis),
+    ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run (needs redis-server too)"
+)]
+async fn a_lease_granted_after_its_caller_gave_up_is_removed() {
+    // A Redis of the test's own, stopped while a slot is asked for: the
+    // call times out, and Redis grants the lease once it resumes. Nobody
+    // holds that lease; it must not block the key for its TTL.
+    let _ = redis_support::require_redis_url();
+    let own = redis_support::OwnRedis::start();
+    let url = own.url();
+    let prefix = redis_support::prefix("slots-late");
+    let mut config = RedisConfig::new(url.as_str());
+    config.prefix.clone_from(&prefix);
+    config.timeout = Duration::from_millis(200);
+    let slots = RedisSlots::connect(&config, Duration::from_secs(30)).unwrap();
+    // The connection and the script made before the stall.
+    let warm = slots.acquire("warm", 1).await.unwrap().unwrap();
+    slots.release_now(warm).await.unwrap();
+    let stalled = redis_support::Stalled::stop(std::slice::from_ref(&url));
+    assert!(slots.acquire("late", 1).await.is_err());
+    drop(stalled);
+    redis_support::wait_for_the_backlog(std::slice::from_ref(&url)).await;
+    let mut left = Vec::new();
+    for _ in 0..200 {
+        left = redis_support::keys(&url, &format!("{prefix}:*"));
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(left.is_empty(), "{left:?}");
+    assert!(slots.acquire("late", 1).await.unwrap().is_some());
+    assert_eq!(slots.held(), 1);
+}

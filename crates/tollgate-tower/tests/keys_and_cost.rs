@@ -193,3 +193,35 @@ async fn an_in_flight_layer_holds_a_slot_until_the_response_body_is_dropped() {
     assert_eq!(host.slots_held(), 0);
     assert_eq!(backend.calls(), 3);
 }
+
+#[tokio::test]
+async fn an_in_flight_layer_counts_unknown_principals_per_client_ip() {
+    use tower::ServiceExt;
+    let known = Arc::new(KnownKeys::parse(b"p_known\n").unwrap());
+    let host = HostLimits::builder()
+        .known_keys(known, UnknownKeys::Anonymous)
+        .build()
+        .unwrap();
+    let layer = host
+        .in_flight("tw_in_flight_anonymous", 1)
+        .key(tollgate_tower::KeySelector::Principal);
+    let service = tower::Layer::layer(&layer, Backend::default().service());
+    let request = |principal: &str| with_principal(from("192.0.2.13:5000"), principal);
+    let first = service
+        .clone()
+        .oneshot(request("p_invented_1"))
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    // A second invented principal from the same address: the same slot.
+    let second = service
+        .clone()
+        .oneshot(request("p_invented_2"))
+        .await
+        .unwrap();
+    assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    let known = service.clone().oneshot(request("p_known")).await.unwrap();
+    assert_eq!(known.status(), StatusCode::OK);
+    drop((first, known));
+    assert_eq!(host.slots_held(), 0);
+}

@@ -14,7 +14,13 @@ use crate::key::KeySelector;
 /// [`HostLimits::in_flight`](crate::HostLimits::in_flight). Over the limit
 /// a request is answered 429 with `Retry-After: 1` and problem+json, and
 /// the inner service is not called. Its key is chosen as a route budget's
-/// ([`KeySelector`], the principal or else the client IP by default).
+/// ([`KeySelector`], the principal or else the client IP by default); with
+/// known keys ([`HostLimitsBuilder::known_keys`](crate::HostLimitsBuilder::known_keys)),
+/// an unknown principal is refused (401) or counted per client IP. Unlike
+/// the gateway's, its refusals are 429 always, counted in
+/// `api_rate_limit_exceeded_total` under the key's kind, and an upgrade's
+/// slot is given back with its 101 response (the layer does not see the
+/// upgraded connection).
 #[derive(Clone, Debug)]
 pub struct InFlightLimitLayer {
     pub(crate) name: Arc<str>,

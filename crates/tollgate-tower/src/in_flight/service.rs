@@ -9,12 +9,12 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{Either, Full};
-use tollgate_core::FailurePolicy;
+use tollgate_core::{ApiKeyRequirement, Caller, FailurePolicy};
 use tower_service::Service;
 
 use super::InFlightLimitLayer;
 use super::body::{InFlightBody, SlotGuard};
-use crate::key::{MissingKey, RequestParts};
+use crate::key::{self, KeySelector, MissingKey, RequestParts};
 use crate::metrics::{record_denial, record_store_failure};
 use crate::problem::Problem;
 
@@ -61,9 +61,22 @@ where
             headers: request.headers(),
             extensions: request.extensions(),
         };
-        let key = limit
-            .selector
-            .key(&parts, &limit.shared.client_ip, &limit.name);
+        // Known principals, as the route layer reads them: an unknown one is
+        // refused, or counted per client IP (anonymous).
+        let mut selector = &limit.selector;
+        if let (Some(rules), Some(principal)) =
+            (limit.shared.key_rules(), key::principal(parts.extensions))
+        {
+            match rules.identify(ApiKeyRequirement::Optional, Some(principal), |_| false) {
+                Ok(Caller::Key(_)) => {}
+                Ok(Caller::Keyless(_)) => selector = &KeySelector::Ip,
+                Err(_) => {
+                    let problem = Problem::unauthorized("this principal is not known");
+                    return Box::pin(async move { Ok(refused(problem)) });
+                }
+            }
+        }
+        let key = selector.key(&parts, &limit.shared.client_ip, &limit.name);
         Box::pin(async move {
             let key = match key {
                 Ok(key) => key,
