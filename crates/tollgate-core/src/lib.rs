@@ -65,8 +65,8 @@ pub use in_flight::{MAX_IN_FLIGHT, MemorySlots, SlotLease, SlotStore, in_flight_
 pub use key::{ApiKey, Redacted};
 pub use known_keys::{KnownKeys, KnownKeysError, MAX_KNOWN_KEY_LENGTH, UnknownKeys};
 pub use limiter::{
-    Limit, LimitDecision, LimitUnits, Limiter, PolicyDecision, PolicyReport, PreparedPolicy, Stats,
-    UnknownTier,
+    Limit, LimitDecision, LimitUnits, Limiter, PolicyDecision, PolicyReport, PreparedPolicy,
+    Reservation, Stats, UnknownTier,
 };
 pub use plan::{
     MAX_PLAN_POLICIES, MAX_POLICY_NAME, NamedPolicy, PlanError, PlanPolicies, PolicyList,

@@ -41,6 +41,13 @@ impl Resolution {
         u64::MAX / self.ticks_per_second()
     }
 
+    /// `duration` in whole ticks, rounded down; `u64::MAX` when it does
+    /// not fit.
+    pub fn ticks_from_duration(self, duration: Duration) -> u64 {
+        let ticks = duration.as_nanos() / u128::from(1_000_000_000 / self.ticks_per_second());
+        u64::try_from(ticks).unwrap_or(u64::MAX)
+    }
+
     /// A span of `ticks` as a [`Duration`] (exact for both resolutions).
     pub fn duration(self, ticks: u64) -> Duration {
         match self {

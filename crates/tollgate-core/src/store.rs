@@ -10,7 +10,8 @@ use crate::clock::Clock;
 use crate::config::{ConfigError, LimiterConfig};
 use crate::decision::Decision;
 use crate::limiter::{
-    Limit, LimitDecision, LimitUnits, Limiter, PolicyReport, PreparedPolicy, Stats, UnknownTier,
+    Limit, LimitDecision, LimitUnits, Limiter, PolicyReport, PreparedPolicy, Reservation, Stats,
+    UnknownTier,
 };
 use crate::plan::PlanPolicies;
 use crate::policy::{Policy, PolicyError};
@@ -123,6 +124,43 @@ pub trait Store: Send + Sync {
         let _ = limits;
         ready(Err(StoreError::Unavailable(
             "this store cannot give units back".into(),
+        )))
+    }
+
+    /// One request held to every limit at once, waiting up to `max_wait`
+    /// for its turn rather than refused: see [`Limiter::reserve_units`] for
+    /// the rule. The caller waits [`Reservation::wait`] before serving it,
+    /// and gives the units back with [`Store::cancel_reservation`] when it
+    /// will not serve it after all.
+    ///
+    /// The default implementation, for stores written before this method,
+    /// answers [`StoreError::Unavailable`]; [`MemoryStore`] and the Redis
+    /// store reserve.
+    fn reserve_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+        max_wait: std::time::Duration,
+    ) -> StoreFuture<'a, Reservation> {
+        let _ = (limits, max_wait);
+        ready(Err(StoreError::Unavailable(
+            "this store cannot reserve".into(),
+        )))
+    }
+
+    /// Gives back a reservation's units (the same `limits` as
+    /// [`Store::reserve_units`] was given, and its
+    /// [`Reservation::counted_at`]), for a request that will not be served:
+    /// see [`Limiter::cancel_reservation`]. The units each limit got back.
+    ///
+    /// The default implementation answers [`StoreError::Unavailable`].
+    fn cancel_reservation<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+        counted_at: u64,
+    ) -> StoreFuture<'a, Vec<u64>> {
+        let _ = (limits, counted_at);
+        ready(Err(StoreError::Unavailable(
+            "this store cannot give a reservation back".into(),
         )))
     }
 
@@ -272,6 +310,27 @@ impl Store for MemoryStore {
         limits: &'a [LimitUnits<'a>],
     ) -> StoreFuture<'a, Vec<LimitDecision>> {
         ready(Ok(self.limiter.give_back_units(limits, self.now())))
+    }
+
+    fn reserve_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+        max_wait: std::time::Duration,
+    ) -> StoreFuture<'a, Reservation> {
+        let max_wait = self.limiter.resolution().ticks_from_duration(max_wait);
+        ready(Ok(self.limiter.reserve_units(limits, self.now(), max_wait)))
+    }
+
+    fn cancel_reservation<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+        counted_at: u64,
+    ) -> StoreFuture<'a, Vec<u64>> {
+        ready(Ok(self.limiter.cancel_reservation(
+            limits,
+            self.now(),
+            counted_at,
+        )))
     }
 
     fn is_exempt(&self, key: &str) -> bool {

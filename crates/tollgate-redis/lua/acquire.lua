@@ -20,7 +20,9 @@
 -- burst, state version; then per request: its number of limits, a write flag
 -- (WRITE, or READ_ONLY to only read), its deadline (microseconds on Redis's
 -- own clock, TIME: past it the request does nothing; NO_DEADLINE only for a
--- request that does not write), and per limit: its rule (1-based), its
+-- request that does not write), how long it may wait rather than be refused
+-- (microseconds, see `reserve`; NO_WAIT for a request that does not wait),
+-- and per limit: its rule (1-based), its
 -- units (at most 2^52) and the tier the caller expects (NO_TIER for none to
 -- check).
 -- KEYS, per limit in the same order: its state; its log list when its rule is
@@ -31,6 +33,8 @@
 -- string of OUTCOME_FIELDS numbers per limit, every number in decimal and
 -- separated from the next by one space: the time its units count at (us;
 -- what a refund names), allowed, remaining, retry_after, reset_after; or
+-- RESERVED, the wait (us) and the outcomes as DECIDED has them, for a
+-- request that may wait; or
 -- TIER_CHANGED, index (1-based), actual tier when a plan's tier is not the
 -- one expected (nothing of that request is decided); or EXPIRED when Redis
 -- ran the call past the request's deadline (its caller has given up, after a
@@ -88,28 +92,130 @@ local function outcome_text(counted_at, allowed, remaining, retry_after, reset_a
     .. decimal(retry_after) .. ' ' .. decimal(reset_after)
 end
 
-local function decide(index, units, write)
+-- Decides `units` of limit `index` at `at` (us; now when not given).
+local function decide(index, units, write, at)
   -- A look (0 units) writes nothing, as the core's peek changes nothing:
   -- writing the state back tidied (expired runs dropped, a new window begun)
   -- would let a later call on a lagging clock count without what it dropped.
   write = write and units > 0
+  at = at or now
   local rule = limit_rules[index]
   local algorithm, limit, window, burst, version = rule[1], rule[2], rule[3], rule[4], rule[5]
   local key, state = state_keys[index], states[index]
   if algorithm == FIXED_WINDOW then
-    return fixed_window(key, state, version, limit, window, now, units, write)
+    return fixed_window(key, state, version, limit, window, at, units, write)
   elseif algorithm == COUNTING_FIXED_WINDOW then
-    return counting_window(key, version, limit, window, now, units, write)
+    return counting_window(key, version, limit, window, at, units, write)
   elseif algorithm == SLIDING_LOG then
-    return sliding_log(key, log_keys[index], state, version, limit, window, now, units, write)
+    return sliding_log(key, log_keys[index], state, version, limit, window, at, units, write)
   end
   -- TOKEN_BUCKET (the code left).
-  return token_bucket(key, state, version, limit, window, burst, now, units, write)
+  return token_bucket(key, state, version, limit, window, burst, at, units, write)
+end
+
+-- The earliest time (us, never before now) at which limit `index` allows
+-- `units`, changing nothing (core's State::earliest); nil when they never
+-- fit. A window counting refused units is charged whatever it has: now.
+local function earliest(index, units)
+  local rule = limit_rules[index]
+  local algorithm, limit, window, burst, version = rule[1], rule[2], rule[3], rule[4], rule[5]
+  local state = states[index]
+  if algorithm == FIXED_WINDOW then
+    return fixed_window_earliest(state, version, limit, window, now, units)
+  elseif algorithm == COUNTING_FIXED_WINDOW then
+    return now
+  elseif algorithm == SLIDING_LOG then
+    return sliding_log_earliest(log_keys[index], state, version, limit, window, now, units)
+  end
+  return token_bucket_earliest(state, version, limit, window, burst, now, units)
+end
+
+-- Charges `units` of limit `index` at `at` (us, no earlier than now), where
+-- `earliest` found they fit (core's State::reserve): a decision at `at`,
+-- except that a sliding log keeps the runs that count now; TTLs run from now.
+local function charge_at(index, units, at)
+  ttl_offset = at - now
+  local rule = limit_rules[index]
+  local results
+  if rule[1] == SLIDING_LOG then
+    results = {sliding_log_reserve(state_keys[index], log_keys[index], states[index], rule[5],
+      rule[2], rule[3], now, at, units)}
+  else
+    results = {decide(index, units, true, at)}
+  end
+  ttl_offset = 0
+  return results[1], results[2], results[3], results[4]
+end
+
+-- A request of `limits` limits that waits up to `max_wait` (us) rather than
+-- be refused (core's Limiter::reserve_units, nginx's limit_req burst with
+-- delay): it is served at `at`, the latest of the times each limit allows
+-- its units. When `at - now <= max_wait` every limit is charged as a
+-- decision at `at` charges it (a counting window at now, whatever the
+-- others decide); otherwise nothing is taken and each limit is refused with
+-- retry_after `at - now - max_wait` (at least 1), or, when some units never
+-- fit, the wait a decision would tell. Appends RESERVED, the wait (us; 0
+-- when refused) and the outcomes, each counted at `at` when served, at now
+-- when refused (what a cancellation, refund.lua, names).
+local function reserve(replies, limits, max_wait)
+  local at = now
+  local fits = true
+  for index = 1, limits do
+    local units = limit_units[index]
+    if units > 0 then
+      local turn = earliest(index, units)
+      if turn == nil then
+        fits = false
+      elseif turn > at then
+        at = turn
+      end
+    end
+  end
+  local admitted = fits and at - now <= max_wait
+  local counted_at = now
+  if admitted then
+    counted_at = at
+  end
+  local outcome = {}
+  for index = 1, limits do
+    local units = limit_units[index]
+    local allowed, remaining, retry_after, reset_after
+    if units == 0 then
+      allowed, remaining, retry_after, reset_after = decide(index, 0, false)
+    elseif limit_rules[index][1] == COUNTING_FIXED_WINDOW then
+      -- Counting hits as they arrive: at now, whatever the others decide.
+      allowed, remaining, retry_after, reset_after = charge_at(index, units, now)
+    elseif admitted then
+      allowed, remaining, retry_after, reset_after = charge_at(index, units, counted_at)
+    else
+      allowed = 0
+      local _
+      _, remaining, _, reset_after = decide(index, 0, false)
+      if fits then
+        retry_after = at - now - max_wait
+      else
+        _, _, retry_after = decide(index, units, false)
+      end
+      if retry_after < 1 then
+        retry_after = 1
+      end
+    end
+    outcome[index] = outcome_text(counted_at, allowed, remaining, retry_after, reset_after)
+  end
+  local n = #replies
+  replies[n + 1] = RESERVED
+  local wait = 0
+  if admitted then
+    wait = at - now
+  end
+  replies[n + 2] = wait
+  replies[n + 3] = table.concat(outcome, ' ')
 end
 
 -- One request of `limits` limits, read by read_limits; appends its reply to
--- `replies`.
-local function handle(replies, limits, write)
+-- `replies`. `max_wait` (us): how long it may wait rather than be refused
+-- (`reserve`); nil for a request that does not wait.
+local function handle(replies, limits, write, max_wait)
   for index = 1, limits do
     local expected = expected_tiers[index]
     if limit_rules[index] == nil then
@@ -142,6 +248,10 @@ local function handle(replies, limits, write)
       end
     end
     states[index] = state
+  end
+  if max_wait ~= nil then
+    reserve(replies, limits, max_wait)
+    return
   end
   local n = #replies
   local rule = limit_rules[1]
@@ -223,7 +333,11 @@ for _ = 1, requests do
   local limits = tonumber(ARGV[at])
   local write = ARGV[at + 1] == WRITE
   local deadline = ARGV[at + 2]
-  at, key = read_limits(limits, at + 3, key)
+  local max_wait = nil
+  if ARGV[at + 3] ~= NO_WAIT then
+    max_wait = tonumber(ARGV[at + 3])
+  end
+  at, key = read_limits(limits, at + 4, key)
   local before = #replies
   local status, message = not_decided(write, deadline)
   if status == EXPIRED then
@@ -233,7 +347,7 @@ for _ = 1, requests do
     replies[before + 2] = message
   else
     -- A failing request fails alone, not the call it shares.
-    local ok, failure = pcall(handle, replies, limits, write)
+    local ok, failure = pcall(handle, replies, limits, write, max_wait)
     if not ok then
       for index = #replies, before + 1, -1 do
         replies[index] = nil

@@ -28,6 +28,8 @@ local FAILED = 2 -- protocol::FAILED: reply status, then the message
 local EXPIRED = 3 -- protocol::EXPIRED: reply status, the deadline had passed
 local NO_DEADLINE = '' -- protocol::NO_DEADLINE: a request that only reads
 local OUTCOME_FIELDS = 5 -- protocol::OUTCOME_FIELDS: numbers per limit decided
+local RESERVED = 4 -- protocol::RESERVED: reply status, then the wait and the outcomes
+local NO_WAIT = '' -- protocol::NO_WAIT: a request that does not wait (no reservation)
 local ADMIN_TIER = 'tier' -- protocol::ADMIN_TIER: admin command, set the tier
 local ADMIN_RESET = 'reset' -- protocol::ADMIN_RESET: admin command, drop the state
 local ADMIN_DONE = 1 -- protocol::ADMIN_DONE: admin reply, done
@@ -89,12 +91,20 @@ end
 -- The shortest TTL to set, in microseconds (set by the entry script).
 local minimum_ttl = 0
 
--- TTL in milliseconds for `ttl` microseconds: rounded up, at least
+-- How much later than the call's `now` the transition being run happens, in
+-- microseconds: a reservation's charge at its turn (acquire.lua's
+-- `reserve`), whose states' TTLs, counted from that time, must run from now.
+-- 0 otherwise.
+local ttl_offset = 0
+
+-- TTL in milliseconds for `ttl` microseconds (counted from the time the
+-- transition runs at, `ttl_offset` after now): rounded up, at least
 -- minimum_ttl; 0 when the state is no longer worth keeping.
 local function ttl_ms(ttl)
   if ttl <= 0 then
     return 0
   end
+  ttl = ttl + ttl_offset
   if ttl < minimum_ttl then
     ttl = minimum_ttl
   end

@@ -78,6 +78,32 @@ local function fixed_window(key, state, version, limit, window, now, units, writ
   return allowed, remaining, retry_after, reset_after, state, index * window
 end
 
+-- The earliest time (us, never before `now`) at which `units` fit, changing
+-- nothing (the engine's FixedWindow::earliest, a reservation's first half):
+-- now, or the start of the stored window when it lies ahead, when they fit
+-- in it; else the start of the window after it. nil when `units` is more
+-- than `limit`, which never fits.
+local function fixed_window_earliest(state, version, limit, window, now, units)
+  if units > limit then
+    return nil
+  end
+  local index = floor_div(now, window)
+  local count = 0
+  local stored, stored_count = read_state(state, version)
+  if stored then
+    if stored > index then
+      index = stored
+    end
+    if stored == index then
+      count = stored_count
+    end
+  end
+  if count + units <= limit then
+    return math.max(index * window, now)
+  end
+  return (index + 1) * window
+end
+
 -- A refund (lua/give_back.lua; the engine's FixedWindow::give_back): `units`
 -- come off the count of the window a request at `now` counts in (the stored
 -- one when `now` is older), not below 0, the key kept to that window's end;

@@ -18,7 +18,13 @@
 -- whose count reached fixed_window.lua's count_cap, where what was counted
 -- is no longer known: counting_window.lua's counting_window_refund).
 --
--- Rust twin: src/refund.rs (`refund`, called by src/split.rs) builds these
+-- It also cancels a reservation (acquire.lua's `reserve`: units counted at a
+-- time ahead, whose request left while it waited), naming its counted_at;
+-- TTLs set here run from the real now. The engine's twin is State::refund
+-- (crates/tollgate-core/src/algorithm/mod.rs).
+--
+-- Rust twin: src/refund.rs (`refund`, called by src/split.rs and
+-- src/reserve.rs) builds these
 -- arguments and reads the reply; the transitions it undoes are those of
 -- fixed_window.lua, counting_window.lua, sliding_log.lua and token_bucket.lua.
 --
@@ -37,9 +43,6 @@ local version = ARGV[6]
 local counted_at = tonumber(ARGV[7])
 local units = tonumber(ARGV[8])
 minimum_ttl = tonumber(ARGV[9])
-if now < counted_at then
-  now = counted_at
-end
 if algorithm == COUNTING_FIXED_WINDOW then
   return counting_window_refund(KEYS[1], version, window, counted_at, units)
 end
@@ -47,12 +50,17 @@ local state = read_string(KEYS[1])
 
 if algorithm == FIXED_WINDOW then
   local index, count = read_state(state, version)
-  if not index or index ~= floor_div(counted_at, window) or count < units then
+  if not index or index ~= floor_div(counted_at, window) or index < floor_div(now, window)
+    or count < units then
     return 0
   end
   count = count - units
+  -- A count brought to 0 drops the key when its window has begun; a window
+  -- still ahead (a reservation's) keeps its place at 0, as the engine's
+  -- FixedWindow::refund does: reserving into it dropped the count of the
+  -- window now is in.
   local reset_after = 0
-  if count > 0 then
+  if count > 0 or index > floor_div(now, window) then
     reset_after = (index + 1) * window - now
   end
   store(KEYS[1], string.format('%s:%d:%d', version, index, count), reset_after)
@@ -71,7 +79,8 @@ elseif algorithm == SLIDING_LOG then
       return 0
     end
     if run_at == counted_at then
-      if count < units then
+      if count < units or run_at + window <= now then
+        -- Too few, or stopped counting at now.
         return 0
       end
       if count == units then
@@ -88,6 +97,11 @@ elseif algorithm == SLIDING_LOG then
         newest = parse_run(redis.call('LINDEX', KEYS[2], -1)) or newest
       end
       local reset_after = newest + window - now
+      if reset_after <= 0 then
+        -- Every unit left has stopped counting.
+        redis.call('DEL', KEYS[1], KEYS[2])
+        return units
+      end
       store(KEYS[1], string.format('%s:%d:%d', version, counted, newest), reset_after)
       local ms = ttl_ms(reset_after)
       if ms > 0 then
@@ -99,18 +113,12 @@ elseif algorithm == SLIDING_LOG then
   return 0
 end
 
--- The token bucket: move the time it is full again back by `units` tokens,
--- no earlier than now (a full bucket).
+-- The token bucket: its tokens go back at now (token_bucket_give_back, the
+-- engine's TokenBucket::refund): the time it is full again moves back by
+-- their worth, no earlier than now; nothing for a bucket full at now.
 local t, r = read_state(state, version)
-if not t or t < now or (t == now and r == 0) or t - now > ceil_div(burst * window, limit) + 1 then
+if not t or t < now or (t == now and r == 0) then
   return 0
 end
-local deficit = (t - now) * limit + r - units * window
-if deficit <= 0 then
-  redis.call('DEL', KEYS[1])
-  return units
-end
-local carry = floor_div(deficit, limit)
-local state_text = string.format('%s:%d:%d', version, now + carry, deficit - carry * limit)
-store(KEYS[1], state_text, ceil_div(deficit, limit))
+token_bucket_give_back(KEYS[1], state, version, limit, window, burst, now, units)
 return units

@@ -98,6 +98,102 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
   return allowed, limit - counted, retry_after, reset_after, state, now
 end
 
+-- The earliest time (us, never before `now` nor before the newest run) at
+-- which `units` fit, changing nothing (the engine's SlidingLog::earliest):
+-- when enough of the oldest runs stop counting. nil when `units` is more
+-- than `limit`, which never fits.
+local function sliding_log_earliest(log, state, version, limit, window, now, units)
+  if units > limit then
+    return nil
+  end
+  local counted, newest = read_state(state, version)
+  if not counted then
+    return now
+  end
+  local at = now
+  if newest > at then
+    at = newest
+  end
+  local index = 0
+  while counted + units > limit do
+    local run_at, count = parse_run(redis.call('LINDEX', log, index))
+    if run_at == nil or count == nil then
+      -- Damaged: a decision starts the key afresh (see sliding_log).
+      return now
+    end
+    counted = counted - count
+    if run_at + window > at then
+      at = run_at + window
+    end
+    index = index + 1
+  end
+  return at
+end
+
+-- Charges `units` at `at` (us, where sliding_log_earliest found they fit): a
+-- reservation (the engine's SlidingLog::reserve). Runs are dropped only as
+-- of `now` (or the newest run), not `at`, so that giving the reservation
+-- back (refund.lua) leaves the units that still count at `now`; the count
+-- may exceed `limit` by units that stop counting before `at`, which every
+-- decision drops first (it never looks before the newest run). Returns what
+-- sliding_log returns, as a decision at `at` sees it; TTLs run from now
+-- (the caller sets ttl_offset to at - now).
+local function sliding_log_reserve(key, log, state, version, limit, window, now, at, units)
+  local counted, newest = read_state(state, version)
+  if not counted then
+    counted = 0
+    newest = nil
+    redis.call('DEL', log)
+  end
+  local from = now
+  if newest ~= nil and newest > from then
+    from = newest
+  end
+  while counted > 0 do
+    local run_at, count = parse_run(redis.call('LINDEX', log, 0))
+    if run_at == nil or count == nil then
+      counted = 0
+      newest = nil
+      redis.call('DEL', log)
+      break
+    end
+    if run_at + window > from then
+      break
+    end
+    counted = counted - count
+    redis.call('LPOP', log)
+  end
+  if at < from then
+    at = from
+  end
+  local merged = false
+  if newest == at and counted > 0 then
+    local run_at, count = parse_run(redis.call('LINDEX', log, -1))
+    if run_at == at and count ~= nil then
+      redis.call('LSET', log, -1, string.format('%d:%d', at, count + units))
+      merged = true
+    end
+  end
+  if not merged then
+    redis.call('RPUSH', log, string.format('%d:%d', at, units))
+  end
+  counted = counted + units
+  -- What a decision at `at` sees: the runs that stop counting by then left out.
+  local counting = counted
+  local index = 0
+  while true do
+    local run_at, count = parse_run(redis.call('LINDEX', log, index))
+    if run_at == nil or count == nil or run_at + window > at then
+      break
+    end
+    counting = counting - count
+    index = index + 1
+  end
+  state = store(key, string.format('%s:%d:%d', version, counted, at), window)
+  redis.call('PEXPIRE', log, ttl_ms(window))
+  return units, limit - counting, 0, window, state, at
+end
+
 -- A refund (lua/give_back.lua; the engine's SlidingLog::give_back): up to
 -- `units` of the newest units still counting at `now` go, runs emptied from
 -- the newest back (expired runs stay for the next decision to pop); when no

@@ -53,6 +53,29 @@ local function token_bucket(key, state, version, limit, window, burst, now, unit
   return allowed, available - allowed, retry_after, reset_after, state, now
 end
 
+-- The earliest time (us, never before `now`) at which `units` tokens are
+-- there, counting every reservation made (the engine's
+-- TokenBucket::earliest): the time the bucket is full again plus their
+-- worth, less the burst, computed from the stored time (never
+-- (t - now) x limit). nil when `units` is more than `burst`, which never
+-- fits.
+local function token_bucket_earliest(state, version, limit, window, burst, now, units)
+  local capacity = burst * window
+  local worth = units * window
+  if worth > capacity then
+    return nil
+  end
+  local t, r = read_state(state, version)
+  if t and (t > now or (t == now and r > 0)) then
+    local at = t + ceil_div(r + worth - capacity, limit)
+    if at < now then
+      at = now
+    end
+    return at
+  end
+  return now
+end
+
 -- A refund (lua/give_back.lua; the engine's TokenBucket::give_back): up to
 -- `units` tokens, at most `burst`, go back in: the time the bucket is full
 -- again moves back by their worth (at most burst x W, below 2^52, so only

@@ -152,6 +152,7 @@ pub(crate) async fn inspect(context: &Context, key: &str) -> Result<KeyReport, S
         let request = Request {
             limits: vec![limit],
             write: false,
+            max_wait: None,
         };
         let requests = [&request];
         // The store's time, as every decision's: Redis's `TIME` by default,
@@ -205,6 +206,7 @@ async fn inspect_further(
     let request = Request {
         limits: further.iter().map(|(_, limit)| limit.clone()).collect(),
         write: false,
+        max_wait: None,
     };
     let requests = [&request];
     let now = (context.now)();

@@ -22,8 +22,8 @@ use crate::context::redis_clock::{Node, RedisClock};
 use crate::keys::KeyNames;
 use crate::plans::{Plans, ScriptRule};
 use crate::protocol::{
-    DECIDED, EXPIRED, FAILED, NO_DEADLINE, NO_TIER, OUTCOME_FIELDS, READ_ONLY, SLIDING_LOG,
-    TIER_CHANGED, WRITE,
+    DECIDED, EXPIRED, FAILED, NO_DEADLINE, NO_TIER, NO_WAIT, OUTCOME_FIELDS, READ_ONLY, RESERVED,
+    SLIDING_LOG, TIER_CHANGED, WRITE,
 };
 
 /// One limit of a request as the scripts take it: the Redis keys of its
@@ -111,11 +111,17 @@ impl ScriptLimit {
     }
 }
 
-/// One request: its limits (each with its units), whether it writes.
+/// One request: its limits (each with its units), whether it writes, and how
+/// long it may wait rather than be refused.
 #[derive(Clone, Debug)]
 pub(crate) struct Request {
     pub(crate) limits: Vec<ScriptLimit>,
     pub(crate) write: bool,
+    /// Microseconds it may wait for its turn (`reserve` in
+    /// `lua/acquire.lua`, core's `Limiter::reserve_units`), answered by
+    /// [`Reply::Reserved`]; `None` (sent as [`NO_WAIT`]) for a request decided
+    /// at once.
+    pub(crate) max_wait: Option<u64>,
 }
 
 /// Runs `requests`, each with the instant its caller stops waiting, in one
@@ -217,6 +223,10 @@ async fn call(
             .arg(request.limits.len())
             .arg(if request.write { WRITE } else { READ_ONLY })
             .arg(deadline);
+        match request.max_wait {
+            Some(max_wait) => invocation.arg(max_wait),
+            None => invocation.arg(NO_WAIT),
+        };
         for limit in &request.limits {
             let names = &limit.names;
             invocation
@@ -276,6 +286,12 @@ pub(crate) struct Outcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Reply {
     Decided(Vec<Outcome>),
+    /// A request that may wait: its wait (µs; 0 when refused or served at
+    /// once) and its outcomes, each counted at the time it is served.
+    Reserved {
+        wait: u64,
+        outcomes: Vec<Outcome>,
+    },
     /// The plan of limit `index` (0-based) is on `tier`, not the one sent.
     Tier {
         index: usize,
@@ -290,7 +306,7 @@ pub(crate) enum Reply {
 
 /// Reads the acquire script's flat reply for requests of `shapes[i]` limits
 /// each: Redis's `TIME` (µs) when it ran, then per request a status
-/// ([`DECIDED`], [`TIER_CHANGED`], [`FAILED`], [`EXPIRED`]) and its fields (a
+/// ([`DECIDED`], [`RESERVED`], [`TIER_CHANGED`], [`FAILED`], [`EXPIRED`]) and its fields (a
 /// decided request's outcomes as one text: [`OUTCOME_FIELDS`] numbers per
 /// limit, separated by single spaces). `None` when the reply is not of that
 /// shape.
@@ -304,6 +320,10 @@ pub(crate) fn read_replies(value: &Value, shapes: &[usize]) -> Option<(u64, Vec<
     for &limits in shapes {
         let reply = match integer(items.next()?)? {
             DECIDED => Reply::Decided(outcomes(items.next()?, limits)?),
+            RESERVED => Reply::Reserved {
+                wait: integer(items.next()?)?,
+                outcomes: outcomes(items.next()?, limits)?,
+            },
             TIER_CHANGED => {
                 // The script counts limits from 1.
                 let index = usize::try_from(integer(items.next()?)?)
@@ -423,10 +443,12 @@ mod tests {
         let take = Request {
             limits: vec![limit.clone()],
             write: true,
+            max_wait: None,
         };
         let look = Request {
             limits: vec![limit.with_units(0)],
             write: false,
+            max_wait: None,
         };
         // 2100-01-01T00:00:10Z: the decisions' time, not the deadlines'.
         let now = "4102444810000000";

@@ -49,6 +49,7 @@ mod reach;
 mod records;
 mod redaction;
 mod refund;
+mod reserve;
 mod script;
 mod slots;
 mod split;

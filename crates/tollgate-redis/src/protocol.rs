@@ -80,6 +80,17 @@ pub(crate) const NO_DEADLINE: &str = "";
 /// `OUTCOME_FIELDS`.
 pub(crate) const OUTCOME_FIELDS: usize = 5;
 
+/// A request's status in the acquire script's reply: a request that may wait
+/// (sent with a `max_wait`) was decided, followed by its wait (µs, 0 when
+/// refused or served at once) and its outcomes as [`DECIDED`] has them.
+/// Lua: `RESERVED`.
+pub(crate) const RESERVED: u64 = 4;
+
+/// A request's `max_wait` when it does not wait: decided as
+/// `Limiter::acquire_units` decides. Otherwise microseconds (`reserve` in
+/// `lua/acquire.lua`). Lua: `NO_WAIT`.
+pub(crate) const NO_WAIT: &str = "";
+
 /// The admin script's command that sets a key's tier (followed by the tier,
 /// [`DEFAULT_TIER`] for none). Lua: `ADMIN_TIER`.
 pub(crate) const ADMIN_TIER: &str = "tier";
@@ -131,6 +142,8 @@ mod tests {
             number("EXPIRED", EXPIRED),
             text("NO_DEADLINE", NO_DEADLINE),
             number("OUTCOME_FIELDS", OUTCOME_FIELDS),
+            number("RESERVED", RESERVED),
+            text("NO_WAIT", NO_WAIT),
             text("ADMIN_TIER", ADMIN_TIER),
             text("ADMIN_RESET", ADMIN_RESET),
             number("ADMIN_DONE", ADMIN_DONE),
@@ -177,7 +190,7 @@ mod tests {
         assert_ne!(NO_TIER, DEFAULT_TIER);
         assert_ne!(ADMIN_TIER, ADMIN_RESET);
         assert_ne!(ADMIN_DONE, ADMIN_NOTHING);
-        let statuses = [DECIDED, TIER_CHANGED, FAILED, EXPIRED];
+        let statuses = [DECIDED, TIER_CHANGED, FAILED, EXPIRED, RESERVED];
         assert!(
             statuses
                 .iter()

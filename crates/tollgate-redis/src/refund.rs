@@ -105,6 +105,7 @@ mod tests {
             let request = Request {
                 limits: vec![limit.with_units(units)],
                 write: units > 0,
+                max_wait: None,
             };
             let mut connection = self.connection.clone();
             let now = now.to_string();

@@ -29,6 +29,7 @@ pub(crate) fn refund() -> Script {
         include_str!("../lua/fixed_window.lua"),
         include_str!("../lua/counting_window.lua"),
         include_str!("../lua/sliding_log.lua"),
+        include_str!("../lua/token_bucket.lua"),
         include_str!("../lua/refund.lua"),
     ))
 }

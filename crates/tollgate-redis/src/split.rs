@@ -302,6 +302,7 @@ async fn one(
             Ask::Units => limit.clone(),
         }],
         write,
+        max_wait: None,
     };
     let mut connection = connection.clone();
     let mut replies = call::decide(

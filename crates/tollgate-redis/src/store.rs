@@ -13,8 +13,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tollgate_core::{
     Decision, KeyReport, Limit, LimitDecision, LimitUnits, LimiterConfig, PlanPolicies, Policy,
-    PolicyDecision, PolicyError, PreparedPolicy, Reach, Resolution, Stats, Store, StoreError,
-    StoreFuture,
+    PolicyDecision, PolicyError, PreparedPolicy, Reach, Reservation, Resolution, Stats, Store,
+    StoreError, StoreFuture,
 };
 
 use crate::admin;
@@ -60,8 +60,8 @@ use crate::split;
 /// come from each process's configuration. `stats` counts this process's
 /// decisions; its `tracked_keys` scans Redis.
 pub struct RedisStore {
-    context: Context,
-    minimum_ttl_us: u64,
+    pub(crate) context: Context,
+    pub(crate) minimum_ttl_us: u64,
     /// Share script calls between concurrent requests, one per event-loop
     /// thread; none on a cluster, where requests for different keys cannot
     /// share a call.
@@ -211,9 +211,21 @@ impl RedisStore {
         limits: &[LimitUnits<'_>],
         now: Option<u64>,
     ) -> Result<Vec<LimitDecision>, StoreError> {
-        let plans = self.context.plans.load_full();
+        self.decide_units(limits, now, None)
+            .await
+            .map(|decided| decided.decisions)
+    }
+
+    /// The script limits `limits` send (a plan of several policies one per
+    /// policy), each with its owner, and the decisions made here: exempt
+    /// plans' (`Some`), the others to be made by the scripts (`None`).
+    pub(crate) fn script_limits(
+        &self,
+        limits: &[LimitUnits<'_>],
+        plans: &Plans,
+    ) -> Result<ScriptLimits, StoreError> {
         // Exempt plans are decided here; the rest go to Redis.
-        let mut decisions: Vec<Option<LimitDecision>> = limits
+        let decisions: Vec<Option<LimitDecision>> = limits
             .iter()
             .map(|limit| match limit.limit {
                 Limit::Plan(key) if plans.exempt.contains(key) => Some(LimitDecision {
@@ -226,7 +238,7 @@ impl RedisStore {
                 _ => None,
             })
             .collect();
-        let mut sent = Vec::with_capacity(limits.len());
+        let mut sent: Vec<ScriptLimit> = Vec::with_capacity(limits.len());
         // Whose each sent limit is: the index of its limit in `limits`, and
         // the name of a plan's further policy (a plan of several policies
         // sends one script limit per policy, decided together).
@@ -240,14 +252,14 @@ impl RedisStore {
                     let names = Arc::new(self.context.names(Space::Plan, key));
                     let tier = self.context.remembered_tier(&names.tier);
                     let tier = tier.unwrap_or_else(|| Arc::from(DEFAULT_TIER));
-                    ScriptLimit::plan(names, tier, &plans, limit.units)
+                    ScriptLimit::plan(names, tier, plans, limit.units)
                 }
                 Limit::Policy { key, policy } => {
                     let names = Arc::new(self.context.names(Space::Policy, key));
                     ScriptLimit::policy(names, self.context.policy_rule(policy)?, limit.units)
                 }
             };
-            let further = script_limit.further(&plans);
+            let further = script_limit.further(plans);
             sent.push(script_limit);
             owners.push((index, None));
             for (name, further) in further {
@@ -255,8 +267,33 @@ impl RedisStore {
                 owners.push((index, Some(name)));
             }
         }
+        Ok((decisions, sent, owners))
+    }
+
+    /// [`RedisStore::acquire_units_at`], or, with `max_wait` (µs), core's
+    /// `Limiter::reserve_units` (see `reserve` in `lua/acquire.lua`): the
+    /// decisions, the wait (µs) and the time the units count at (µs; the
+    /// latest of the limits').
+    pub(crate) async fn decide_units(
+        &self,
+        limits: &[LimitUnits<'_>],
+        now: Option<u64>,
+        max_wait: Option<u64>,
+    ) -> Result<Decided, StoreError> {
+        let plans = self.context.plans.load_full();
+        let (mut decisions, mut sent, mut owners) = self.script_limits(limits, &plans)?;
+        let mut wait = 0;
+        let mut counted_at = 0;
         if !sent.is_empty() {
-            let outcomes = self.run(&mut sent, &mut owners, &plans, now).await?;
+            let (outcomes, waited) = self
+                .run(&mut sent, &mut owners, &plans, now, max_wait)
+                .await?;
+            wait = waited;
+            counted_at = outcomes
+                .iter()
+                .map(|outcome| outcome.counted_at)
+                .max()
+                .unwrap_or(0);
             for ((limit, (index, name)), outcome) in sent.iter().zip(&owners).zip(outcomes) {
                 let units = limits.get(*index).map_or(0, |limit| limit.units);
                 let decision = Decision {
@@ -300,11 +337,18 @@ impl RedisStore {
             self.rejected
                 .fetch_add(decision.rejected, Ordering::Relaxed);
         }
-        Ok(decisions)
+        Ok(Decided {
+            decisions,
+            wait,
+            counted_at,
+        })
     }
 
     /// Runs the acquire script, following tier changes made elsewhere, all
-    /// within one timeout.
+    /// within one timeout: the outcomes, and the wait (µs) of a request
+    /// sent with a `max_wait` (0 otherwise). Limits in different slots of a
+    /// cluster are decided in steps ([`split`]) and never wait: at once, as
+    /// `acquire_units` decides.
     ///
     /// A plan found on another tier takes that tier's policies: its further
     /// limits (those of `owners` naming a further policy of the same limit)
@@ -315,13 +359,15 @@ impl RedisStore {
         owners: &mut Vec<Owner>,
         plans: &Plans,
         now: Option<u64>,
-    ) -> Result<Vec<Outcome>, StoreError> {
+        max_wait: Option<u64>,
+    ) -> Result<(Vec<Outcome>, u64), StoreError> {
         let context = &self.context;
         let deadline = context.deadline();
         for _ in 0..3 {
             let request = Request {
                 limits: limits.to_vec(),
                 write: true,
+                max_wait,
             };
             let spread = limits
                 .windows(2)
@@ -375,7 +421,8 @@ impl RedisStore {
                 context.before(deadline, call).await?.pop()
             };
             match reply {
-                Some(Reply::Decided(outcomes)) => return Ok(outcomes),
+                Some(Reply::Decided(outcomes)) => return Ok((outcomes, 0)),
+                Some(Reply::Reserved { wait, outcomes }) => return Ok((outcomes, wait)),
                 Some(Reply::Failed(message)) => return Err(StoreError::Unavailable(message)),
                 Some(Reply::Expired) => return Err(call::expired()),
                 Some(Reply::Tier { index, tier }) if index < limits.len() => {
@@ -414,7 +461,21 @@ impl RedisStore {
 
 /// Whose a sent script limit is: the index of its limit in the call, and
 /// the name of its plan's further policy (`None` for the limit's own).
-type Owner = (usize, Option<Arc<str>>);
+pub(crate) type Owner = (usize, Option<Arc<str>>);
+
+/// What a request's limits become ([`RedisStore::script_limits`]): the
+/// decisions made without Redis (exempt plans'), the script limits to send
+/// and whose each is.
+pub(crate) type ScriptLimits = (Vec<Option<LimitDecision>>, Vec<ScriptLimit>, Vec<Owner>);
+
+/// What [`RedisStore::decide_units`] decided.
+pub(crate) struct Decided {
+    pub(crate) decisions: Vec<LimitDecision>,
+    /// Microseconds the request waits (0 unless it was sent to wait).
+    pub(crate) wait: u64,
+    /// The time (µs) its units count at, the latest of its limits'.
+    pub(crate) counted_at: u64,
+}
 
 impl Store for RedisStore {
     fn prepare(&self, policy: Policy) -> Result<PreparedPolicy, PolicyError> {
@@ -453,6 +514,22 @@ impl Store for RedisStore {
             self.minimum_ttl_us,
             limits,
         ))
+    }
+
+    fn reserve_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+        max_wait: Duration,
+    ) -> StoreFuture<'a, Reservation> {
+        Box::pin(self.reserve_units_at(limits, max_wait, None))
+    }
+
+    fn cancel_reservation<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+        counted_at: u64,
+    ) -> StoreFuture<'a, Vec<u64>> {
+        Box::pin(self.cancel_reservation_at(limits, counted_at, None))
     }
 
     fn is_exempt(&self, key: &str) -> bool {

@@ -60,6 +60,50 @@ impl FixedWindow {
         verdict
     }
 
+    /// The earliest time (ticks, never before `now`) at which `units` fit:
+    /// now, or the start of the stored window when it lies ahead (a window
+    /// reserved into already), when they fit in it; else the start of the
+    /// window after it (the queue never goes back to an earlier window).
+    /// `None` when `units` is more than `limit`, which never fits.
+    pub(crate) fn earliest(&self, rule: &Rule, now: u64, units: u64) -> Option<u64> {
+        if units > rule.limit {
+            return None;
+        }
+        let index = (now / rule.per_window).max(self.window_index);
+        let count = if index == self.window_index {
+            self.count
+        } else {
+            0
+        };
+        let window = u128::from(rule.window);
+        if count.saturating_add(units) <= rule.limit {
+            Some(saturate(u128::from(index) * window).max(now))
+        } else {
+            Some(saturate((u128::from(index) + 1) * window))
+        }
+    }
+
+    /// Takes back `units` counted in the window that holds `counted_at`
+    /// (ticks): a reservation given up, or a charge undone. 0 when the state
+    /// has moved on to another window, the window has ended at `now`, or it
+    /// counts fewer units. A count brought
+    /// to 0 leaves the state fresh when its window has begun at `now`; a
+    /// window still ahead keeps its place at 0, since reserving into it
+    /// dropped the count of the window `now` is in (the state holds one
+    /// window): requests keep waiting for it rather than count again in the
+    /// window already used. The units given back.
+    pub(crate) fn refund(&mut self, rule: &Rule, now: u64, counted_at: u64, units: u64) -> u64 {
+        let index = counted_at / rule.per_window;
+        if index != self.window_index || index < now / rule.per_window || self.count < units {
+            return 0;
+        }
+        self.count -= units;
+        if self.count == 0 && self.window_index <= now / rule.per_window {
+            *self = FixedWindow::default();
+        }
+        units
+    }
+
     /// Gives back `units` counted in the window a request at `now` would
     /// count in: the stored window when `now` is in it or older (as
     /// [`FixedWindow::decide`] counts an older `now` there), so the count goes

@@ -168,6 +168,71 @@ impl State {
         self.peek(rule, now)
     }
 
+    /// The earliest time (ticks, never before `now`) at which `units` would
+    /// be allowed under `rule`, counting every reservation already made,
+    /// changing nothing: the first half of a reservation, whose second half
+    /// is [`State::decide`] at that time. `None` when `units` never fit (more
+    /// than `limit`, or than `burst` for a token bucket).
+    ///
+    /// - token bucket: when its theoretical arrival time has moved far enough
+    ///   (GCRA grants future slots);
+    /// - fixed window: now (or the start of a window ahead, reserved into
+    ///   already) when the units fit in it, else the next window's start;
+    /// - sliding log: when enough of the oldest units stop counting, never
+    ///   before its newest run.
+    ///
+    /// A window counting refused units is charged whatever it has, so it
+    /// never makes a request wait: `now`.
+    pub(crate) fn earliest(&self, rule: &Rule, now: u64, units: u64) -> Option<u64> {
+        if rule.policy.counts_refused() {
+            return Some(now);
+        }
+        match self {
+            _ if self.algorithm() != rule.policy.algorithm() => {
+                State::new(rule.policy.algorithm()).earliest(rule, now, units)
+            }
+            State::FixedWindow(state) => state.earliest(rule, now, units),
+            State::SlidingLog(state) => state.earliest(rule, now, units),
+            State::TokenBucket(state) => state.earliest(rule, now, units),
+        }
+    }
+
+    /// Charges `units` at `at` (ticks, no earlier than `now`), where
+    /// [`State::earliest`] found they fit: a reservation, a decision at `at`
+    /// except that a sliding log keeps the runs that count at `now` (see
+    /// `SlidingLog::reserve`), so that giving the reservation back is exact.
+    pub(crate) fn reserve(&mut self, rule: &Rule, now: u64, at: u64, units: u64) -> Verdict {
+        if self.algorithm() != rule.policy.algorithm() {
+            *self = State::new(rule.policy.algorithm());
+        }
+        match self {
+            State::SlidingLog(state) if !rule.policy.counts_refused() => {
+                state.reserve(rule, now, at, units)
+            }
+            _ => self.decide(rule, at, units),
+        }
+    }
+
+    /// Takes back `units` that a decision counted at `counted_at` (ticks):
+    /// a reservation whose request left while it waited. Exact, whatever was
+    /// decided since: the fixed window's count of the window holding
+    /// `counted_at` goes down (nothing when the state has moved to another
+    /// window or the window has ended), the sliding log's run at `counted_at`
+    /// shrinks (nothing when it is gone or has stopped counting), the token bucket's theoretical arrival time moves back by
+    /// the units' worth, never to before `now` (nothing for a bucket full at
+    /// `now`). The units given back; a state left counting nothing is fresh.
+    /// The Redis twin is `crates/tollgate-redis/lua/refund.lua`.
+    pub(crate) fn refund(&mut self, rule: &Rule, now: u64, counted_at: u64, units: u64) -> u64 {
+        if self.algorithm() != rule.policy.algorithm() {
+            return 0;
+        }
+        match self {
+            State::FixedWindow(state) => state.refund(rule, now, counted_at, units),
+            State::SlidingLog(state) => state.refund(rule, now, counted_at, units),
+            State::TokenBucket(state) => state.refund(rule, now, units),
+        }
+    }
+
     fn algorithm(&self) -> Algorithm {
         match self {
             State::FixedWindow(_) => Algorithm::FixedWindow,

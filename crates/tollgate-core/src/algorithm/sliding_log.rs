@@ -4,7 +4,9 @@
 //! The log keeps runs of units allowed at the same time as `(time, count)` pairs
 //! and the running total, so a batch costs O(1) whatever its size, and the log
 //! holds at most `min(limit, W)` runs (each run has a distinct time inside the
-//! window and at least one unit), never one entry per request. Expired runs are
+//! window and at least one unit), never one entry per request; reservations
+//! (`reserve`, runs at times ahead) add at most `limit` runs per window of
+//! the delay waited. Expired runs are
 //! dropped from the front: amortised O(1), each run is dropped once.
 //! Its Redis twin, the same transition in Lua: `crates/tollgate-redis/lua/sliding_log.lua`.
 //! Its refund, `give_back`, is `sliding_log_give_back` in the same Lua file, run by
@@ -78,6 +80,72 @@ impl SlidingLog {
             _ => 0,
         };
         Verdict::new(0, 0, rule.limit - counted, 0, reset_after)
+    }
+
+    /// The earliest time (ticks, never before `now` nor before the newest
+    /// run, so that waiting requests keep their order) at which `units` fit:
+    /// when enough of the oldest runs have stopped counting. `None` when
+    /// `units` is more than `limit`, which never fits.
+    pub(crate) fn earliest(&self, rule: &Rule, now: u64, units: u64) -> Option<u64> {
+        if units > rule.limit {
+            return None;
+        }
+        let mut at = self.runs.back().map_or(now, |newest| newest.at.max(now));
+        let mut counted = self.counted;
+        for run in &self.runs {
+            if counted + units <= rule.limit {
+                break;
+            }
+            counted -= run.count;
+            at = at.max(saturate(u128::from(run.at) + u128::from(rule.window)));
+        }
+        Some(at)
+    }
+
+    /// Charges `units` at `at` (ticks, no earlier than `now` nor than the
+    /// newest run; [`SlidingLog::earliest`] found that they fit there): a
+    /// reservation. Runs are dropped only as of `now`, not `at`, so that
+    /// when the reservation is given back ([`SlidingLog::refund`]) the units
+    /// that still count at `now` are there; until then the total may exceed
+    /// `limit` by units that stop counting before `at`, which every
+    /// decision drops first (it never looks before the newest run). The
+    /// verdict is what a decision at `at` sees.
+    pub(crate) fn reserve(&mut self, rule: &Rule, now: u64, at: u64, units: u64) -> Verdict {
+        let now = self.runs.back().map_or(now, |newest| newest.at.max(now));
+        self.expire(rule.window, now);
+        let at = at.max(now);
+        match self.runs.back_mut() {
+            Some(newest) if newest.at == at => newest.count += units,
+            _ => self.runs.push_back(Run { at, count: units }),
+        }
+        self.counted += units;
+        let seen = self.peek(rule, at);
+        Verdict::new(units, units, seen.remaining, 0, seen.reset_after)
+    }
+
+    /// Takes back `units` of the run at `counted_at` (ticks): a reservation
+    /// given up, or a charge undone. 0 when that run is gone, holds fewer,
+    /// or no longer counts at `now`; a run emptied goes, and a log left
+    /// counting nothing at `now` is cleared. The units given back.
+    pub(crate) fn refund(&mut self, rule: &Rule, now: u64, counted_at: u64, units: u64) -> u64 {
+        let window = u128::from(rule.window);
+        let counts_at_now = |run: &Run| u128::from(run.at) + window > u128::from(now);
+        let Some(position) = self.runs.iter().rposition(|run| run.at <= counted_at) else {
+            return 0;
+        };
+        let run = &mut self.runs[position];
+        if run.at != counted_at || run.count < units || !counts_at_now(run) {
+            return 0;
+        }
+        run.count -= units;
+        self.counted -= units;
+        if run.count == 0 {
+            self.runs.remove(position);
+        }
+        if !self.runs.back().is_some_and(counts_at_now) {
+            *self = SlidingLog::default();
+        }
+        units
     }
 
     /// Gives back up to `units` of the newest units still counted at `now`:

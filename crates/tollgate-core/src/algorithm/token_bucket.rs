@@ -59,6 +59,32 @@ impl TokenBucket {
         Verdict::new(units, allowed, remaining, retry_after, reset_after)
     }
 
+    /// The earliest time (ticks, never before `now`) at which `units` tokens
+    /// are there, counting every reservation already made: the bucket's
+    /// "full at" (GCRA's theoretical arrival time) plus their worth, less the
+    /// burst. `None` when `units` is more than `burst`, which never fits.
+    pub(crate) fn earliest(&self, rule: &Rule, now: u64, units: u64) -> Option<u64> {
+        let worth = u128::from(units) * u128::from(rule.window);
+        if worth > rule.scaled_capacity {
+            return None;
+        }
+        let start = self.full_at().max(u128::from(now) * u128::from(rule.limit));
+        // Allowed at `t` once `start + worth - t * limit <= capacity`.
+        let over = (start + worth).saturating_sub(rule.scaled_capacity);
+        Some(saturate(divide_rounding_up(over, rule.per_limit)).max(now))
+    }
+
+    /// Takes back `units` tokens at `now` (a reservation given up, or a
+    /// charge undone): [`TokenBucket::give_back`], answering the units given
+    /// back: 0 for a bucket full at `now` already.
+    pub(crate) fn refund(&mut self, rule: &Rule, now: u64, units: u64) -> u64 {
+        if self.full_at() <= u128::from(now) * u128::from(rule.limit) {
+            return 0;
+        }
+        self.give_back(rule, now, units);
+        units
+    }
+
     /// Gives back `units` tokens at `now`, at most `burst` (a bucket holds no
     /// more): the time it is full again moves back by their worth. A bucket
     /// that is full at `now` afterwards is fresh, as if never charged (the

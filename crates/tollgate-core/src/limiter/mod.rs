@@ -7,6 +7,7 @@ use configure::{compile_policies, idle_ticks};
 mod give_back;
 mod limit;
 mod policy_set;
+mod reserve;
 mod shard;
 mod together;
 mod tracked;
@@ -31,6 +32,7 @@ use crate::resolution::Resolution;
 use limit::Demand;
 pub use limit::{Limit, LimitDecision, LimitUnits, PolicyDecision, PolicyReport, PreparedPolicy};
 use policy_set::{NamedRule, PlanRules, PolicySet, VersionedRule};
+pub use reserve::Reservation;
 use shard::{Check, Shard, Target, further_key};
 use tracked::{KeyCount, KeySpace};
 

@@ -174,6 +174,75 @@ impl Shard {
         state.decide(&rule.rule, now, units)
     }
 
+    /// The earliest time at which `units` of `target` would be allowed,
+    /// changing nothing (see [`State::earliest`]).
+    pub(crate) fn earliest_at(&self, target: &Target<'_>, now: u64, units: u64) -> Option<u64> {
+        let Target {
+            space,
+            hash,
+            key,
+            rule,
+        } = *target;
+        match self.tracked.get(space, hash, key, now, rule.version) {
+            Some(tracked) => tracked.state.earliest(&rule.rule, now, units),
+            None => State::new(rule.rule.policy.algorithm()).earliest(&rule.rule, now, units),
+        }
+    }
+
+    /// Charges `units` of `target` at `at` (no earlier than `now`): a
+    /// reservation. Idle keys are dropped as of `now`; the key is marked used
+    /// at `at`, since its state counts until then at least.
+    pub(crate) fn reserve_to(
+        &mut self,
+        target: &Target<'_>,
+        now: u64,
+        at: u64,
+        units: u64,
+    ) -> Verdict {
+        let Target {
+            space,
+            hash,
+            key,
+            rule,
+        } = *target;
+        self.tracked.evict_idle(now);
+        let algorithm = rule.rule.policy.algorithm();
+        let state = self
+            .tracked
+            .use_state(space, hash, key, at, rule.version, algorithm);
+        let verdict = state.reserve(&rule.rule, now, at, units);
+        self.allowed += u128::from(verdict.allowed);
+        self.rejected += u128::from(verdict.rejected);
+        verdict
+    }
+
+    /// Takes back `units` of `target` counted at `counted_at` (see
+    /// [`State::refund`]); the units given back. A key left counting nothing
+    /// holds no state. The counters keep the units as allowed: they were.
+    pub(crate) fn refund_to(
+        &mut self,
+        target: &Target<'_>,
+        now: u64,
+        counted_at: u64,
+        units: u64,
+    ) -> u64 {
+        let Target {
+            space,
+            hash,
+            key,
+            rule,
+        } = *target;
+        let fresh = State::new(rule.rule.policy.algorithm());
+        let Some(state) = self.tracked.state_mut(space, hash, key, now, rule.version) else {
+            return 0;
+        };
+        let given = state.refund(&rule.rule, now, counted_at, units);
+        if *state == fresh {
+            self.tracked.remove(space, hash, key, now);
+        }
+        given
+    }
+
     /// Gives back `units` of `key` at `now` (see [`State::give_back`]), under
     /// `policy` when given, else its plan; `None` for an exempt key. A key
     /// holding no state (new, idle, or under another rule) stays without

@@ -40,7 +40,7 @@ impl Limiter {
 
     /// The shards holding `hashes`, locked in index order (so that callers
     /// locking several never deadlock).
-    fn lock_shards(&self, hashes: &[u64]) -> Locked<'_> {
+    pub(super) fn lock_shards(&self, hashes: &[u64]) -> Locked<'_> {
         let mut indices: Vec<usize> = hashes.iter().map(|hash| self.shard_index(*hash)).collect();
         indices.sort_unstable();
         indices.dedup();
@@ -57,7 +57,7 @@ impl Limiter {
 
     /// Every limit's parts: one per policy (a plan of several has more),
     /// with its rule as the locked shard has it.
-    fn parts<'k, D: Demand>(
+    pub(super) fn parts<'k, D: Demand>(
         &self,
         limits: &'k [D],
         hashes: &[u64],
@@ -177,7 +177,7 @@ impl Limiter {
 }
 
 /// The shards one call holds, locked in index order.
-struct Locked<'a> {
+pub(super) struct Locked<'a> {
     limiter: &'a Limiter,
     /// The shards' indices, ascending.
     indices: Vec<usize>,
@@ -194,12 +194,12 @@ impl Locked<'_> {
     }
 
     /// The locked shard holding `hash`.
-    fn shard(&self, hash: u64) -> &Shard {
+    pub(super) fn shard(&self, hash: u64) -> &Shard {
         &self.guards[self.position(hash)]
     }
 
     /// The locked shard holding `hash`, to change.
-    fn shard_mut(&mut self, hash: u64) -> &mut Shard {
+    pub(super) fn shard_mut(&mut self, hash: u64) -> &mut Shard {
         let position = self.position(hash);
         &mut self.guards[position]
     }
@@ -207,20 +207,20 @@ impl Locked<'_> {
 
 /// One limit of [`Limiter::acquire_together`]: a limit's policy (a plan of
 /// several has one part per policy).
-struct Part<'a> {
+pub(super) struct Part<'a> {
     /// The limit's index in the call.
-    limit: usize,
+    pub(super) limit: usize,
     /// The further policy's name; `None` for a limit's own (first) policy.
-    name: Option<Arc<str>>,
-    hash: u64,
-    key: std::borrow::Cow<'a, str>,
+    pub(super) name: Option<Arc<str>>,
+    pub(super) hash: u64,
+    pub(super) key: std::borrow::Cow<'a, str>,
     /// The key space and rule; `None` for an exempt key's plan.
-    rule: Option<(KeySpace, VersionedRule)>,
-    units: u64,
+    pub(super) rule: Option<(KeySpace, VersionedRule)>,
+    pub(super) units: u64,
 }
 
 impl Part<'_> {
-    fn target(&self) -> Option<Target<'_>> {
+    pub(super) fn target(&self) -> Option<Target<'_>> {
         self.rule.map(|(space, rule)| Target {
             space,
             hash: self.hash,
