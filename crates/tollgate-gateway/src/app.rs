@@ -21,6 +21,9 @@ pub(crate) struct App {
     /// Where concurrency slots (`max_in_flight`) are kept: in memory, or as
     /// leases in the Redis of `[store] url`.
     pub(crate) slots: Arc<dyn SlotStore>,
+    /// The requests waiting for their turn (a route's `delay`), per route
+    /// and key.
+    pub(crate) waiting: Arc<crate::request::delay::WaitingRoom>,
     /// What a reload replaces.
     pub(crate) reloadable: ArcSwap<Reloadable>,
     /// The configuration in force (a reload replaces it; its start-only

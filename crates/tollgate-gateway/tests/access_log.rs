@@ -119,7 +119,7 @@ async fn every_request_gets_a_json_line() {
         .collect();
     let allowed = json!({
         "method": "GET", "path": "/api/orders", "status": 200, "route": "al_api",
-        "tier": "default", "decision": "allowed", "upstream_status": 200, "bytes": 8,
+        "tier": "default", "decision": "allowed", "upstream_status": 200, "wait_us": 0, "bytes": 8,
     });
     assert_eq!(
         lines,
@@ -130,34 +130,34 @@ async fn every_request_gets_a_json_line() {
             json!({
                 "method": "GET", "path": "/api/orders", "status": 429, "route": "al_api",
                 "tier": "default", "decision": "refused", "upstream_status": null,
-                "bytes": refused_bytes,
+                "wait_us": 0, "bytes": refused_bytes,
             }),
             json!({
                 "method": "GET", "path": "/api/orders", "status": 200, "route": "al_api",
-                "tier": null, "decision": "exempt", "upstream_status": 200, "bytes": 8,
+                "tier": null, "decision": "exempt", "upstream_status": 200, "wait_us": 0, "bytes": 8,
             }),
             json!({
                 "method": "GET", "path": "/s/x", "status": 200, "route": "al_shadow",
-                "tier": "default", "decision": "allowed", "upstream_status": 200, "bytes": 8,
+                "tier": "default", "decision": "allowed", "upstream_status": 200, "wait_us": 0, "bytes": 8,
             }),
             json!({
                 "method": "GET", "path": "/s/x", "status": 200, "route": "al_shadow",
-                "tier": "default", "decision": "shadow", "upstream_status": 200, "bytes": 8,
+                "tier": "default", "decision": "shadow", "upstream_status": 200, "wait_us": 0, "bytes": 8,
             }),
             json!({
                 "method": "GET", "path": "/nowhere", "status": 404, "route": null,
                 "tier": null, "decision": "none", "upstream_status": null,
-                "bytes": not_found_bytes,
+                "wait_us": 0, "bytes": not_found_bytes,
             }),
             json!({
                 "method": "GET", "path": "/down/x", "status": 502, "route": "al_down",
                 "tier": "default", "decision": "allowed", "upstream_status": null,
-                "bytes": bad_gateway_bytes,
+                "wait_us": 0, "bytes": bad_gateway_bytes,
             }),
             json!({
                 "method": "GET", "path": "/api/orders", "status": 401, "route": "al_api",
                 "tier": null, "decision": "none", "upstream_status": null,
-                "bytes": unauthorized_bytes,
+                "wait_us": 0, "bytes": unauthorized_bytes,
             }),
         ]
     );
@@ -187,6 +187,7 @@ async fn every_request_gets_a_json_line() {
         "decision",
         "upstream_status",
         "duration_us",
+        "wait_us",
         "bytes",
     ];
     let places: Vec<usize> = names
@@ -244,6 +245,7 @@ async fn text_lines_name_their_fields() {
             ("tier", tier),
             ("decision", decision),
             ("upstream_status", upstream),
+            ("wait_us", "0"),
             ("bytes", bytes),
         ]
         .map(|(name, value)| (name.to_owned(), value.to_owned()))
@@ -264,6 +266,7 @@ async fn text_lines_name_their_fields() {
                 "decision",
                 "upstream_status",
                 "duration_us",
+                "wait_us",
                 "bytes"
             ]
         );
@@ -349,7 +352,7 @@ async fn requests_the_http_parser_rejects_get_their_lines() {
     let rejected = |status: u16| {
         json!({
             "method": null, "path": null, "status": status, "route": null, "tier": null,
-            "decision": "none", "upstream_status": null, "bytes": 0,
+            "decision": "none", "upstream_status": null, "wait_us": 0, "bytes": 0,
         })
     };
     let mut lines: Vec<Value> = lines

@@ -2,13 +2,15 @@
 //! turn) and their own budgets, and what a route's budget is keyed by
 //! (`key`).
 
+use std::time::Duration;
+
 use http::Uri;
 use serde::Deserialize;
 use tollgate_core::{ApiKeyRequirement, MAX_COST};
 use tollgate_tower::Budget;
 
 use super::ServeConfigError;
-use super::format::{optional_uri, uris};
+use super::format::{duration, optional_uri, uris};
 
 /// One route: a path prefix, its upstream and, optionally, its own budget.
 #[derive(Clone, Debug, Deserialize)]
@@ -73,7 +75,26 @@ pub struct RouteConfig {
     /// `"tenant"` or `"header:NAME"`.
     #[serde(default)]
     pub in_flight_key: Option<InFlightKey>,
+    /// How long a request that its limits would refuse may wait for its
+    /// turn instead (`"500ms"`, `"2s"`; at most [`MAX_DELAY`]): it is
+    /// charged now for the time its units become available, waits until
+    /// then, and is forwarded (nginx's `limit_req ... burst=N delay=M`).
+    /// A request whose turn is further away is refused at once, with the
+    /// `Retry-After` after which it could wait. Default `"0s"`: refuse.
+    #[serde(default, deserialize_with = "duration")]
+    pub delay: Duration,
+    /// The most requests of one key waiting at once under `delay` (1 to
+    /// 2^32); more are decided without waiting. Default 100.
+    #[serde(default)]
+    pub max_waiting: Option<u64>,
 }
+
+/// The longest `delay` a route takes: one hour. A client kept waiting
+/// longer is better told when to come back.
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(3600);
+
+/// A route's `max_waiting` when `delay` is set and it is not.
+pub(crate) const DEFAULT_MAX_WAITING: u64 = 100;
 
 /// What a route's `max_in_flight` counts per: in TOML `"api_key"`, `"ip"`,
 /// `"tenant"` or `"header:NAME"` (the same header rules as `key`).
@@ -223,6 +244,15 @@ impl RouteConfig {
         }
     }
 
+    /// How its requests may wait instead of being refused: `None` without
+    /// a `delay`.
+    pub(crate) fn waiting(&self) -> Option<crate::request::delay::Delay> {
+        (!self.delay.is_zero()).then(|| crate::request::delay::Delay {
+            max_wait: self.delay,
+            max_waiting: self.max_waiting.unwrap_or(DEFAULT_MAX_WAITING),
+        })
+    }
+
     /// What `max_in_flight` counts per: `in_flight_key`, else the API key.
     pub fn in_flight_key(&self) -> RouteKey {
         self.in_flight_key
@@ -334,6 +364,24 @@ impl RouteConfig {
             }
             None if self.in_flight_key.is_some() => {
                 return Err(error("in_flight_key applies to max_in_flight: set it too"));
+            }
+            _ => {}
+        }
+        if self.delay > MAX_DELAY {
+            return Err(error(&format!(
+                "delay must be at most {}, how long a request may wait for its turn",
+                humantime::format_duration(MAX_DELAY)
+            )));
+        }
+        match self.max_waiting {
+            Some(most) if !(1..=tollgate_core::MAX_IN_FLIGHT).contains(&most) => {
+                return Err(error(&format!(
+                    "max_waiting must be 1 to {} (2^32), the requests of one key waiting at once",
+                    tollgate_core::MAX_IN_FLIGHT
+                )));
+            }
+            Some(_) if self.delay.is_zero() => {
+                return Err(error("max_waiting applies to delay: set it too"));
             }
             _ => {}
         }

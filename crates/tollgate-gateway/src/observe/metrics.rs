@@ -38,6 +38,16 @@ pub(crate) fn record_store_up(share: f64) {
     metrics::gauge!(STORE_UP).set(share);
 }
 
+/// Requests that waited for their turn (a route's `delay`) and were then
+/// forwarded, by `tier` and `route`.
+pub(crate) const DELAYED: &str = "tollgate_delayed_total";
+
+/// Counts a request of `route` and `tier` that waits for its turn.
+pub(crate) fn record_delayed(route: &Arc<str>, tier: &str) {
+    metrics::counter!(DELAYED, "tier" => tier.to_owned(), "route" => Arc::clone(route))
+        .increment(1);
+}
+
 /// Requests whose body the client sent malformed or cut off (answered 400),
 /// by `route`: the client's errors, apart from the upstream's.
 pub(crate) const CLIENT_BODY_ERRORS: &str = "tollgate_client_body_errors_total";

@@ -31,7 +31,6 @@ use std::net::SocketAddr;
 use axum::body::Body;
 use axum::response::Response;
 use http::{HeaderMap, HeaderName, StatusCode};
-use tollgate_core::Store;
 
 use crate::observe::access_log::Outcome;
 use crate::request::admission;
@@ -49,7 +48,7 @@ impl ForwardAuth {
     /// `outcome` learns the original's route and its decision.
     pub(crate) async fn decide(
         &self,
-        store: &dyn Store,
+        stores: admission::Stores<'_>,
         reloadable: &Reloadable,
         headers: &HeaderMap,
         peer: SocketAddr,
@@ -70,7 +69,7 @@ impl ForwardAuth {
         if route.is_some_and(|route| route.preflight_passes) && is_preflight(headers) {
             return Response::new(Body::empty());
         }
-        match admission::admit((store, None), reloadable, route, headers, peer, outcome).await {
+        match admission::admit(stores, reloadable, route, headers, peer, outcome).await {
             Ok(admitted) => {
                 let mut response = Response::new(Body::empty());
                 admitted.headers.insert_into(response.headers_mut());

@@ -69,7 +69,11 @@ async fn answer(
     {
         return forward_auth
             .decide(
-                app.store.as_ref(),
+                admission::Stores {
+                    store: &app.store,
+                    slots: None,
+                    waiting: &app.waiting,
+                },
                 &reloadable,
                 request.headers(),
                 peer,
@@ -87,16 +91,12 @@ async fn answer(
         // Passed on without a key or budget (`preflight = "pass"`).
         RateLimitHeaders::default().into()
     } else {
-        match admission::admit(
-            (app.store.as_ref(), Some(&app.slots)),
-            &reloadable,
-            route,
-            request.headers(),
-            peer,
-            outcome,
-        )
-        .await
-        {
+        let stores = admission::Stores {
+            store: &app.store,
+            slots: Some(&app.slots),
+            waiting: &app.waiting,
+        };
+        match admission::admit(stores, &reloadable, route, request.headers(), peer, outcome).await {
             Ok(admitted) => admitted,
             Err(response) => return response,
         }

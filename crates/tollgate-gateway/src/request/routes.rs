@@ -53,6 +53,8 @@ pub(crate) struct Route {
     /// Its concurrency limit: the most requests in flight at once, and
     /// what they are counted per.
     pub(crate) in_flight: Option<(u64, RouteKey)>,
+    /// How its requests may wait for their turn instead of being refused.
+    pub(crate) delay: Option<crate::request::delay::Delay>,
 }
 
 impl Route {
@@ -113,6 +115,7 @@ impl Route {
             in_flight: config
                 .max_in_flight
                 .map(|max| (max, config.in_flight_key())),
+            delay: config.waiting(),
         })
     }
 

@@ -95,6 +95,12 @@ impl Running {
         self.app.slots.held()
     }
 
+    /// The requests waiting for their turn now (a route's `delay`), over
+    /// every route and key: 0 once none waits.
+    pub fn requests_waiting(&self) -> u64 {
+        self.app.waiting.waiting()
+    }
+
     /// Stops accepting connections and lets in-flight requests finish for
     /// at most the configuration's `drain_timeout` (the one in force: a
     /// reload may have changed it); then closes the connections still open
@@ -187,6 +193,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     let app = Arc::new(App {
         store,
         slots,
+        waiting: Arc::default(),
         reloadable: ArcSwap::from_pointee(reloadable),
         in_force: ArcSwap::from_pointee(started.clone()),
         started,

@@ -18,6 +18,7 @@ pub(super) struct Line<'a> {
     decision: &'static str,
     upstream_status: Option<u16>,
     duration_us: u64,
+    wait_us: u64,
     bytes: u64,
 }
 
@@ -40,6 +41,7 @@ impl<'a> Line<'a> {
             decision: outcome.admission.label(),
             upstream_status: record.upstream_status,
             duration_us: u64::try_from(record.duration.as_micros()).unwrap_or(u64::MAX),
+            wait_us: u64::try_from(outcome.waited.as_micros()).unwrap_or(u64::MAX),
             bytes: record.bytes,
         }
     }
@@ -61,6 +63,7 @@ pub(super) fn text_line(out: &mut Vec<u8>, line: &Line<'_>) {
             number(line.upstream_status.map(u64::from)),
         ),
         ("duration_us", number(Some(line.duration_us))),
+        ("wait_us", number(Some(line.wait_us))),
         ("bytes", number(Some(line.bytes))),
     ];
     let mut first = true;

@@ -55,6 +55,9 @@ pub(crate) enum Admission {
     Refused,
     /// Only limits in shadow mode refused it, and it was let through.
     Shadow,
+    /// Its limits admitted it to wait for its turn (a route's `delay`):
+    /// it waited, then was forwarded.
+    Delayed,
     /// Its key is exempt.
     Exempt,
     /// The store could not decide; the failure policy answered.
@@ -69,6 +72,7 @@ impl Admission {
             Admission::Allowed => "allowed",
             Admission::Refused => "refused",
             Admission::Shadow => "shadow",
+            Admission::Delayed => "delayed",
             Admission::Exempt => "exempt",
             Admission::Unavailable => "unavailable",
         }
@@ -78,7 +82,7 @@ impl Admission {
     fn decided(self) -> bool {
         matches!(
             self,
-            Admission::Allowed | Admission::Refused | Admission::Shadow
+            Admission::Allowed | Admission::Refused | Admission::Shadow | Admission::Delayed
         )
     }
 }
@@ -99,6 +103,9 @@ pub(crate) struct Outcome {
     tier: Option<Arc<str>>,
     /// Whether it was sent to an upstream.
     pub(crate) forwarded: bool,
+    /// How long it waited for its turn (a route's `delay`); zero when it
+    /// did not.
+    pub(crate) waited: std::time::Duration,
 }
 
 impl Outcome {

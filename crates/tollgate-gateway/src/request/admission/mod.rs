@@ -9,6 +9,7 @@ mod route_limit;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
@@ -21,6 +22,7 @@ use tollgate_tower::Problem;
 use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
 use crate::request::api_key::{KeyError, api_key};
+use crate::request::delay::{Reserved, Waiting, WaitingRoom};
 use crate::request::in_flight::{SlotGuard, acquire_slot};
 use crate::request::problem::{problem, respond};
 use crate::request::rate_limit_headers::{RateLimitHeaders, rate_limit_headers};
@@ -59,6 +61,15 @@ impl From<RateLimitHeaders> for Admitted {
     }
 }
 
+/// Where a request's limits are kept: its rates, its concurrency slots
+/// (none for the decision endpoint, which cannot know when the request it
+/// decides ends), and the requests waiting for their turn.
+pub(crate) struct Stores<'a> {
+    pub(crate) store: &'a Arc<dyn Store>,
+    pub(crate) slots: Option<&'a Arc<dyn SlotStore>>,
+    pub(crate) waiting: &'a Arc<WaitingRoom>,
+}
+
 /// Checks a request against its limits: its route's concurrency limit
 /// first when `slots` is given (the decision endpoint passes none: it
 /// cannot know when the request it decides ends), then its rates. `Ok`
@@ -66,13 +77,14 @@ impl From<RateLimitHeaders> for Admitted {
 /// instead (400, 401, 429, 503). `outcome` is given the decision and the
 /// plan's tier, for the access log.
 pub(crate) async fn admit(
-    (store, slots): (&dyn Store, Option<&Arc<dyn SlotStore>>),
+    stores: Stores<'_>,
     reloadable: &Reloadable,
     route: Option<&Route>,
     headers: &HeaderMap,
     peer: SocketAddr,
     outcome: &mut Outcome,
 ) -> Result<Admitted, Response> {
+    let store = stores.store.as_ref();
     let requirement = route.map_or(ApiKeyRequirement::Required, |route| route.api_key);
     let mut missing = "";
     let presented = if requirement.reads_keys() {
@@ -110,7 +122,7 @@ pub(crate) async fn admit(
         outcome.admission = Admission::Exempt;
         return Ok(RateLimitHeaders::default().into());
     }
-    let slot = match slots {
+    let slot = match stores.slots {
         Some(slots) => {
             acquire_slot(slots, reloadable, route, caller, (headers, peer), outcome).await?
         }
@@ -126,10 +138,14 @@ pub(crate) async fn admit(
         )));
     }
     let cost = route.map_or(1, |route| route.cost);
+    // A route with a delay: its requests may wait for their turn.
+    let delay = route.and_then(|route| route.delay);
     // A request its rates refuse drops `slot` on the way out: it holds none.
     let stopwatch = Stopwatch::start();
-    let decisions = match decide(store, key, route_limit.as_ref(), cost).await {
-        Ok(decisions) => decisions,
+    let max_wait = delay.map(|delay| delay.max_wait);
+    let decided = decide(store, key, route_limit.as_ref(), cost, max_wait).await;
+    let (mut decisions, mut wait) = match decided {
+        Ok(decided) => decided,
         Err(error) => {
             return match store_failed(reloadable, route_name, &error, outcome) {
                 None => Ok(Admitted {
@@ -141,6 +157,27 @@ pub(crate) async fn admit(
         }
     };
     reloadable.decisions.record_time(stopwatch.elapsed());
+    // A request whose turn is ahead waits in a place of its key's, if one
+    // of the route's `max_waiting` is left; else its turn is given back and
+    // it is refused, told to come back when its turn would have been.
+    let mut place = None;
+    if let (Some(delay), Some((turn, counted_at))) = (delay, wait)
+        && !turn.is_zero()
+    {
+        let queue_key = key.or(route_limit.as_ref().map(|limit| limit.key.as_str()));
+        place = stores
+            .waiting
+            .enter(route_name, queue_key.unwrap_or(KEYLESS), delay.max_waiting);
+        if place.is_none() {
+            let reserved = reserved(key, route_limit.as_ref(), cost, counted_at);
+            let limits = reserved.limits();
+            if let Err(error) = store.cancel_reservation(&limits, counted_at).await {
+                tracing::warn!(%error, "a turn could not be given back");
+            }
+            decisions.refuse_for(turn);
+            wait = None;
+        }
+    }
     let plan = decisions.plan.as_ref();
     let tier = match plan {
         Some(plan) => {
@@ -182,6 +219,17 @@ pub(crate) async fn admit(
     reloadable.decisions.record(allowed, tier, route_name);
     if allowed {
         outcome.admission = Admission::Allowed;
+        if let Some((wait, counted_at)) = wait.filter(|(wait, _)| !wait.is_zero()) {
+            // Its turn is ahead: it waits, and gives its units back if its
+            // client leaves first.
+            outcome.admission = Admission::Delayed;
+            outcome.waited = wait;
+            metrics::record_delayed(route_name, tier);
+            let reserved = reserved(key, route_limit.as_ref(), cost, counted_at);
+            Waiting::new(Arc::clone(stores.store), reserved, place)
+                .until_turn(wait)
+                .await;
+        }
         return Ok(Admitted { headers, slot });
     }
     let refusal = Refusal::tally(
@@ -213,22 +261,26 @@ pub(crate) async fn admit(
 /// The plan of `key` (none for a keyless request), and the route budget
 /// `route_limit` if any, each charged `cost` units, decided together by
 /// `store`. A lone limit of one unit on a store that answers at once (the
-/// in-memory one) is decided without a future or a `Vec`.
+/// in-memory one) is decided without a future or a `Vec`. With `max_wait`
+/// (a route with a delay) the request may wait for its turn
+/// ([`Store::reserve_units`]): its wait and the reservation's `counted_at`
+/// come with the decisions.
 async fn decide(
     store: &dyn Store,
     key: Option<&str>,
     route_limit: Option<&RouteLimit<'_>>,
     cost: u64,
-) -> Result<Decisions, StoreError> {
+    max_wait: Option<Duration>,
+) -> Result<(Decisions, Option<(Duration, u64)>), StoreError> {
     let route = route_limit.map(|route_limit| Limit::Policy {
         key: &route_limit.key,
         policy: &route_limit.budget.prepared,
     });
     let plan = key.map(Limit::Plan);
     let limits: Vec<LimitUnits<'_>> = match (plan, route) {
-        (Some(only), None) | (None, Some(only)) if cost == 1 => {
+        (Some(only), None) | (None, Some(only)) if cost == 1 && max_wait.is_none() => {
             if let Some(decision) = store.acquire_one_now(&only) {
-                return Ok(Decisions::of(plan.is_some(), decision));
+                return Ok((Decisions::of(plan.is_some(), decision), None));
             }
             vec![LimitUnits {
                 limit: only,
@@ -241,7 +293,14 @@ async fn decide(
             .map(|limit| LimitUnits { limit, units: cost })
             .collect(),
     };
-    let answered = store.acquire_units(&limits).await?;
+    let (answered, wait) = match max_wait {
+        Some(max_wait) => {
+            let reservation = store.reserve_units(&limits, max_wait).await?;
+            let wait = (reservation.wait, reservation.counted_at);
+            (reservation.decisions, Some(wait))
+        }
+        None => (store.acquire_units(&limits).await?, None),
+    };
     if answered.len() != limits.len() || limits.is_empty() {
         return Err(StoreError::Unavailable(format!(
             "the store answered {} decisions for {} limits",
@@ -250,10 +309,27 @@ async fn decide(
         )));
     }
     let mut answered = answered.into_iter();
-    Ok(match (plan.is_some(), answered.next(), answered.next()) {
+    let decisions = match (plan.is_some(), answered.next(), answered.next()) {
         (true, plan, route) => Decisions { plan, route },
         (false, route, _) => Decisions { plan: None, route },
-    })
+    };
+    Ok((decisions, wait))
+}
+
+/// The limits a reservation counted at `counted_at` charged, owned: the
+/// plan of `key`, the budget of `route_limit`, `cost` units each.
+fn reserved(
+    key: Option<&str>,
+    route_limit: Option<&RouteLimit<'_>>,
+    cost: u64,
+    counted_at: u64,
+) -> Reserved {
+    Reserved {
+        plan: key.map(str::to_owned),
+        route: route_limit.map(|limit| (limit.key.clone(), limit.budget.prepared)),
+        units: cost,
+        counted_at,
+    }
 }
 
 /// What a request gets when the store could not decide, by its failure
@@ -299,6 +375,17 @@ impl Decisions {
                 plan: None,
                 route: Some(decision),
             }
+        }
+    }
+
+    /// Every limit refuses, told to retry after `wait`: a request whose
+    /// turn was `wait` away, given back for want of a place to wait in.
+    fn refuse_for(&mut self, wait: Duration) {
+        for limit in [&mut self.plan, &mut self.route].into_iter().flatten() {
+            let decision = &mut limit.decision;
+            decision.rejected += decision.allowed;
+            decision.allowed = 0;
+            decision.retry_after = wait;
         }
     }
 

@@ -1,0 +1,165 @@
+//! Waiting instead of refusing (a route's `delay`, issue #26): the requests
+//! each key has waiting ([`WaitingRoom`], at most the route's `max_waiting`)
+//! and a waiting request's reservation, given back when its client leaves
+//! before its turn ([`Waiting`]). Who waits, and how long, is core's rule
+//! (`Limiter::reserve_units`, on Redis its Lua twin); here a request only
+//! sleeps on one tokio timer.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tollgate_core::{Limit, LimitUnits, PreparedPolicy, Store};
+
+/// A route's waiting: how long a request may wait for its turn, and how
+/// many of one key's requests may wait at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Delay {
+    /// The longest wait (`delay`): nginx's `limit_req ... delay`.
+    pub(crate) max_wait: Duration,
+    /// The most requests of one key waiting at once (`max_waiting`).
+    pub(crate) max_waiting: u64,
+}
+
+/// The requests waiting for their turn, per route and key: the gateway's
+/// one room, kept across reloads (a reload's new route finds the places
+/// its old one gave).
+#[derive(Debug, Default)]
+pub(crate) struct WaitingRoom {
+    places: Mutex<HashMap<(Arc<str>, String), u64>>,
+    total: AtomicU64,
+}
+
+impl WaitingRoom {
+    /// A place for one more request of `key` on `route`, unless `most` of
+    /// them wait already (`None`: the request is decided without waiting).
+    pub(crate) fn enter(self: &Arc<Self>, route: &Arc<str>, key: &str, most: u64) -> Option<Place> {
+        let mut places = self
+            .places
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let name = (Arc::clone(route), key.to_owned());
+        let count = places.entry(name.clone()).or_insert(0);
+        if *count >= most {
+            return None;
+        }
+        *count += 1;
+        self.total.fetch_add(1, Ordering::Relaxed);
+        Some(Place {
+            room: Arc::clone(self),
+            name,
+        })
+    }
+
+    /// The requests holding a place now, over every route and key.
+    pub(crate) fn waiting(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    fn leave(&self, name: &(Arc<str>, String)) {
+        let mut places = self
+            .places
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some(count) = places.get_mut(name) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                places.remove(name);
+            }
+        }
+        self.total.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One request's place in the [`WaitingRoom`], left when dropped.
+#[derive(Debug)]
+pub(crate) struct Place {
+    room: Arc<WaitingRoom>,
+    name: (Arc<str>, String),
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.room.leave(&self.name);
+    }
+}
+
+/// The limits a reservation charged, owned, so that they can be given back
+/// after the request has gone: its plan's key, its route budget's key and
+/// policy, and the units charged to each.
+#[derive(Clone, Debug)]
+pub(crate) struct Reserved {
+    pub(crate) plan: Option<String>,
+    pub(crate) route: Option<(String, PreparedPolicy)>,
+    pub(crate) units: u64,
+    /// The reservation's `counted_at`, in the store's ticks.
+    pub(crate) counted_at: u64,
+}
+
+impl Reserved {
+    /// The limits as the store takes them.
+    pub(crate) fn limits(&self) -> Vec<LimitUnits<'_>> {
+        let plan = self.plan.as_deref().map(Limit::Plan);
+        let route = self
+            .route
+            .as_ref()
+            .map(|(key, policy)| Limit::Policy { key, policy });
+        plan.into_iter()
+            .chain(route)
+            .map(|limit| LimitUnits {
+                limit,
+                units: self.units,
+            })
+            .collect()
+    }
+}
+
+/// A request waiting for its turn. Dropped before [`Waiting::until_turn`]
+/// ends (its client left, the gateway stopped), it gives its reservation
+/// back ([`Store::cancel_reservation`]) in a task of its own, and leaves its
+/// place in the [`WaitingRoom`] once that is done.
+pub(crate) struct Waiting {
+    store: Arc<dyn Store>,
+    reserved: Option<Reserved>,
+    /// Left once the request is served, or once its units are given back.
+    place: Option<Place>,
+}
+
+impl Waiting {
+    /// `reserved` on `store`, holding `place`.
+    pub(crate) fn new(store: Arc<dyn Store>, reserved: Reserved, place: Option<Place>) -> Self {
+        Waiting {
+            store,
+            reserved: Some(reserved),
+            place,
+        }
+    }
+
+    /// Sleeps `wait` (one timer), then the request is served: its units
+    /// stay charged.
+    pub(crate) async fn until_turn(mut self, wait: Duration) {
+        tokio::time::sleep(wait).await;
+        self.reserved = None;
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let Some(reserved) = self.reserved.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = Arc::clone(&self.store);
+        let place = self.place.take();
+        runtime.spawn(async move {
+            let limits = reserved.limits();
+            if let Err(error) = store.cancel_reservation(&limits, reserved.counted_at).await {
+                tracing::warn!(%error, "a waiting request's reservation could not be given back");
+            }
+            drop(place);
+        });
+    }
+}

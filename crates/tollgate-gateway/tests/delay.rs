@@ -1,0 +1,65 @@
+//! Waiting instead of refusing (a route's `delay`, issue #26) in memory:
+//! the scenarios of `delay_scenarios/`, the `tollgate_delayed_total`
+//! counter and the access log's `wait_us`, and the settings refused at
+//! load.
+
+mod delay_scenarios;
+
+use tollgate_gateway::ServeConfig;
+use tollgate_test_support::gateway::Gateway;
+use tollgate_test_support::loopback::Upstream;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_wait_their_turn_in_memory() {
+    let upstream = Upstream::start().await;
+    let config = delay_scenarios::routes(&upstream, "dl_memory", "");
+    let gateway = Gateway::start(&config, 0).await;
+    delay_scenarios::twelve_requests_queue_at_the_rate(&gateway, &upstream).await;
+    delay_scenarios::a_client_gone_while_it_waits_gives_its_turn_back(&gateway, &upstream).await;
+    delay_scenarios::at_most_max_waiting_requests_wait(&gateway, &upstream).await;
+    // Ten of the twelve waited; one of /gone (the one that left is not
+    // counted as served, but it was delayed too); two of /full.
+    let delayed = |route: &'static str| {
+        let gateway = &gateway;
+        async move {
+            gateway
+                .route_sample(
+                    "tollgate_delayed_total",
+                    &[("tier", "keyless"), ("route", route)],
+                )
+                .await
+        }
+    };
+    assert_eq!(delayed("dl_memory_queue").await, Some(10.0));
+    assert_eq!(delayed("dl_memory_gone").await, Some(2.0));
+    assert_eq!(delayed("dl_memory_full").await, Some(2.0));
+}
+
+#[test]
+fn bad_delays_are_refused_at_load() {
+    let refused = |settings: &str| {
+        ServeConfig::from_toml_str(&format!(
+            "[[routes]]\nname = \"r\"\nprefix = \"/r\"\nupstream = \"http://h:1\"\nrpm = 60\n{settings}"
+        ))
+        .unwrap_err()
+        .to_string()
+    };
+    assert_eq!(
+        refused("delay = \"2h\""),
+        "route r (/r): delay must be at most 1h, how long a request may wait for its turn"
+    );
+    assert_eq!(
+        refused("max_waiting = 5"),
+        "route r (/r): max_waiting applies to delay: set it too"
+    );
+    assert_eq!(
+        refused("delay = \"1s\"\nmax_waiting = 0"),
+        "route r (/r): max_waiting must be 1 to 4294967296 (2^32), the requests of one key \
+         waiting at once"
+    );
+    for (settings, expected) in [("delay = \"-1s\"", "-1s"), ("delay = \"soon\"", "soon")] {
+        let error = refused(settings);
+        assert!(error.contains("delay"), "{settings}: {error}");
+        assert!(!error.is_empty(), "{expected}");
+    }
+}

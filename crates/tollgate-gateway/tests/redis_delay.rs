@@ -1,0 +1,61 @@
+//! Waiting instead of refusing (a route's `delay`, issue #26) on Redis and
+//! on a Redis Cluster: the scenarios of `delay_scenarios/` (as `delay.rs`
+//! runs them in memory), each request reserved by the acquire script in
+//! the same call as its decision, each reservation given back through the
+//! refund script, on the gateway's manual clock. Ignored without
+//! `REDIS_URL` (`REDIS_CLUSTER_URL` for the cluster), as the other Redis
+//! tests are.
+
+mod delay_scenarios;
+
+use std::sync::Arc;
+
+use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
+use tollgate_test_support::gateway::Gateway;
+use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::redis as redis_support;
+
+/// The scenarios on the Redis (or cluster) at `url`, routes named `name_*`.
+async fn scenarios_on(url: &str, name: &str) {
+    let prefix = redis_support::prefix(name);
+    let upstream = Upstream::start().await;
+    let store = format!(
+        "[store]\nurl = \"{url}\"\nprefix = \"{prefix}\"\ntimeout = \"2s\"\ntime = \"local\"\n"
+    );
+    let config = tollgate_gateway::ServeConfig::from_toml_str(&delay_scenarios::routes(
+        &upstream, name, &store,
+    ))
+    .unwrap();
+    // A minimum TTL of an hour: Redis expires keys on its own clock, which
+    // runs while the gateway's manual clock stands still.
+    let gateway = Gateway::start_with_store(config, None, 0, |clock, config| {
+        let mut redis = RedisConfig::new(url);
+        redis.prefix.clone_from(&prefix);
+        redis.timeout = std::time::Duration::from_secs(2);
+        redis.time = TimeSource::Clock(Arc::new(clock.clone()));
+        redis.minimum_ttl = std::time::Duration::from_secs(3600);
+        Some(Arc::new(
+            RedisStore::connect(redis, &config.limits).unwrap(),
+        ))
+    })
+    .await;
+    delay_scenarios::twelve_requests_queue_at_the_rate(&gateway, &upstream).await;
+    delay_scenarios::a_client_gone_while_it_waits_gives_its_turn_back(&gateway, &upstream).await;
+    delay_scenarios::at_most_max_waiting_requests_wait(&gateway, &upstream).await;
+    redis_support::cleanup(url, &prefix);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+async fn requests_wait_their_turn_on_redis() {
+    scenarios_on(&redis_support::require_redis_url(), "dl_redis").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_redis_cluster),
+    ignore = "set REDIS_CLUSTER_URL=redis-cluster://127.0.0.1:7000 to run (.ci/redis-cluster start DIR)"
+)]
+async fn requests_wait_their_turn_on_a_redis_cluster() {
+    scenarios_on(&redis_support::require_cluster_url(), "dl_cluster").await;
+}
