@@ -82,17 +82,22 @@ fn a_request_gone_while_it_waits_gives_its_turn_back() {
     let reservations: Vec<Reservation> = (0..4)
         .map(|_| limiter.reserve_units(&one("k", &policy, 1), now, 2_000 * MS))
         .collect();
-    // Served at 0, 200, 400, 600 ms. The last leaves at 100 ms.
+    // Served at 0, 200, 400, 600 ms. One in the middle of the queue
+    // leaving gives nothing back: the next would share the turn at 600 ms.
+    let middle =
+        limiter.cancel_reservation(&one("k", &policy, 1), 100 * MS, reservations[1].counted_at);
+    assert_eq!(middle, vec![0]);
+    // The last leaves at 100 ms.
     let given =
         limiter.cancel_reservation(&one("k", &policy, 1), 100 * MS, reservations[3].counted_at);
     assert_eq!(given, vec![1]);
     // The next request takes the turn at 600 ms, not 800.
     let next = limiter.reserve_units(&one("k", &policy, 1), 100 * MS, 2_000 * MS);
     assert_eq!(next.wait, Duration::from_millis(500));
-    // Everyone gone: the bucket is as if never used once they have been
-    // given back, but never fuller than the time allows: at 300 ms the
-    // first (served at 0) and second (at 200) have used their tokens.
-    for reservation in [&reservations[2], &next] {
+    // The rest gone, the last of the queue first each time: the bucket is
+    // as if never used by them, but never fuller than the time allows: at
+    // 300 ms the first (served at 0) and second (at 200) have used theirs.
+    for reservation in [&next, &reservations[2]] {
         limiter.cancel_reservation(&one("k", &policy, 1), 300 * MS, reservation.counted_at);
     }
     let after = limiter.reserve_units(&one("k", &policy, 1), 300 * MS, 2_000 * MS);

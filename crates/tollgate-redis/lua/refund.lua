@@ -120,5 +120,12 @@ local t, r = read_state(state, version)
 if not t or t < now or (t == now and r == 0) then
   return 0
 end
+-- Only the last turns of the queue go back: a bucket full again later than
+-- burst after counted_at has turns booked behind this one.
+local capacity = burst * window
+if t >= counted_at and (t - counted_at > ceil_div(capacity, limit) + 1
+    or (t - counted_at) * limit + r > capacity) then
+  return 0
+end
 token_bucket_give_back(KEYS[1], state, version, limit, window, burst, now, units)
 return units

@@ -51,6 +51,7 @@ mod redaction;
 mod refund;
 mod reserve;
 mod script;
+mod script_limits;
 mod slots;
 mod split;
 mod store;

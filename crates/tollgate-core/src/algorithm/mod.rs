@@ -229,7 +229,7 @@ impl State {
         match self {
             State::FixedWindow(state) => state.refund(rule, now, counted_at, units),
             State::SlidingLog(state) => state.refund(rule, now, counted_at, units),
-            State::TokenBucket(state) => state.refund(rule, now, units),
+            State::TokenBucket(state) => state.refund(rule, now, counted_at, units),
         }
     }
 

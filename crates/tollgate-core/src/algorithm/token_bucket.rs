@@ -74,11 +74,20 @@ impl TokenBucket {
         Some(saturate(divide_rounding_up(over, rule.per_limit)).max(now))
     }
 
-    /// Takes back `units` tokens at `now` (a reservation given up, or a
-    /// charge undone): [`TokenBucket::give_back`], answering the units given
-    /// back: 0 for a bucket full at `now` already.
-    pub(crate) fn refund(&mut self, rule: &Rule, now: u64, units: u64) -> u64 {
+    /// Takes back `units` tokens at `now` (a reservation counted at
+    /// `counted_at` given up, or a charge undone): [`TokenBucket::give_back`],
+    /// answering the units given back: 0 for a bucket full at `now` already,
+    /// and for a reservation with later turns booked behind it (the bucket
+    /// full again more than `burst` after `counted_at`).
+    pub(crate) fn refund(&mut self, rule: &Rule, now: u64, counted_at: u64, units: u64) -> u64 {
         if self.full_at() <= u128::from(now) * u128::from(rule.limit) {
+            return 0;
+        }
+        // Only the last turns of the queue go back: a bucket that is full
+        // again later than `burst` after `counted_at` has turns booked after
+        // this one, which giving its tokens back would let a later request
+        // share.
+        if self.full_at() > u128::from(counted_at) * u128::from(rule.limit) + rule.scaled_capacity {
             return 0;
         }
         self.give_back(rule, now, units);
