@@ -175,22 +175,14 @@ impl Limiter {
             let decision = verdict.map_or(Decision::exempt(part.units), |verdict| {
                 self.decision(verdict)
             });
-            match (&part.name, part.target()) {
-                (Some(name), Some(target)) => {
-                    if let Some(last) = decisions.last_mut() {
-                        last.further.push(PolicyDecision {
-                            name: Arc::clone(name),
-                            policy: target.rule.rule.policy,
-                            decision,
-                        });
-                    }
-                }
-                _ => {
-                    let limit = limits[part.limit].limit;
-                    let shard = locked.shard(part.hash);
-                    decisions.push(limit_decision(shard, part.hash, &limit, decision));
-                }
-            }
+            let shard = locked.shard(part.hash);
+            together::push_decision(
+                &mut decisions,
+                part,
+                decision,
+                &limits[part.limit].limit,
+                shard,
+            );
         }
         decisions
     }

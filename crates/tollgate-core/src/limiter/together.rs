@@ -156,21 +156,13 @@ impl Limiter {
                     Decision::exempt(units)
                 }
             };
-            match (&part.name, target) {
-                (Some(name), Some(target)) => {
-                    if let Some(last) = decisions.last_mut() {
-                        last.further.push(PolicyDecision {
-                            name: Arc::clone(name),
-                            policy: target.rule.rule.policy,
-                            decision,
-                        });
-                    }
-                }
-                _ => {
-                    let limit = limits[part.limit].limit();
-                    decisions.push(limit_decision(shard, part.hash, &limit, decision));
-                }
-            }
+            push_decision(
+                &mut decisions,
+                part,
+                decision,
+                &limits[part.limit].limit(),
+                shard,
+            );
         }
         decisions
     }
@@ -227,5 +219,29 @@ impl Part<'_> {
             key: &self.key,
             rule,
         })
+    }
+}
+
+/// Adds `part`'s `decision` to `decisions`: a plan's further policy to the
+/// further decisions of its limit (the last one added), anything else as
+/// the decision of `limit` (kept in `shard`).
+pub(super) fn push_decision(
+    decisions: &mut Vec<LimitDecision>,
+    part: &Part<'_>,
+    decision: Decision,
+    limit: &Limit<'_>,
+    shard: &Shard,
+) {
+    match (&part.name, part.target()) {
+        (Some(name), Some(target)) => {
+            if let Some(last) = decisions.last_mut() {
+                last.further.push(PolicyDecision {
+                    name: Arc::clone(name),
+                    policy: target.rule.rule.policy,
+                    decision,
+                });
+            }
+        }
+        _ => decisions.push(limit_decision(shard, part.hash, limit, decision)),
     }
 }
