@@ -92,8 +92,10 @@ local function outcome_text(counted_at, allowed, remaining, retry_after, reset_a
     .. decimal(retry_after) .. ' ' .. decimal(reset_after)
 end
 
--- Decides `units` of limit `index` at `at` (us; now when not given).
-local function decide(index, units, write, at)
+-- Decides `units` of limit `index` at `at` (us; now when not given);
+-- `reserved_from`, the real now of a reservation charged at its turn `at`
+-- (charge_at; nil for a decision).
+local function decide(index, units, write, at, reserved_from)
   -- A look (0 units) writes nothing, as the core's peek changes nothing:
   -- writing the state back tidied (expired runs dropped, a new window begun)
   -- would let a later call on a lagging clock count without what it dropped.
@@ -103,7 +105,7 @@ local function decide(index, units, write, at)
   local algorithm, limit, window, burst, version = rule[1], rule[2], rule[3], rule[4], rule[5]
   local key, state = state_keys[index], states[index]
   if algorithm == FIXED_WINDOW then
-    return fixed_window(key, state, version, limit, window, at, units, write)
+    return fixed_window(key, state, version, limit, window, at, units, write, reserved_from)
   elseif algorithm == COUNTING_FIXED_WINDOW then
     return counting_window(key, version, limit, window, at, units, write)
   elseif algorithm == SLIDING_LOG then
@@ -141,7 +143,7 @@ local function charge_at(index, units, at)
     results = {sliding_log_reserve(state_keys[index], log_keys[index], states[index], rule[5],
       rule[2], rule[3], now, at, units)}
   else
-    results = {decide(index, units, true, at)}
+    results = {decide(index, units, true, at, now)}
   end
   ttl_offset = 0
   return results[1], results[2], results[3], results[4]

@@ -130,13 +130,16 @@ local function read_string(key)
   return redis.call('MGET', key)[1]
 end
 
--- The two numbers of a state written under `version`; nil when the state is
--- absent, under another version, or not of this shape.
+-- The numbers of a state written under `version`, "version:a:b" or
+-- "version:a:b:c": a, b and c (0 when absent: a fixed window's or a sliding
+-- log's mark of a turn reserved ahead, see fixed_window.lua and
+-- sliding_log.lua); nil when the state is absent, under another version, or
+-- not of this shape.
 local function read_state(state, version)
   if not state then
     return nil
   end
-  local stored, a, b = string.match(state, '^([^:]*):([^:]*):([^:]*)$')
+  local stored, a, b, c = string.match(state, '^([^:]*):([^:]*):([^:]*):?([^:]*)$')
   if stored ~= version then
     return nil
   end
@@ -145,5 +148,13 @@ local function read_state(state, version)
   if a == nil or b == nil then
     return nil
   end
-  return a, b
+  return a, b, tonumber(c) or 0
+end
+
+-- The text of a state: "version:a:b", and ":c" when `c` is not 0.
+local function state_text(version, a, b, c)
+  if c ~= nil and c ~= 0 then
+    return string.format('%s:%d:%d:%d', version, a, b, c)
+  end
+  return string.format('%s:%d:%d', version, a, b)
 end

@@ -56,24 +56,51 @@ local function window_outcome(limit, window, now, index, count, units, counting)
   return allowed, remaining, retry_after, reset_after, count
 end
 
-local function fixed_window(key, state, version, limit, window, now, units, write)
+-- `reserved_from`: the real now of a reservation charging at `now` (its
+-- turn, acquire.lua's charge_at); nil for a decision. A state reserved into
+-- before its window began, "version:k:count:1" (the engine's
+-- FixedWindow::reserved_ahead), allows nothing to a decision before that
+-- window begins: requests queue behind it (FixedWindow::queued_ahead);
+-- nothing is written, retry_after is the wait until one unit fits,
+-- reset_after until its count ends (its start when it counts nothing).
+local function fixed_window(key, state, version, limit, window, now, units, write, reserved_from)
   local index = floor_div(now, window)
   local count = 0
-  local stored, stored_count = read_state(state, version)
+  local stored, stored_count, ahead = read_state(state, version)
   if stored then
+    if ahead == 1 and stored > index then
+      local start = stored * window
+      local turn, reset = start, start
+      if stored_count >= limit then
+        turn = start + window
+      end
+      if stored_count > 0 then
+        reset = start + window
+      end
+      local retry_after = 0
+      if units > 0 then
+        retry_after = turn - now
+      end
+      return 0, 0, retry_after, reset - now, state, start
+    end
     -- A time older than the stored window counts against the stored window.
     if stored > index then
       index = stored
     end
     if stored == index then
       count = stored_count
+    else
+      ahead = 0
     end
+  end
+  if reserved_from ~= nil and floor_div(reserved_from, window) < index then
+    ahead = 1
   end
   local allowed, remaining, retry_after, reset_after
   allowed, remaining, retry_after, reset_after, count =
     window_outcome(limit, window, now, index, count, units, false)
   if write then
-    state = store(key, string.format('%s:%d:%d', version, index, count), reset_after)
+    state = store(key, state_text(version, index, count, ahead), reset_after)
   end
   return allowed, remaining, retry_after, reset_after, state, index * window
 end
@@ -111,7 +138,7 @@ end
 -- of an earlier window is left as it is (it counts nothing at `now`).
 -- Returns the state the key holds afterwards (false: none).
 local function fixed_window_give_back(key, state, version, window, now, units)
-  local index, count = read_state(state, version)
+  local index, count, ahead = read_state(state, version)
   if not index or floor_div(now, window) > index then
     return state
   end
@@ -120,5 +147,5 @@ local function fixed_window_give_back(key, state, version, window, now, units)
     redis.call('DEL', key)
     return false
   end
-  return store(key, string.format('%s:%d:%d', version, index, count), (index + 1) * window - now)
+  return store(key, state_text(version, index, count, ahead), (index + 1) * window - now)
 end

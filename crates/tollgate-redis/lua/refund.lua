@@ -49,7 +49,7 @@ end
 local state = read_string(KEYS[1])
 
 if algorithm == FIXED_WINDOW then
-  local index, count = read_state(state, version)
+  local index, count, ahead = read_state(state, version)
   if not index or index ~= floor_div(counted_at, window) or index < floor_div(now, window)
     or count < units then
     return 0
@@ -63,10 +63,10 @@ if algorithm == FIXED_WINDOW then
   if count > 0 or index > floor_div(now, window) then
     reset_after = (index + 1) * window - now
   end
-  store(KEYS[1], string.format('%s:%d:%d', version, index, count), reset_after)
+  store(KEYS[1], state_text(version, index, count, ahead), reset_after)
   return units
 elseif algorithm == SLIDING_LOG then
-  local counted, newest = read_state(state, version)
+  local counted, newest, reserved_until = read_state(state, version)
   if not counted or counted < units then
     return 0
   end
@@ -102,7 +102,11 @@ elseif algorithm == SLIDING_LOG then
         redis.call('DEL', KEYS[1], KEYS[2])
         return units
       end
-      store(KEYS[1], string.format('%s:%d:%d', version, counted, newest), reset_after)
+      -- No turn is reserved past the newest run left.
+      if reserved_until > newest then
+        reserved_until = newest
+      end
+      store(KEYS[1], state_text(version, counted, newest, reserved_until), reset_after)
       local ms = ttl_ms(reset_after)
       if ms > 0 then
         redis.call('PEXPIRE', KEYS[2], ms)

@@ -19,16 +19,63 @@ local function parse_run(run)
   return tonumber(at), tonumber(count)
 end
 
-local function sliding_log(key, log, state, version, limit, window, now, units, write)
+-- The earliest time (us, never before `now` nor before the newest run) at
+-- which `units` fit, changing nothing (the engine's SlidingLog::earliest):
+-- when enough of the oldest runs stop counting. nil when `units` is more
+-- than `limit`, which never fits.
+local function sliding_log_earliest(log, state, version, limit, window, now, units)
+  if units > limit then
+    return nil
+  end
   local counted, newest = read_state(state, version)
+  if not counted then
+    return now
+  end
+  local at = now
+  if newest > at then
+    at = newest
+  end
+  local index = 0
+  while counted + units > limit do
+    local run_at, count = parse_run(redis.call('LINDEX', log, index))
+    if run_at == nil or count == nil then
+      -- Damaged: a decision starts the key afresh (see sliding_log).
+      return now
+    end
+    counted = counted - count
+    if run_at + window > at then
+      at = run_at + window
+    end
+    index = index + 1
+  end
+  return at
+end
+
+-- A state "version:counted:newest:reserved_until" (the engine's
+-- SlidingLog::reserved_until: the latest time a reservation charged a run
+-- at, ahead of its now) allows nothing to a decision before that time:
+-- requests queue behind it (SlidingLog::queued_ahead); nothing is written,
+-- retry_after is the wait until one unit fits, reset_after until the newest
+-- run stops counting.
+local function sliding_log(key, log, state, version, limit, window, now, units, write)
+  local counted, newest, reserved_until = read_state(state, version)
   if not counted then
     counted = 0
     newest = nil
+    reserved_until = 0
     if write then
       redis.call('DEL', log)
     end
+  elseif now < reserved_until then
+    local retry_after = 0
+    if units > 0 then
+      retry_after = sliding_log_earliest(log, state, version, limit, window, now, 1) - now
+    end
+    return 0, 0, retry_after, newest + window - now, state, now
   end
-  -- A time older than the newest run is treated as the newest run's time.
+  -- A time older than the newest run is treated as the newest run's time;
+  -- the TTLs set run from the real now.
+  local real_now = now
   if newest ~= nil and newest > now then
     now = newest
   end
@@ -43,6 +90,7 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
       counted = 0
       oldest = nil
       newest = nil
+      reserved_until = 0
       if write then
         redis.call('DEL', log)
       end
@@ -86,9 +134,17 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
   if counted > 0 then
     reset_after = newest + window - now
   end
+  if counted == 0 then
+    -- Nothing held: a fresh state, as the engine's expire leaves it.
+    reserved_until = 0
+  end
   if write then
-    state = store(key, string.format('%s:%d:%d', version, counted, newest or 0), reset_after)
-    local ms = ttl_ms(reset_after)
+    local ttl = reset_after + now - real_now
+    if reset_after == 0 then
+      ttl = 0
+    end
+    state = store(key, state_text(version, counted, newest or 0, reserved_until), ttl)
+    local ms = ttl_ms(ttl)
     if ms == 0 then
       redis.call('DEL', log)
     else
@@ -96,38 +152,6 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
     end
   end
   return allowed, limit - counted, retry_after, reset_after, state, now
-end
-
--- The earliest time (us, never before `now` nor before the newest run) at
--- which `units` fit, changing nothing (the engine's SlidingLog::earliest):
--- when enough of the oldest runs stop counting. nil when `units` is more
--- than `limit`, which never fits.
-local function sliding_log_earliest(log, state, version, limit, window, now, units)
-  if units > limit then
-    return nil
-  end
-  local counted, newest = read_state(state, version)
-  if not counted then
-    return now
-  end
-  local at = now
-  if newest > at then
-    at = newest
-  end
-  local index = 0
-  while counted + units > limit do
-    local run_at, count = parse_run(redis.call('LINDEX', log, index))
-    if run_at == nil or count == nil then
-      -- Damaged: a decision starts the key afresh (see sliding_log).
-      return now
-    end
-    counted = counted - count
-    if run_at + window > at then
-      at = run_at + window
-    end
-    index = index + 1
-  end
-  return at
 end
 
 -- Charges `units` at `at` (us, where sliding_log_earliest found they fit): a
@@ -139,10 +163,11 @@ end
 -- sliding_log returns, as a decision at `at` sees it; TTLs run from now
 -- (the caller sets ttl_offset to at - now).
 local function sliding_log_reserve(key, log, state, version, limit, window, now, at, units)
-  local counted, newest = read_state(state, version)
+  local counted, newest, reserved_until = read_state(state, version)
   if not counted then
     counted = 0
     newest = nil
+    reserved_until = 0
     redis.call('DEL', log)
   end
   local from = now
@@ -165,6 +190,12 @@ local function sliding_log_reserve(key, log, state, version, limit, window, now,
   end
   if at < from then
     at = from
+  end
+  if counted == 0 then
+    reserved_until = 0
+  end
+  if at > now and at > reserved_until then
+    reserved_until = at
   end
   local merged = false
   if newest == at and counted > 0 then
@@ -189,7 +220,7 @@ local function sliding_log_reserve(key, log, state, version, limit, window, now,
     counting = counting - count
     index = index + 1
   end
-  state = store(key, string.format('%s:%d:%d', version, counted, at), window)
+  state = store(key, state_text(version, counted, at, reserved_until), window)
   redis.call('PEXPIRE', log, ttl_ms(window))
   return units, limit - counting, 0, window, state, at
 end
@@ -201,7 +232,7 @@ end
 -- as if never charged). Returns the state the key holds afterwards (false:
 -- none).
 local function sliding_log_give_back(key, log, state, version, window, now, units)
-  local counted = read_state(state, version)
+  local counted, _, reserved_until = read_state(state, version)
   if not counted then
     return state
   end
@@ -228,7 +259,7 @@ local function sliding_log_give_back(key, log, state, version, window, now, unit
     return false
   end
   local reset_after = newest + window - now
-  state = store(key, string.format('%s:%d:%d', version, counted, newest), reset_after)
+  state = store(key, state_text(version, counted, newest, reserved_until), reset_after)
   redis.call('PEXPIRE', log, ttl_ms(reset_after))
   return state
 end

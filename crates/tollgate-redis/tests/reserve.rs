@@ -39,7 +39,9 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// One step: a request that may wait, or a reservation given back.
+/// One step: a request that may wait, one that may not (a plain decision,
+/// which must not count ahead of those waiting), or a reservation given
+/// back.
 #[derive(Clone, Debug)]
 enum Step {
     /// The plan of `key`, then the route and the other limit, the first
@@ -49,6 +51,12 @@ enum Step {
         units: Vec<u64>,
         count: usize,
         max_wait: u64,
+    },
+    /// The same limits decided at once (`acquire_units`).
+    Decide {
+        key: usize,
+        units: Vec<u64>,
+        count: usize,
     },
     /// The `which`-th reservation still waiting (modulo their number) leaves.
     Cancel { which: usize },
@@ -64,6 +72,8 @@ fn steps() -> impl Strategy<Value = Vec<(u64, Step)>> {
     let step = prop_oneof![
         6 => (0..KEYS.len(), prop::collection::vec(0u64..4, 3), 1usize..=3, max_wait)
             .prop_map(|(key, units, count, max_wait)| Step::Reserve { key, units, count, max_wait }),
+        2 => (0..KEYS.len(), prop::collection::vec(0u64..4, 3), 1usize..=3)
+            .prop_map(|(key, units, count)| Step::Decide { key, units, count }),
         2 => any::<usize>().prop_map(|which| Step::Cancel { which }),
     ];
     let gap = prop_oneof![3 => 0u64..3_000_000, 2 => Just(0u64), 1 => 0u64..100_000_000];
@@ -152,6 +162,23 @@ fn same_reservations(
                     prop_assert_eq!(got.counted_at, expected.counted_at);
                     waiting.push((key, units, count, expected.counted_at));
                 }
+            }
+            Step::Decide { key, units, count } => {
+                let count = if single { 1 } else { count };
+                let limits = request(key, &units, count);
+                let expected = core.acquire_units(&limits, now);
+                let got = runtime
+                    .block_on(store.acquire_units_at(&limits, Some(now)))
+                    .unwrap();
+                prop_assert_eq!(
+                    got,
+                    expected,
+                    "{:?} units of {} decided, the limits {:?}, at {}",
+                    &units[..count],
+                    KEYS[key],
+                    policies,
+                    now
+                );
             }
             Step::Cancel { which } => {
                 if waiting.is_empty() {

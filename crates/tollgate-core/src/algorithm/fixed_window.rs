@@ -26,15 +26,24 @@ pub(crate) struct FixedWindow {
     /// Units counted in that window: those allowed, at most `limit`; or, when
     /// the policy counts refused units, every unit asked for (saturating).
     count: u64,
+    /// Whether a reservation made before the stored window began charged it
+    /// (see [`FixedWindow::reserve`]): until it begins, requests queue behind
+    /// ([`FixedWindow::queued_ahead`]). (A bool: the enum `State` keeps its
+    /// size, its tag in the bool's spare values.)
+    reserved_ahead: bool,
 }
 
 impl FixedWindow {
     pub(crate) fn decide(&mut self, rule: &Rule, now: u64, units: u64) -> Verdict {
+        if self.reserved_ahead && self.window_index > now / rule.per_window {
+            return self.queued_ahead(rule, now, units);
+        }
         // A time older than the stored window counts against the stored window.
         let index = (now / rule.per_window).max(self.window_index);
         if index != self.window_index {
             self.window_index = index;
             self.count = 0;
+            self.reserved_ahead = false;
         }
         let allowed = units.min(rule.limit.saturating_sub(self.count));
         self.count = if rule.policy.counts_refused() {
@@ -60,6 +69,26 @@ impl FixedWindow {
         verdict
     }
 
+    /// A decision at `now` while the stored window, reserved into before it
+    /// began, lies ahead of `now`'s: nothing is allowed, since a request
+    /// that does not wait is a reservation that may not wait, and requests
+    /// queue behind those reserved (the count of `now`'s window had no room
+    /// for them when they reserved ahead, and the state no longer holds it).
+    /// A window ahead that no reservation charged (a decision whose time
+    /// came late, from a caller's clock read before another's) counts an
+    /// older time as its own, as before. Nothing changes; `retry_after` is the wait until one
+    /// unit fits (the stored window's start, or the next window's when it is
+    /// full), `reset_after` until its count ends (its start when it counts
+    /// nothing). The Redis twin is `fixed_window` in `fixed_window.lua`.
+    fn queued_ahead(&self, rule: &Rule, now: u64, units: u64) -> Verdict {
+        let start = u128::from(self.window_index) * u128::from(rule.window);
+        let end = start + u128::from(rule.window);
+        let now = u128::from(now);
+        let turn = if self.count < rule.limit { start } else { end };
+        let reset = if self.count > 0 { end } else { start };
+        Verdict::new(units, 0, 0, saturate(turn - now), saturate(reset - now))
+    }
+
     /// The earliest time (ticks, never before `now`) at which `units` fit:
     /// now, or the start of the stored window when it lies ahead (a window
     /// reserved into already), when they fit in it; else the start of the
@@ -81,6 +110,18 @@ impl FixedWindow {
         } else {
             Some(saturate((u128::from(index) + 1) * window))
         }
+    }
+
+    /// Charges `units` at `at` (ticks, no earlier than `now`), where
+    /// [`FixedWindow::earliest`] found they fit: a decision at `at`, the
+    /// window marked reserved ahead when `at` lies in a later window than
+    /// `now`.
+    pub(crate) fn reserve(&mut self, rule: &Rule, now: u64, at: u64, units: u64) -> Verdict {
+        let verdict = self.decide(rule, at, units);
+        if at / rule.per_window > now / rule.per_window {
+            self.reserved_ahead = true;
+        }
+        verdict
     }
 
     /// Takes back `units` counted in the window that holds `counted_at`
@@ -249,6 +290,32 @@ mod tests {
         assert_eq!(give_back(&mut state, &rule, 190, 3), [0, 0, 20, 0, 0, 3]);
         assert_eq!(state.window_index, 2);
         assert_eq!(step(&mut state, &rule, 190, 20), [20, 0, 0, 0, 50, 20]);
+    }
+
+    #[test]
+    fn a_window_reserved_ahead_allows_nothing_before_it_begins() {
+        // 3 per minute: [0, 60) full, then 2 reserved into [60, 120).
+        let policy = Policy::fixed_window(3, 60).unwrap();
+        let rule = Rule::compile(policy, Resolution::Seconds).unwrap();
+        let mut state = FixedWindow::default();
+        assert_eq!(step(&mut state, &rule, 10, 3), [3, 0, 0, 0, 50, 3]);
+        assert_eq!(state.earliest(&rule, 20, 2), Some(60));
+        state.reserve(&rule, 20, 60, 2);
+        // At 20 the window [60, 120) holds 2 of 3, but a request that does
+        // not wait queues behind them: refused, its turn at 60 (40 s), the
+        // count ends at 120 (100 s); nothing counted.
+        assert_eq!(step(&mut state, &rule, 20, 1), [0, 1, 0, 40, 100, 2]);
+        // A look says the same, with nothing to wait for.
+        assert_eq!(step(&mut state, &rule, 20, 0), [0, 0, 0, 0, 100, 2]);
+        // Full ahead: the turn is the window after it, at 120.
+        state.reserve(&rule, 30, 60, 1);
+        assert_eq!(step(&mut state, &rule, 30, 2), [0, 2, 0, 90, 90, 3]);
+        // Once it begins, it decides as usual.
+        assert_eq!(step(&mut state, &rule, 60, 1), [0, 1, 0, 60, 60, 3]);
+        assert_eq!(step(&mut state, &rule, 125, 1), [1, 0, 2, 0, 55, 1]);
+        // A window ahead that no reservation charged (a time that came late)
+        // counts an older time in it.
+        assert_eq!(step(&mut state, &rule, 100, 1), [1, 0, 1, 0, 80, 2]);
     }
 
     #[test]

@@ -109,7 +109,13 @@ impl State {
     /// that a later decision could notice.
     ///
     /// A `now` older than the state's own latest time never grants budget and
-    /// never moves the state backwards.
+    /// never moves the state backwards. A state holding turns reserved
+    /// ahead of `now` by [`State::reserve`] (a fixed window's stored window,
+    /// or a sliding log's reserved runs, later than `now`) allows nothing at
+    /// `now`: a decision is a reservation that may not wait, so it never
+    /// counts ahead of a waiting request (a token bucket needs no rule for
+    /// it: its theoretical arrival time already holds the turns). A window
+    /// counting refused units is never reserved ahead.
     pub(crate) fn decide(&mut self, rule: &Rule, now: u64, units: u64) -> Verdict {
         if self.algorithm() != rule.policy.algorithm() {
             *self = State::new(rule.policy.algorithm());
@@ -206,7 +212,8 @@ impl State {
             *self = State::new(rule.policy.algorithm());
         }
         match self {
-            State::SlidingLog(state) if !rule.policy.counts_refused() => {
+            State::SlidingLog(state) => state.reserve(rule, now, at, units),
+            State::FixedWindow(state) if !rule.policy.counts_refused() => {
                 state.reserve(rule, now, at, units)
             }
             _ => self.decide(rule, at, units),

@@ -27,15 +27,26 @@ struct Run {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SlidingLog {
     runs: VecDeque<Run>,
-    counted: u64,
+    /// The units of the runs held. Wider than a count of units: reserved
+    /// runs ahead are held beside those that stop counting before them, so
+    /// the sum may pass `limit`, several times over (it is at most `limit`
+    /// as of the newest run).
+    counted: u128,
+    /// The latest time a reservation charged a run at, when later than the
+    /// reservation's `now` (see [`SlidingLog::reserve`]); 0 when none:
+    /// before it, requests queue behind ([`SlidingLog::queued_ahead`]).
+    reserved_until: u64,
 }
 
 impl SlidingLog {
     pub(crate) fn decide(&mut self, rule: &Rule, now: u64, units: u64) -> Verdict {
+        if now < self.reserved_until {
+            return self.queued_ahead(rule, now, units);
+        }
         // A time older than the newest run is treated as the newest run's time.
         let now = self.runs.back().map_or(now, |newest| newest.at.max(now));
         self.expire(rule.window, now);
-        let allowed = units.min(rule.limit - self.counted);
+        let allowed = units.min(rule.limit - self.counted_now());
         if allowed > 0 {
             match self.runs.back_mut() {
                 Some(newest) if newest.at == now => newest.count += allowed,
@@ -44,7 +55,7 @@ impl SlidingLog {
                     count: allowed,
                 }),
             }
-            self.counted += allowed;
+            self.counted += u128::from(allowed);
         }
         let until_expiry = |run: Option<&Run>| {
             run.map_or(0, |run| {
@@ -54,25 +65,44 @@ impl SlidingLog {
         Verdict::new(
             units,
             allowed,
-            rule.limit - self.counted,
+            rule.limit - self.counted_now(),
             until_expiry(self.runs.front()),
             until_expiry(self.runs.back()),
         )
     }
 
+    /// A decision at `now` before the time of a reserved run (see
+    /// [`SlidingLog::reserve`]): nothing is allowed, since a request that
+    /// does not wait is a reservation that may not wait, and requests queue
+    /// behind those reserved. (A time older than a newest run that no
+    /// reservation charged, a caller's clock read before another's, is taken
+    /// as the newest run's time, as before.) Nothing changes;
+    /// `retry_after` is the wait until one unit fits
+    /// ([`SlidingLog::earliest`]), `reset_after` until the newest run stops
+    /// counting. The Redis twin is `sliding_log` in `sliding_log.lua`.
+    fn queued_ahead(&self, rule: &Rule, now: u64, units: u64) -> Verdict {
+        let newest = self.runs.back().map_or(now, |newest| newest.at);
+        let turn = self.earliest(rule, now, 1).unwrap_or(newest);
+        let reset = saturate(u128::from(newest) + u128::from(rule.window) - u128::from(now));
+        Verdict::new(units, 0, 0, turn - now, reset)
+    }
+
     /// What a request of zero units would see at `now`, without dropping
     /// anything: O(runs expired at `now`).
     pub(crate) fn peek(&self, rule: &Rule, now: u64) -> Verdict {
+        if now < self.reserved_until {
+            return self.queued_ahead(rule, now, 0);
+        }
         let newest = self.runs.back();
         let now = newest.map_or(now, |newest| newest.at.max(now));
         let window = u128::from(rule.window);
-        let expired: u64 = self
+        let expired: u128 = self
             .runs
             .iter()
             .take_while(|run| u128::from(run.at) + window <= u128::from(now))
-            .map(|run| run.count)
+            .map(|run| u128::from(run.count))
             .sum();
-        let counted = self.counted - expired;
+        let counted = saturate(self.counted - expired);
         let reset_after = match newest {
             Some(newest) if counted > 0 => {
                 saturate(u128::from(newest.at) + window - u128::from(now))
@@ -93,10 +123,10 @@ impl SlidingLog {
         let mut at = self.runs.back().map_or(now, |newest| newest.at.max(now));
         let mut counted = self.counted;
         for run in &self.runs {
-            if counted + units <= rule.limit {
+            if counted + u128::from(units) <= u128::from(rule.limit) {
                 break;
             }
-            counted -= run.count;
+            counted -= u128::from(run.count);
             at = at.max(saturate(u128::from(run.at) + u128::from(rule.window)));
         }
         Some(at)
@@ -111,14 +141,18 @@ impl SlidingLog {
     /// decision drops first (it never looks before the newest run). The
     /// verdict is what a decision at `at` sees.
     pub(crate) fn reserve(&mut self, rule: &Rule, now: u64, at: u64, units: u64) -> Verdict {
+        let reserved_from = now;
         let now = self.runs.back().map_or(now, |newest| newest.at.max(now));
         self.expire(rule.window, now);
         let at = at.max(now);
+        if at > reserved_from {
+            self.reserved_until = self.reserved_until.max(at);
+        }
         match self.runs.back_mut() {
             Some(newest) if newest.at == at => newest.count += units,
             _ => self.runs.push_back(Run { at, count: units }),
         }
-        self.counted += units;
+        self.counted += u128::from(units);
         let seen = self.peek(rule, at);
         Verdict::new(units, units, seen.remaining, 0, seen.reset_after)
     }
@@ -138,12 +172,16 @@ impl SlidingLog {
             return 0;
         }
         run.count -= units;
-        self.counted -= units;
+        self.counted -= u128::from(units);
         if run.count == 0 {
             self.runs.remove(position);
         }
-        if !self.runs.back().is_some_and(counts_at_now) {
-            *self = SlidingLog::default();
+        match self.runs.back() {
+            Some(newest) if counts_at_now(newest) => {
+                // No turn is reserved past the newest run left.
+                self.reserved_until = self.reserved_until.min(newest.at);
+            }
+            _ => *self = SlidingLog::default(),
         }
         units
     }
@@ -168,7 +206,7 @@ impl SlidingLog {
             }
             let taken = newest.count.min(units);
             newest.count -= taken;
-            self.counted -= taken;
+            self.counted -= u128::from(taken);
             units -= taken;
             if newest.count == 0 {
                 self.runs.pop_back();
@@ -179,14 +217,24 @@ impl SlidingLog {
         }
     }
 
+    /// The units held, once expired runs are dropped as of the newest run
+    /// (what a decision counts): at most `limit`, so it fits.
+    fn counted_now(&self) -> u64 {
+        saturate(self.counted)
+    }
+
     /// Drops the runs that no longer count at `now`: those with `at + W <= now`.
     fn expire(&mut self, window: u64, now: u64) {
         while let Some(oldest) = self.runs.front() {
             if u128::from(oldest.at) + u128::from(window) > u128::from(now) {
                 break;
             }
-            self.counted -= oldest.count;
+            self.counted -= u128::from(oldest.count);
             self.runs.pop_front();
+        }
+        if self.runs.is_empty() {
+            // Nothing held: no turn reserved either.
+            self.reserved_until = 0;
         }
         // Give back memory after a burst so a quiet key stays small.
         if self.runs.capacity() > 64 && self.runs.len() < self.runs.capacity() / 4 {
@@ -305,6 +353,27 @@ mod tests {
             give_back(&mut empty, &rule, 3, 1),
             ([0, 0, 5, 0, 0], vec![])
         );
+    }
+
+    #[test]
+    fn a_run_reserved_ahead_allows_nothing_before_it() {
+        // 2 per 10 s: 2 at 0, then 1 reserved at 10 (when the first stop
+        // counting).
+        let rule = rule(2, 10);
+        let mut log = SlidingLog::default();
+        assert_eq!(step(&mut log, &rule, 0, 2), [2, 0, 0, 0, 10]);
+        assert_eq!(log.earliest(&rule, 4, 1), Some(10));
+        log.reserve(&rule, 4, 10, 1);
+        // At 6 a request that does not wait queues behind the run at 10:
+        // refused, its turn at 10 (4 s), the newest run counting until 20
+        // (14 s); nothing counted.
+        assert_eq!(step(&mut log, &rule, 6, 1), [0, 1, 0, 4, 14]);
+        assert_eq!(log.peek(&rule, 6), log.clone().decide(&rule, 6, 0));
+        assert_eq!(step(&mut log, &rule, 6, 0), [0, 0, 0, 0, 14]);
+        // At 10 the run of 0 stops counting and the reserved unit counts: 1
+        // of 2 left.
+        assert_eq!(step(&mut log, &rule, 10, 1), [1, 0, 0, 0, 10]);
+        assert_eq!(step(&mut log, &rule, 10, 1), [0, 1, 0, 10, 10]);
     }
 
     #[test]

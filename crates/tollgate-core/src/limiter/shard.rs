@@ -190,8 +190,11 @@ impl Shard {
     }
 
     /// Charges `units` of `target` at `at` (no earlier than `now`): a
-    /// reservation. Idle keys are dropped as of `now`; the key is marked used
-    /// at `at`, since its state counts until then at least.
+    /// reservation. Idle keys are dropped as of `now`, and the key is marked
+    /// used at `now` (at `at` it would move the shard's latest time ahead of
+    /// its clock, delaying every key's eviction): a delay is at most an
+    /// hour, no longer than the default idle time, so the reservation is
+    /// served before its key can go idle.
     pub(crate) fn reserve_to(
         &mut self,
         target: &Target<'_>,
@@ -209,7 +212,7 @@ impl Shard {
         let algorithm = rule.rule.policy.algorithm();
         let state = self
             .tracked
-            .use_state(space, hash, key, at, rule.version, algorithm);
+            .use_state(space, hash, key, now, rule.version, algorithm);
         let verdict = state.reserve(&rule.rule, now, at, units);
         self.allowed += u128::from(verdict.allowed);
         self.rejected += u128::from(verdict.rejected);
