@@ -57,6 +57,25 @@ fn bad_delays_are_refused_at_load() {
         "route r (/r): max_waiting must be 1 to 4294967296 (2^32), the requests of one key \
          waiting at once"
     );
+    // Shadow mode observes a limit; a delay acts on it.
+    assert_eq!(
+        refused("delay = \"1s\"\nshadow = true"),
+        "route r (/r): delay makes requests wait for the route's budget, and shadow only \
+         observes it: remove one"
+    );
+    let everywhere = ServeConfig::from_toml_str(
+        "[refusal]\nshadow = true\n[[routes]]\nname = \"r\"\nprefix = \"/r\"\n\
+         upstream = \"http://h:1\"\nrpm = 60\ndelay = \"1s\"",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        everywhere.ends_with(
+            "routes.r.delay makes requests wait for their limits, and refusal.shadow only \
+             observes them: remove one"
+        ),
+        "{everywhere}"
+    );
     for (settings, expected) in [("delay = \"-1s\"", "-1s"), ("delay = \"soon\"", "soon")] {
         let error = refused(settings);
         assert!(error.contains("delay"), "{settings}: {error}");

@@ -282,6 +282,15 @@ impl ServeConfig {
                 refusal::check_status(&format!("routes.{}.refused_status", route.name()), status)?;
             }
         }
+        if self.refusal.shadow
+            && let Some(route) = self.routes.iter().find(|route| !route.delay.is_zero())
+        {
+            return Err(ServeConfigError::Invalid(format!(
+                "routes.{}.delay makes requests wait for their limits, and refusal.shadow only \
+                 observes them: remove one",
+                route.name()
+            )));
+        }
         routes::validate(&self.routes)?;
         self.keys.validate()?;
         if self.limits.tiers.contains_key(tollgate_core::KEYLESS) {

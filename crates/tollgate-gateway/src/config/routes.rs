@@ -385,6 +385,12 @@ impl RouteConfig {
             }
             _ => {}
         }
+        if self.shadow && !self.delay.is_zero() {
+            return Err(error(
+                "delay makes requests wait for the route's budget, and shadow only observes \
+                 it: remove one",
+            ));
+        }
         if self.shadow && self.rpm.is_none() {
             return Err(error(
                 "shadow applies to the route's own budget: set rpm too",

@@ -6,11 +6,12 @@
 //! sleeps on one tokio timer.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tollgate_core::{Limit, LimitUnits, PreparedPolicy, Store};
+use tollgate_core::{Limit, LimitUnits, PreparedPolicy, Redacted, Store};
 
 /// A route's waiting: how long a request may wait for its turn, and how
 /// many of one key's requests may wait at once.
@@ -25,10 +26,19 @@ pub(crate) struct Delay {
 /// The requests waiting for their turn, per route and key: the gateway's
 /// one room, kept across reloads (a reload's new route finds the places
 /// its old one gave).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct WaitingRoom {
     places: Mutex<HashMap<(Arc<str>, String), u64>>,
     total: AtomicU64,
+}
+
+impl fmt::Debug for WaitingRoom {
+    /// The count only: never a key.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaitingRoom")
+            .field("waiting", &self.waiting())
+            .finish_non_exhaustive()
+    }
 }
 
 impl WaitingRoom {
@@ -73,10 +83,19 @@ impl WaitingRoom {
 }
 
 /// One request's place in the [`WaitingRoom`], left when dropped.
-#[derive(Debug)]
 pub(crate) struct Place {
     room: Arc<WaitingRoom>,
     name: (Arc<str>, String),
+}
+
+impl fmt::Debug for Place {
+    /// The route, and the key redacted.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Place")
+            .field("route", &self.name.0)
+            .field("key", &format_args!("{}", Redacted(&self.name.1)))
+            .finish()
+    }
 }
 
 impl Drop for Place {
@@ -88,13 +107,27 @@ impl Drop for Place {
 /// The limits a reservation charged, owned, so that they can be given back
 /// after the request has gone: its plan's key, its route budget's key and
 /// policy, and the units charged to each.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Reserved {
     pub(crate) plan: Option<String>,
     pub(crate) route: Option<(String, PreparedPolicy)>,
     pub(crate) units: u64,
     /// The reservation's `counted_at`, in the store's ticks.
     pub(crate) counted_at: u64,
+}
+
+impl fmt::Debug for Reserved {
+    /// The keys redacted.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plan = self.plan.as_deref().map(Redacted);
+        let route = self.route.as_ref().map(|(key, _)| Redacted(key));
+        f.debug_struct("Reserved")
+            .field("plan", &plan.map(|key| key.to_string()))
+            .field("route", &route.map(|key| key.to_string()))
+            .field("units", &self.units)
+            .field("counted_at", &self.counted_at)
+            .finish()
+    }
 }
 
 impl Reserved {
@@ -115,10 +148,20 @@ impl Reserved {
     }
 }
 
-/// A request waiting for its turn. Dropped before [`Waiting::until_turn`]
-/// ends (its client left, the gateway stopped), it gives its reservation
-/// back ([`Store::cancel_reservation`]) in a task of its own, and leaves its
-/// place in the [`WaitingRoom`] once that is done.
+/// Gives `reserved`'s units back ([`Store::cancel_reservation`]): a turn
+/// booked for a request that will not be served. A failure is logged.
+pub(crate) async fn give_back(store: &dyn Store, reserved: &Reserved) {
+    let limits = reserved.limits();
+    if let Err(error) = store.cancel_reservation(&limits, reserved.counted_at).await {
+        tracing::warn!(%error, "a booked turn could not be given back");
+    }
+}
+
+/// A request whose turn is booked ahead. Dropped before
+/// [`Waiting::until_turn`] ends (its client left, the gateway stopped, or it
+/// is not served: refused by a limit that does not wait, let through by
+/// shadow mode), it gives its turn back ([`give_back`]) in a task of its
+/// own, and leaves its place in the [`WaitingRoom`] once that is done.
 pub(crate) struct Waiting {
     store: Arc<dyn Store>,
     reserved: Option<Reserved>,
@@ -155,11 +198,68 @@ impl Drop for Waiting {
         let store = Arc::clone(&self.store);
         let place = self.place.take();
         runtime.spawn(async move {
-            let limits = reserved.limits();
-            if let Err(error) = store.cancel_reservation(&limits, reserved.counted_at).await {
-                tracing::warn!(%error, "a waiting request's reservation could not be given back");
-            }
+            give_back(store.as_ref(), &reserved).await;
             drop(place);
         });
     }
+}
+
+/// What [`reserve`] booked: each limit's decision, and when the request's
+/// turn is ahead, its wait and the [`Waiting`] that gives the turn back
+/// unless the request is served.
+pub(crate) struct Booked {
+    pub(crate) decisions: Vec<tollgate_core::LimitDecision>,
+    pub(crate) turn: Option<(Duration, Waiting)>,
+}
+
+/// `reserved`'s limits (its `counted_at` not yet known) decided on `store`,
+/// the request waiting up to `max_wait` for its turn
+/// ([`Store::reserve_units`]), holding `place` while it waits. The store
+/// call runs in a task of its own, so that a turn booked for a request
+/// gone before the store answered (its client left, the gateway stopped)
+/// is given back by that task.
+///
+/// # Errors
+///
+/// The store's, and [`StoreError::Unavailable`](tollgate_core::StoreError)
+/// when the task ended without an answer.
+pub(crate) async fn reserve(
+    store: &Arc<dyn Store>,
+    reserved: Reserved,
+    max_wait: Duration,
+    place: Option<Place>,
+) -> Result<Booked, tollgate_core::StoreError> {
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let task_store = Arc::clone(store);
+    let mut task_reserved = reserved.clone();
+    tokio::spawn(async move {
+        let reservation = {
+            let limits = task_reserved.limits();
+            task_store.reserve_units(&limits, max_wait).await
+        };
+        if let Err(Ok(reservation)) = sender.send(reservation)
+            && !reservation.wait.is_zero()
+        {
+            // Nobody waits for this answer: its turn goes back.
+            task_reserved.counted_at = reservation.counted_at;
+            give_back(task_store.as_ref(), &task_reserved).await;
+        }
+    });
+    let reservation = receiver.await.map_err(|_| {
+        tollgate_core::StoreError::Unavailable("the reservation ended unanswered".into())
+    })??;
+    let turn = (!reservation.wait.is_zero()).then(|| {
+        let reserved = Reserved {
+            counted_at: reservation.counted_at,
+            ..reserved
+        };
+        (
+            reservation.wait,
+            Waiting::new(Arc::clone(store), reserved, place),
+        )
+    });
+    Ok(Booked {
+        decisions: reservation.decisions,
+        turn,
+    })
 }

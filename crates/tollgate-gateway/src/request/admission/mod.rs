@@ -22,7 +22,7 @@ use tollgate_tower::Problem;
 use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
 use crate::request::api_key::{KeyError, api_key};
-use crate::request::delay::{Reserved, Waiting, WaitingRoom};
+use crate::request::delay::{Reserved, WaitingRoom, reserve};
 use crate::request::in_flight::{SlotGuard, acquire_slot};
 use crate::request::problem::{problem, respond};
 use crate::request::rate_limit_headers::{RateLimitHeaders, rate_limit_headers};
@@ -138,13 +138,44 @@ pub(crate) async fn admit(
         )));
     }
     let cost = route.map_or(1, |route| route.cost);
-    // A route with a delay: its requests may wait for their turn.
+    // A route with a delay: its requests may wait for their turn, each in a
+    // place of its key's taken before its turn is booked (so a burst past
+    // `max_waiting` books nothing). One without a place may not wait: a
+    // turn ahead refuses it, told to come back when its turn would be.
     let delay = route.and_then(|route| route.delay);
+    let place = delay.and_then(|delay| {
+        let queue_key = key.or(route_limit.as_ref().map(|limit| limit.key.as_str()));
+        stores
+            .waiting
+            .enter(route_name, queue_key.unwrap_or(KEYLESS), delay.max_waiting)
+    });
+    let max_wait = delay.map(|delay| {
+        if place.is_some() {
+            delay.max_wait
+        } else {
+            Duration::ZERO
+        }
+    });
     // A request its rates refuse drops `slot` on the way out: it holds none.
     let stopwatch = Stopwatch::start();
-    let max_wait = delay.map(|delay| delay.max_wait);
-    let decided = decide(store, key, route_limit.as_ref(), cost, max_wait).await;
-    let (mut decisions, mut wait) = match decided {
+    let decided = match max_wait {
+        Some(max_wait) => {
+            let reserved = reserved(key, route_limit.as_ref(), cost);
+            let limits = reserved.limits().len();
+            match reserve(stores.store, reserved, max_wait, place).await {
+                Ok(booked) => Decisions::answered(key.is_some(), booked.decisions, limits)
+                    .map(|decisions| (decisions, booked.turn)),
+                Err(error) => Err(error),
+            }
+        }
+        None => decide(store, key, route_limit.as_ref(), cost)
+            .await
+            .map(|decisions| (decisions, None)),
+    };
+    // A turn booked ahead (`waiting`) is given back when this request is
+    // not served: refused by a limit that does not wait, or let through at
+    // once by shadow mode.
+    let (decisions, waiting) = match decided {
         Ok(decided) => decided,
         Err(error) => {
             return match store_failed(reloadable, route_name, &error, outcome) {
@@ -157,27 +188,6 @@ pub(crate) async fn admit(
         }
     };
     reloadable.decisions.record_time(stopwatch.elapsed());
-    // A request whose turn is ahead waits in a place of its key's, if one
-    // of the route's `max_waiting` is left; else its turn is given back and
-    // it is refused, told to come back when its turn would have been.
-    let mut place = None;
-    if let (Some(delay), Some((turn, counted_at))) = (delay, wait)
-        && !turn.is_zero()
-    {
-        let queue_key = key.or(route_limit.as_ref().map(|limit| limit.key.as_str()));
-        place = stores
-            .waiting
-            .enter(route_name, queue_key.unwrap_or(KEYLESS), delay.max_waiting);
-        if place.is_none() {
-            let reserved = reserved(key, route_limit.as_ref(), cost, counted_at);
-            let limits = reserved.limits();
-            if let Err(error) = store.cancel_reservation(&limits, counted_at).await {
-                tracing::warn!(%error, "a turn could not be given back");
-            }
-            decisions.refuse_for(turn);
-            wait = None;
-        }
-    }
     let plan = decisions.plan.as_ref();
     let tier = match plan {
         Some(plan) => {
@@ -219,16 +229,13 @@ pub(crate) async fn admit(
     reloadable.decisions.record(allowed, tier, route_name);
     if allowed {
         outcome.admission = Admission::Allowed;
-        if let Some((wait, counted_at)) = wait.filter(|(wait, _)| !wait.is_zero()) {
+        if let Some((wait, waiting)) = waiting {
             // Its turn is ahead: it waits, and gives its units back if its
             // client leaves first.
             outcome.admission = Admission::Delayed;
             outcome.waited = wait;
             metrics::record_delayed(route_name, tier);
-            let reserved = reserved(key, route_limit.as_ref(), cost, counted_at);
-            Waiting::new(Arc::clone(stores.store), reserved, place)
-                .until_turn(wait)
-                .await;
+            waiting.until_turn(wait).await;
         }
         return Ok(Admitted { headers, slot });
     }
@@ -261,26 +268,23 @@ pub(crate) async fn admit(
 /// The plan of `key` (none for a keyless request), and the route budget
 /// `route_limit` if any, each charged `cost` units, decided together by
 /// `store`. A lone limit of one unit on a store that answers at once (the
-/// in-memory one) is decided without a future or a `Vec`. With `max_wait`
-/// (a route with a delay) the request may wait for its turn
-/// ([`Store::reserve_units`]): its wait and the reservation's `counted_at`
-/// come with the decisions.
+/// in-memory one) is decided without a future or a `Vec`. (A route with a
+/// delay reserves instead: [`reserve`].)
 async fn decide(
     store: &dyn Store,
     key: Option<&str>,
     route_limit: Option<&RouteLimit<'_>>,
     cost: u64,
-    max_wait: Option<Duration>,
-) -> Result<(Decisions, Option<(Duration, u64)>), StoreError> {
+) -> Result<Decisions, StoreError> {
     let route = route_limit.map(|route_limit| Limit::Policy {
         key: &route_limit.key,
         policy: &route_limit.budget.prepared,
     });
     let plan = key.map(Limit::Plan);
     let limits: Vec<LimitUnits<'_>> = match (plan, route) {
-        (Some(only), None) | (None, Some(only)) if cost == 1 && max_wait.is_none() => {
+        (Some(only), None) | (None, Some(only)) if cost == 1 => {
             if let Some(decision) = store.acquire_one_now(&only) {
-                return Ok((Decisions::of(plan.is_some(), decision), None));
+                return Ok(Decisions::of(plan.is_some(), decision));
             }
             vec![LimitUnits {
                 limit: only,
@@ -293,42 +297,18 @@ async fn decide(
             .map(|limit| LimitUnits { limit, units: cost })
             .collect(),
     };
-    let (answered, wait) = match max_wait {
-        Some(max_wait) => {
-            let reservation = store.reserve_units(&limits, max_wait).await?;
-            let wait = (reservation.wait, reservation.counted_at);
-            (reservation.decisions, Some(wait))
-        }
-        None => (store.acquire_units(&limits).await?, None),
-    };
-    if answered.len() != limits.len() || limits.is_empty() {
-        return Err(StoreError::Unavailable(format!(
-            "the store answered {} decisions for {} limits",
-            answered.len(),
-            limits.len()
-        )));
-    }
-    let mut answered = answered.into_iter();
-    let decisions = match (plan.is_some(), answered.next(), answered.next()) {
-        (true, plan, route) => Decisions { plan, route },
-        (false, route, _) => Decisions { plan: None, route },
-    };
-    Ok((decisions, wait))
+    let answered = store.acquire_units(&limits).await?;
+    Decisions::answered(plan.is_some(), answered, limits.len())
 }
 
-/// The limits a reservation counted at `counted_at` charged, owned: the
-/// plan of `key`, the budget of `route_limit`, `cost` units each.
-fn reserved(
-    key: Option<&str>,
-    route_limit: Option<&RouteLimit<'_>>,
-    cost: u64,
-    counted_at: u64,
-) -> Reserved {
+/// The limits a reservation charges, owned: the plan of `key`, the budget
+/// of `route_limit`, `cost` units each (its `counted_at` set once booked).
+fn reserved(key: Option<&str>, route_limit: Option<&RouteLimit<'_>>, cost: u64) -> Reserved {
     Reserved {
         plan: key.map(str::to_owned),
         route: route_limit.map(|limit| (limit.key.clone(), limit.budget.prepared)),
         units: cost,
-        counted_at,
+        counted_at: 0,
     }
 }
 
@@ -378,15 +358,25 @@ impl Decisions {
         }
     }
 
-    /// Every limit refuses, told to retry after `wait`: a request whose
-    /// turn was `wait` away, given back for want of a place to wait in.
-    fn refuse_for(&mut self, wait: Duration) {
-        for limit in [&mut self.plan, &mut self.route].into_iter().flatten() {
-            let decision = &mut limit.decision;
-            decision.rejected += decision.allowed;
-            decision.allowed = 0;
-            decision.retry_after = wait;
+    /// The store's answer for a request of `limits` limits: its plan (when
+    /// `has_plan`), then its route budget; an error when the store
+    /// answered another number of decisions.
+    fn answered(
+        has_plan: bool,
+        answered: Vec<LimitDecision>,
+        limits: usize,
+    ) -> Result<Self, StoreError> {
+        if answered.len() != limits || limits == 0 {
+            return Err(StoreError::Unavailable(format!(
+                "the store answered {} decisions for {limits} limits",
+                answered.len(),
+            )));
         }
+        let mut answered = answered.into_iter();
+        Ok(match (has_plan, answered.next(), answered.next()) {
+            (true, plan, route) => Decisions { plan, route },
+            (false, route, _) => Decisions { plan: None, route },
+        })
     }
 
     /// The decisions in the order of the limits, each with its index
