@@ -12,13 +12,18 @@ use crate::cli::CheckConfigArguments;
 pub(crate) fn check(arguments: &CheckConfigArguments) -> anyhow::Result<()> {
     let mut config = ServeConfig::from_file(&arguments.config)?;
     config.override_store_url(arguments.store.as_deref());
-    tollgate_gateway::check_files(&config)?;
+    let file_warnings = tollgate_gateway::check_files(&config)?;
     let mut report = String::new();
     for line in config.summary() {
         report.push_str(&line);
         report.push('\n');
     }
-    for warning in config.start_warnings() {
+    if let Some(known) = tollgate_gateway::config::load_known_keys(&config.keys)? {
+        let (line, _) = tollgate_gateway::config::known_keys_report(&known, config.keys.unknown);
+        report.push_str(&line);
+        report.push('\n');
+    }
+    for warning in config.start_warnings().into_iter().chain(file_warnings) {
         report.push_str("warning: ");
         report.push_str(&warning);
         report.push('\n');

@@ -228,3 +228,30 @@ fn check_config_reads_the_certificate_files_as_a_start_would() {
         "{stderr}"
     );
 }
+
+#[test]
+fn check_config_counts_the_known_keys_and_warns_when_none_is_listed_under_refuse() {
+    let run = |name: &str, keys: &str| {
+        let file = scratch_file(&format!("{name}.keys"), keys);
+        let config = scratch_file(
+            &format!("{name}.toml"),
+            &format!(
+                "[keys]\nknown = \"{}\"\nunknown = \"refuse\"\n",
+                file.display()
+            ),
+        );
+        let output = tollgate(&["check-config", config.to_str().unwrap()], b"");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let warning = "warning: the file of known keys lists no key, and keys.unknown = \"refuse\": \
+                   every request with an API key is refused (401)\n";
+    // Comments and blank lines only: no key.
+    let empty = run("known-empty", "# none yet\n\n");
+    assert!(empty.contains("\nknown keys: 0 listed, "), "{empty}");
+    assert!(empty.contains(warning), "{empty}");
+    let two = run("known-two", "sk_live_a\nsk_live_b\n");
+    assert!(two.contains("\nknown keys: 2 listed, "), "{two}");
+    assert!(!two.contains("warning: the file of known keys"), "{two}");
+    assert!(!two.contains("sk_live_a"), "{two}");
+}

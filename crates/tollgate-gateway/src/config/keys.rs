@@ -49,6 +49,24 @@ pub fn load_known_keys(config: &KeysConfig) -> Result<Option<Arc<KnownKeys>>, Se
     read_known_keys(path).map(|keys| Some(Arc::new(keys)))
 }
 
+/// What a list of known keys read holds, for the log and `check-config`:
+/// the line giving its count and memory (bytes), and the warning due when
+/// it lists no key while unknown keys are refused (every request with a key
+/// would then be refused).
+pub fn known_keys_report(known: &KnownKeys, unknown: UnknownKeys) -> (String, Option<String>) {
+    let line = format!(
+        "known keys: {} listed, {} bytes in memory",
+        known.len(),
+        known.memory_bytes()
+    );
+    let warning = (known.is_empty() && unknown == UnknownKeys::Refuse).then(|| {
+        "the file of known keys lists no key, and keys.unknown = \"refuse\": every request \
+         with an API key is refused (401)"
+            .to_owned()
+    });
+    (line, warning)
+}
+
 fn read_known_keys(path: &Path) -> Result<KnownKeys, ServeConfigError> {
     let in_file = |reason| ServeConfigError::File {
         path: format!("keys.known {}", path.display()),

@@ -45,7 +45,7 @@ pub use admin::AdminConfig;
 pub use client_ip::{ClientIpConfig, ForwardingHeader};
 pub use error::ServeConfigError;
 pub use forward_auth::ForwardAuthConfig;
-pub use keys::{KNOWN_KEYS_MAX_BYTES, KeysConfig, load_known_keys};
+pub use keys::{KNOWN_KEYS_MAX_BYTES, KeysConfig, known_keys_report, load_known_keys};
 pub use refusal::RefusalConfig;
 pub use routes::{InFlightKey, MAX_UPSTREAMS, Preflight, RouteConfig, RouteKey};
 pub(crate) use start_only::{InForce, kept_until_restart, removed_tiers};

@@ -31,10 +31,11 @@ impl ServeConfig {
                 None => "limits in memory, in this process".to_owned(),
                 Some(server) => format!(
                     "limits in Redis at {server} under the prefix {}, calls time out after {}, \
-                     then {}",
+                     then {}; in-flight slots leased for {}",
                     self.store.prefix,
                     humantime::format_duration(self.store.timeout),
-                    self.store.failure.label()
+                    self.store.failure.label(),
+                    humantime::format_duration(self.store.lease_ttl)
                 ),
             },
             format!(
@@ -121,6 +122,15 @@ impl ServeConfig {
             }
             if route.cost != 1 {
                 let _ = write!(line, " (each request costs {} units)", route.cost);
+            }
+            if let Some(delay) = route.waiting() {
+                let _ = write!(
+                    line,
+                    " (a request over its limits waits up to {} for its turn, at most {} \
+                     per key at once)",
+                    humantime::format_duration(delay.max_wait),
+                    delay.max_waiting
+                );
             }
             lines.push(line);
         }
@@ -248,6 +258,7 @@ mod tests {
              [host]\nip = { rpm = 30 }\n\
              [[routes]]\nname = \"orders\"\nprefix = \"/orders\"\nupstream = \"http://127.0.0.1:7000\"\n\
              rpm = 60\nburst = 5\nkey = \"tenant\"\npreflight = \"pass\"\nrefused_status = 403\n\
+             delay = \"2s\"\nmax_waiting = 10\n\
              [[routes]]\nname = \"chat\"\nprefix = \"/chat\"\n\
              upstreams = [\"http://10.0.0.1:7000\", \"http://10.0.0.2:7000\"]\n\
              [upstream]\nbackoff = \"5s\"\n\
@@ -260,13 +271,14 @@ mod tests {
             [
                 "listen 127.0.0.1:9000 (admin API on 127.0.0.1:9001), worker threads: 2",
                 "limits in Redis at redis://127.0.0.1:6379 under the prefix tollgate, calls time out \
-                 after 50ms, then fail_open",
+                 after 50ms, then fail_open; in-flight slots leased for 30s",
                 "default policy: fixed_window 5 per 60 s",
                 "tier pro: token_bucket 60 per 60 s, burst 5",
                 "exempt keys: 1; tenants: 1, with 2 keys",
                 "routes without a budget of their own: 30 a minute, burst 30 per client IP",
                 "route orders: /orders -> http://127.0.0.1:7000/ (CORS preflights pass) \
-                 (refusals answered 403), 60 a minute, burst 5 per tenant",
+                 (refusals answered 403), 60 a minute, burst 5 per tenant (a request over its \
+                 limits waits up to 2s for its turn, at most 10 per key at once)",
                 "route chat: /chat -> http://10.0.0.1:7000/, http://10.0.0.2:7000/ (in turn; \
                  a server that refuses a connection is skipped for 5s)",
                 "refusals answered 503, 429 for tier pro",

@@ -72,7 +72,12 @@ impl App {
     /// the list in force, and is logged.
     pub(crate) fn apply(&self, config: &ServeConfig) -> Result<(), ServeConfigError> {
         let known_keys = match load_known_keys(&config.keys) {
-            Ok(known_keys) => known_keys,
+            Ok(known_keys) => {
+                if let Some(known) = &known_keys {
+                    super::start::log_known_keys(known, config.keys.unknown);
+                }
+                known_keys
+            }
             Err(error) => {
                 let Some(kept) = self.reloadable.load().known_keys.clone() else {
                     // No list to keep: going on would take every key.

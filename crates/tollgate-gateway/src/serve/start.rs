@@ -179,11 +179,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     };
     let known_keys = crate::config::load_known_keys(&config.keys)?;
     if let Some(known) = &known_keys {
-        tracing::info!(
-            keys = known.len(),
-            bytes = known.memory_bytes(),
-            "known keys read"
-        );
+        log_known_keys(known, config.keys.unknown);
     }
     let reloadable = Reloadable::build(&config, store.as_ref(), known_keys)?;
     let listener_tls = config.tls.as_ref().map(ListenerTls::new).transpose()?;
@@ -270,6 +266,19 @@ async fn bind_admin(address: SocketAddr) -> Result<(TcpListener, SocketAddr), St
 
 /// The warnings a configuration owes at start: settings that work but
 /// probably not as meant, and a missing or well-known admin token.
+/// Logs what the list of known keys read holds, and warns when it lists no
+/// key while unknown keys are refused.
+pub(crate) fn log_known_keys(
+    known: &tollgate_core::KnownKeys,
+    unknown: tollgate_core::UnknownKeys,
+) {
+    let (line, warning) = crate::config::known_keys_report(known, unknown);
+    tracing::info!("{line}");
+    if let Some(warning) = warning {
+        tracing::warn!("{warning}");
+    }
+}
+
 fn log_start_warnings(started: &InForce, in_memory_store: bool) {
     for warning in started.config.warnings(in_memory_store) {
         tracing::warn!("{warning}");
