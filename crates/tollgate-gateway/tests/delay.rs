@@ -76,6 +76,29 @@ fn bad_delays_are_refused_at_load() {
         ),
         "{everywhere}"
     );
+    let refused_whole = |toml: &str| ServeConfig::from_toml_str(toml).unwrap_err().to_string();
+    let route = "[[routes]]\nname = \"r\"\nprefix = \"/r\"\nupstream = \"http://h:1\"\n\
+                 rpm = 60\ndelay = \"61s\"\n";
+    let trial = refused_whole(&format!(
+        "[limits.tiers.trial]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow_s = 60\n\
+         [refusal]\nshadow_tiers = [\"trial\"]\n{route}"
+    ));
+    assert!(
+        trial.ends_with(
+            "routes.r.delay makes requests wait for their limits, and refusal.shadow_tiers \
+             only observes them: remove one"
+        ),
+        "{trial}"
+    );
+    // A waiting request's state outlives its wait.
+    let idle = refused_whole(&format!("[limits]\nidle_eviction_s = 60\n{route}"));
+    assert!(
+        idle.ends_with(
+            "routes.r.delay (1m 1s) must be at most limits.idle_eviction_s (60 s): a key \
+             idle that long loses the turns its requests wait for"
+        ),
+        "{idle}"
+    );
     for (settings, expected) in [("delay = \"-1s\"", "-1s"), ("delay = \"soon\"", "soon")] {
         let error = refused(settings);
         assert!(error.contains("delay"), "{settings}: {error}");

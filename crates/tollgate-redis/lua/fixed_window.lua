@@ -143,9 +143,14 @@ local function fixed_window_give_back(key, state, version, window, now, units)
     return state
   end
   count = count - units
-  if count <= 0 then
+  if count < 0 then
+    count = 0
+  end
+  if count == 0 and not (ahead == 1 and floor_div(now, window) < index) then
     redis.call('DEL', key)
     return false
   end
+  -- A window reserved into ahead of now keeps its place at 0, as the
+  -- engine's FixedWindow::give_back keeps it.
   return store(key, state_text(version, index, count, ahead), (index + 1) * window - now)
 end

@@ -107,6 +107,10 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
       index = index + 1
     end
   end
+  if counted == 0 then
+    -- Nothing held: no turn reserved either, as the engine's expire leaves it.
+    reserved_until = 0
+  end
   local allowed = math.min(units, limit - counted)
   if allowed > 0 then
     if write then
@@ -133,10 +137,6 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
   local reset_after = 0
   if counted > 0 then
     reset_after = newest + window - now
-  end
-  if counted == 0 then
-    -- Nothing held: a fresh state, as the engine's expire leaves it.
-    reserved_until = 0
   end
   if write then
     local ttl = reset_after + now - real_now
@@ -233,7 +233,9 @@ end
 -- none).
 local function sliding_log_give_back(key, log, state, version, window, now, units)
   local counted, _, reserved_until = read_state(state, version)
-  if not counted then
+  if not counted or now < reserved_until then
+    -- Nothing, or turns reserved ahead of now, the newest units, which
+    -- waiting requests hold (the engine's SlidingLog::give_back).
     return state
   end
   while units > 0 and counted > 0 do

@@ -150,12 +150,14 @@ impl FixedWindow {
     /// [`FixedWindow::decide`] counts an older `now` there), so the count goes
     /// down by `units`, never below 0 (a count of refused units too). A count
     /// brought to 0 leaves the state fresh, as if never charged (the Redis
-    /// store then drops the key). A state of an earlier window counts nothing
+    /// store then drops the key), except a window reserved into ahead of
+    /// `now`, which keeps its place at 0 as [`FixedWindow::refund`] keeps it. A state of an earlier window counts nothing
     /// at `now` and is left as it is: no time moves.
     pub(crate) fn give_back(&mut self, rule: &Rule, now: u64, units: u64) {
         if now / rule.per_window <= self.window_index {
             self.count = self.count.saturating_sub(units);
-            if self.count == 0 {
+            let ahead = self.reserved_ahead && now / rule.per_window < self.window_index;
+            if self.count == 0 && !ahead {
                 *self = FixedWindow::default();
             }
         }
@@ -313,6 +315,13 @@ mod tests {
         // Once it begins, it decides as usual.
         assert_eq!(step(&mut state, &rule, 60, 1), [0, 1, 0, 60, 60, 3]);
         assert_eq!(step(&mut state, &rule, 125, 1), [1, 0, 2, 0, 55, 1]);
+        // Everything given back while a window is reserved ahead: it keeps
+        // its place at 0, and requests before it still queue behind.
+        let mut ahead = FixedWindow::default();
+        step(&mut ahead, &rule, 10, 3);
+        ahead.reserve(&rule, 20, 60, 3);
+        assert_eq!(give_back(&mut ahead, &rule, 30, 3), [0, 0, 0, 0, 30, 0]);
+        assert_eq!(step(&mut ahead, &rule, 40, 1), [0, 1, 0, 20, 20, 0]);
         // A window ahead that no reservation charged (a time that came late)
         // counts an older time in it.
         assert_eq!(step(&mut state, &rule, 100, 1), [1, 0, 1, 0, 80, 2]);

@@ -186,7 +186,9 @@ impl SlidingLog {
         units
     }
 
-    /// Gives back up to `units` of the newest units still counted at `now`:
+    /// Gives back up to `units` of the newest units still counted at `now`
+    /// (nothing while turns are reserved ahead of `now`: those are the
+    /// newest units, and waiting requests hold them):
     /// runs are emptied from the newest back, and a run emptied goes. When no
     /// unit counts at `now` afterwards, the log is cleared, as if never
     /// charged (the Redis store then drops the key); otherwise expired runs
@@ -194,6 +196,10 @@ impl SlidingLog {
     /// than the newest run needs no clamp, unlike in `decide`: every run kept
     /// counts at the newest run's time.)
     pub(crate) fn give_back(&mut self, rule: &Rule, now: u64, mut units: u64) {
+        if now < self.reserved_until {
+            // Its newest units are turns waiting requests hold.
+            return;
+        }
         let now = u128::from(now);
         let counts_at_now = |run: &Run| u128::from(run.at) + u128::from(rule.window) > now;
         while units > 0 {
@@ -370,6 +376,10 @@ mod tests {
         assert_eq!(step(&mut log, &rule, 6, 1), [0, 1, 0, 4, 14]);
         assert_eq!(log.peek(&rule, 6), log.clone().decide(&rule, 6, 0));
         assert_eq!(step(&mut log, &rule, 6, 0), [0, 0, 0, 0, 14]);
+        // A refund before the reserved turn gives nothing: the newest unit
+        // is the waiting request's.
+        let (look, runs) = give_back(&mut log, &rule, 7, 1);
+        assert_eq!((look, runs), ([0, 0, 0, 0, 13], vec![(0, 2), (10, 1)]));
         // At 10 the run of 0 stops counting and the reserved unit counts: 1
         // of 2 left.
         assert_eq!(step(&mut log, &rule, 10, 1), [1, 0, 0, 0, 10]);

@@ -192,9 +192,10 @@ impl Shard {
     /// Charges `units` of `target` at `at` (no earlier than `now`): a
     /// reservation. Idle keys are dropped as of `now`, and the key is marked
     /// used at `now` (at `at` it would move the shard's latest time ahead of
-    /// its clock, delaying every key's eviction): a delay is at most an
-    /// hour, no longer than the default idle time, so the reservation is
-    /// served before its key can go idle.
+    /// its clock, delaying every key's eviction): a caller waits no longer
+    /// than the idle time (the gateway refuses a `delay` longer than
+    /// `idle_eviction_s` at load), so the reservation is served before its
+    /// key can go idle.
     pub(crate) fn reserve_to(
         &mut self,
         target: &Target<'_>,

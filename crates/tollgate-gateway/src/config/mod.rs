@@ -282,16 +282,34 @@ impl ServeConfig {
                 refusal::check_status(&format!("routes.{}.refused_status", route.name()), status)?;
             }
         }
-        if self.refusal.shadow
-            && let Some(route) = self.routes.iter().find(|route| !route.delay.is_zero())
-        {
-            return Err(ServeConfigError::Invalid(format!(
-                "routes.{}.delay makes requests wait for their limits, and refusal.shadow only \
-                 observes them: remove one",
-                route.name()
-            )));
-        }
         routes::validate(&self.routes)?;
+        if let Some(route) = self.routes.iter().find(|route| !route.delay.is_zero()) {
+            let shadow = if self.refusal.shadow {
+                Some("refusal.shadow")
+            } else if !self.refusal.shadow_tiers.is_empty() {
+                Some("refusal.shadow_tiers")
+            } else {
+                None
+            };
+            if let Some(shadow) = shadow {
+                return Err(ServeConfigError::Invalid(format!(
+                    "routes.{}.delay makes requests wait for their limits, and {shadow} only \
+                     observes them: remove one",
+                    route.name()
+                )));
+            }
+            // A waiting request's state must outlive its wait: a key idle
+            // that long starts over, and its queue with it.
+            if route.delay > std::time::Duration::from_secs(self.limits.idle_eviction_s) {
+                return Err(ServeConfigError::Invalid(format!(
+                    "routes.{}.delay ({}) must be at most limits.idle_eviction_s ({} s): \
+                     a key idle that long loses the turns its requests wait for",
+                    route.name(),
+                    humantime::format_duration(route.delay),
+                    self.limits.idle_eviction_s
+                )));
+            }
+        }
         self.keys.validate()?;
         if self.limits.tiers.contains_key(tollgate_core::KEYLESS) {
             return Err(ServeConfigError::Invalid(format!(

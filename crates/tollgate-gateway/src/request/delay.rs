@@ -215,9 +215,11 @@ pub(crate) struct Booked {
 /// `reserved`'s limits (its `counted_at` not yet known) decided on `store`,
 /// the request waiting up to `max_wait` for its turn
 /// ([`Store::reserve_units`]), holding `place` while it waits. The store
-/// call runs in a task of its own, so that a turn booked for a request
-/// gone before the store answered (its client left, the gateway stopped)
-/// is given back by that task.
+/// call runs in a task of its own, which holds the place and builds the
+/// [`Waiting`] of a turn booked ahead: a request gone before the store
+/// answered (its client left, the gateway stopped), or before it took the
+/// answer, drops that [`Waiting`], which gives the turn back, then leaves
+/// the place.
 ///
 /// # Errors
 ///
@@ -230,36 +232,30 @@ pub(crate) async fn reserve(
     place: Option<Place>,
 ) -> Result<Booked, tollgate_core::StoreError> {
     let (sender, receiver) = tokio::sync::oneshot::channel();
-    let task_store = Arc::clone(store);
-    let mut task_reserved = reserved.clone();
+    let store = Arc::clone(store);
     tokio::spawn(async move {
         let reservation = {
-            let limits = task_reserved.limits();
-            task_store.reserve_units(&limits, max_wait).await
+            let limits = reserved.limits();
+            store.reserve_units(&limits, max_wait).await
         };
-        if let Err(Ok(reservation)) = sender.send(reservation)
-            && !reservation.wait.is_zero()
-        {
-            // Nobody waits for this answer: its turn goes back.
-            task_reserved.counted_at = reservation.counted_at;
-            give_back(task_store.as_ref(), &task_reserved).await;
-        }
+        let booked = reservation.map(|reservation| {
+            let turn = (!reservation.wait.is_zero()).then(|| {
+                let reserved = Reserved {
+                    counted_at: reservation.counted_at,
+                    ..reserved
+                };
+                (reservation.wait, Waiting::new(store, reserved, place))
+            });
+            Booked {
+                decisions: reservation.decisions,
+                turn,
+            }
+        });
+        // Unsent (nobody waits for it), or never taken: dropped, its
+        // Waiting gives the turn back.
+        let _ = sender.send(booked);
     });
-    let reservation = receiver.await.map_err(|_| {
+    receiver.await.map_err(|_| {
         tollgate_core::StoreError::Unavailable("the reservation ended unanswered".into())
-    })??;
-    let turn = (!reservation.wait.is_zero()).then(|| {
-        let reserved = Reserved {
-            counted_at: reservation.counted_at,
-            ..reserved
-        };
-        (
-            reservation.wait,
-            Waiting::new(Arc::clone(store), reserved, place),
-        )
-    });
-    Ok(Booked {
-        decisions: reservation.decisions,
-        turn,
-    })
+    })?
 }
