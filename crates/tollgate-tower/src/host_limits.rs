@@ -97,13 +97,25 @@ impl Shared {
     /// long as `budget`'s bucket takes to fill, so forgetting an idle key
     /// changes no decision.
     fn cover(&self, budget: Budget) {
+        self.cover_seconds(budget.seconds_to_fill());
+    }
+
+    /// Makes the builder's in-memory store keep a key's state at least as
+    /// long as `budget`'s bucket takes to fill after a wait of `delay`: a
+    /// request waiting for its turn marks its key used when it arrives, and
+    /// its turn counts from when it is served.
+    pub(crate) fn cover_delay(&self, budget: Budget, delay: std::time::Duration) {
+        let delay_s = delay.as_secs() + u64::from(delay.subsec_nanos() > 0);
+        self.cover_seconds(budget.seconds_to_fill().saturating_add(delay_s));
+    }
+
+    fn cover_seconds(&self, needed: u64) {
         let Some((store, config)) = &self.memory else {
             return;
         };
         let mut config = config
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let needed = budget.seconds_to_fill();
         if needed > config.idle_eviction_s {
             config.idle_eviction_s = needed;
             // Only the idle eviction changes, to a valid value: this cannot fail.
@@ -179,6 +191,7 @@ impl HostLimits {
             own: None,
             selector: Default::default(),
             cost: 1,
+            max_wait: std::time::Duration::ZERO,
         })
     }
 }

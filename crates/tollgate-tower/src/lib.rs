@@ -34,7 +34,9 @@ pub use metrics::{
     record_shadow_denial, record_store_failure,
 };
 pub use problem::{PROBLEM_JSON, Problem};
-pub use route_limit::{CostError, ResponseFuture, RouteLimit, RouteLimitLayer};
+pub use route_limit::{
+    CostError, DelayError, MAX_DELAY, ResponseFuture, RouteLimit, RouteLimitLayer,
+};
 pub use tollgate_core::FailurePolicy;
 pub use tollgate_core::{KnownKeys, MAX_COST, MemorySlots, SlotStore, UnknownKeys};
 pub use tollgate_core::{RouteKeyKind, Store};

@@ -9,7 +9,7 @@ use http::Response;
 use http_body_util::Full;
 use tollgate_core::{LimitDecision, LimitUnits, StoreError, StoreFuture};
 
-use super::route::PendingLimit;
+use super::route::{PendingLimit, Route};
 use crate::header_fields::{RateLimitField, RateLimitHeaders};
 use crate::metrics::{record_denial, record_store_failure};
 use crate::problem::Problem;
@@ -57,7 +57,10 @@ pub(crate) async fn decide(first: PendingLimit, more: Vec<PendingLimit>) -> Outc
     outcome(&first, &more, result.as_deref())
 }
 
-fn all_limits<'a>(first: &'a PendingLimit, more: &'a [PendingLimit]) -> Vec<LimitUnits<'a>> {
+pub(super) fn all_limits<'a>(
+    first: &'a PendingLimit,
+    more: &'a [PendingLimit],
+) -> Vec<LimitUnits<'a>> {
     std::iter::once(first)
         .chain(more)
         .map(PendingLimit::limit)
@@ -79,14 +82,14 @@ fn answer_now(
     }
 }
 
-fn outcome(
+pub(super) fn outcome(
     first: &PendingLimit,
     more: &[PendingLimit],
     result: Result<&[LimitDecision], &StoreError>,
 ) -> Outcome {
     let decisions = match result {
         Ok(decisions) if decisions.len() == 1 + more.len() => decisions,
-        _ => return store_failed(first),
+        _ => return store_failed(&first.route),
     };
     let limits = || std::iter::once(first).chain(more);
     let headers = match decisions {
@@ -135,11 +138,11 @@ fn outcome(
     Outcome::Refused(Box::new(response))
 }
 
-/// The store could not decide: counted, then the deciding layer's failure
-/// policy.
-fn store_failed(first: &PendingLimit) -> Outcome {
-    let failure = first.route.shared.failure;
-    record_store_failure(&first.route.name, failure.label());
+/// The store could not decide: counted, then the failure policy of
+/// `route` (the deciding layer's).
+pub(super) fn store_failed(route: &Route) -> Outcome {
+    let failure = route.shared.failure;
+    record_store_failure(&route.name, failure.label());
     match failure {
         FailurePolicy::FailOpen => Outcome::Allowed(None),
         FailurePolicy::FailClosed => Outcome::Refused(Box::new(Problem::unavailable())),

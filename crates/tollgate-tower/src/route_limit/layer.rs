@@ -1,6 +1,7 @@
 //! [`RouteLimitLayer`]: the layer a route is wrapped in.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tollgate_core::{MAX_COST, PolicyError};
 use tower_layer::Layer;
@@ -22,6 +23,17 @@ pub struct CostError {
     /// The burst it is more than, if that was the fault.
     pub burst: Option<u64>,
 }
+
+/// A delay a route cannot have: more than [`MAX_DELAY`] (one hour).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a delay must be at most 1h, how long a request may wait for its turn; got {delay:?}")]
+pub struct DelayError {
+    /// The delay asked for.
+    pub delay: Duration,
+}
+
+/// The longest [`RouteLimitLayer::delay`]: one hour, as a gateway route's.
+pub const MAX_DELAY: Duration = Duration::from_secs(3600);
 
 /// The rate limit of one route, as a tower [`Layer`] making [`RouteLimit`]
 /// services; made by [`HostLimits::route`](crate::HostLimits::route).
@@ -50,6 +62,7 @@ impl RouteLimitLayer {
         // The route's own budget overrides the host's.
         self.route.host_tenant = None;
         self.route.host_ip = None;
+        self.cover_delay();
         Ok(self)
     }
 
@@ -84,6 +97,45 @@ impl RouteLimitLayer {
         }
         self.route.cost = units;
         Ok(self)
+    }
+
+    /// How long a request its budgets would refuse may wait for its turn
+    /// instead (nginx's `limit_req ... burst=N delay=M`, a gateway route's
+    /// `delay`): default zero, refused at once. Who waits and how long is
+    /// core's rule ([`Store::reserve_units`](tollgate_core::Store::reserve_units)):
+    /// a request whose turn is within `delay` is charged at its turn, waits
+    /// on a tokio timer, then is called; one whose turn is further is
+    /// refused at once with `Retry-After` its wait less the delay. A client
+    /// gone while it waits gives its turn back. Stacked layers wait only
+    /// when every one of them has a delay, up to the shortest. (The
+    /// gateway's `max_waiting`, a bound on the requests of one key waiting
+    /// at once, is not a setting of the layer.) Needs a tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`DelayError`] for more than [`MAX_DELAY`].
+    pub fn delay(mut self, delay: Duration) -> Result<Self, DelayError> {
+        if delay > MAX_DELAY {
+            return Err(DelayError { delay });
+        }
+        self.route.max_wait = delay;
+        self.cover_delay();
+        Ok(self)
+    }
+
+    /// Keeps the route's budgets' state in the builder's in-memory store
+    /// through a wait of the route's delay and the refill after it.
+    fn cover_delay(&self) {
+        let route = &self.route;
+        if route.max_wait.is_zero() {
+            return;
+        }
+        for budget in [&route.own, &route.host_tenant, &route.host_ip]
+            .into_iter()
+            .flatten()
+        {
+            route.shared.cover_delay(budget.budget(), route.max_wait);
+        }
     }
 
     /// What the route's own budget is keyed by (default:

@@ -1,7 +1,8 @@
 //! The route rate-limit middleware: [`RouteLimitLayer`] (the layer),
 //! [`RouteLimit`] (the service), [`ResponseFuture`]; a request's budget and
 //! key in `route.rs`, the limits of stacked layers gathered in `pending.rs`,
-//! the store's answer turned into a response in `decide.rs`.
+//! the store's answer turned into a response in `decide.rs`, a request
+//! waiting for its turn (a route's delay) in `turn.rs`.
 
 mod decide;
 mod future;
@@ -9,8 +10,9 @@ mod layer;
 mod pending;
 mod route;
 mod service;
+mod turn;
 
 pub use future::ResponseFuture;
-pub use layer::{CostError, RouteLimitLayer};
+pub use layer::{CostError, DelayError, MAX_DELAY, RouteLimitLayer};
 pub(crate) use route::{PreparedBudget, Route};
 pub use service::RouteLimit;

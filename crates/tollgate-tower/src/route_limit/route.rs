@@ -45,6 +45,11 @@ impl PreparedBudget {
         }
     }
 
+    /// The budget it was prepared from.
+    pub(crate) fn budget(&self) -> Budget {
+        self.budget
+    }
+
     /// The quota and window (seconds) advertised in `RateLimit-Policy`.
     pub(crate) fn quota(&self) -> (u64, u64) {
         advertised_quota(&self.budget.policy())
@@ -67,6 +72,10 @@ pub(crate) struct Route {
     /// The units each request uses of every budget it is held to (1 to
     /// 2^32).
     pub(crate) cost: u64,
+    /// How long a request its budgets would refuse may wait for its turn
+    /// instead (see [`RouteLimitLayer::delay`](super::RouteLimitLayer::delay));
+    /// zero: refused at once.
+    pub(crate) max_wait: std::time::Duration,
 }
 
 /// Which of a route's budgets.

@@ -87,7 +87,23 @@ where
         if gathered.refused {
             return ResponseFuture::pass(future);
         }
-        if shared.immediate {
+        // A request waits for its turn only when every layer it is held to
+        // lets it, up to the shortest delay.
+        let max_wait = std::iter::once(&gathered.first)
+            .chain(&gathered.more)
+            .map(|limit| limit.route.max_wait)
+            .min()
+            .unwrap_or_default();
+        if !max_wait.is_zero() {
+            ResponseFuture::deciding(
+                future,
+                Box::pin(super::turn::reserve(
+                    gathered.first,
+                    gathered.more,
+                    max_wait,
+                )),
+            )
+        } else if shared.immediate {
             ResponseFuture::decided(future, decide::decide_now(&gathered.first, &gathered.more))
         } else {
             ResponseFuture::deciding(
