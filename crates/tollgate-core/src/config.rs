@@ -410,18 +410,15 @@ fn describe(text: &str, error: &toml::de::Error, setting: Option<&str>) -> Strin
     }
 }
 
-/// `message` with serde's integer type names (`expected u64`) replaced by the
-/// range they allow, and a hint that numbers are written unquoted.
+/// `message` with serde's integer type names (`expected u64`) replaced by
+/// words: a whole number, with the range of the small types (a setting's
+/// own range, 1 to 2^32 say, is checked and told after it is read; 0 to
+/// 2^64-1 would only mislead), and a hint that numbers are written
+/// unquoted.
 fn with_ranges(message: &str) -> String {
     let ranges = [
-        (
-            "expected u64",
-            "expected a whole number from 0 to 18446744073709551615",
-        ),
-        (
-            "expected usize",
-            "expected a whole number from 0 to 18446744073709551615",
-        ),
+        ("expected u64", "expected a whole number"),
+        ("expected usize", "expected a whole number"),
         (
             "expected u32",
             "expected a whole number from 0 to 4294967295",
