@@ -12,18 +12,25 @@ use crate::cli::CheckConfigArguments;
 pub(crate) fn check(arguments: &CheckConfigArguments) -> anyhow::Result<()> {
     let mut config = ServeConfig::from_file(&arguments.config)?;
     config.override_store_url(arguments.store.as_deref());
-    let file_warnings = tollgate_gateway::check_files(&config)?;
+    let known_keys = tollgate_gateway::check_files(&config)?;
+    let (known_keys_line, known_keys_warning) = match &known_keys {
+        Some(known) => {
+            let (line, warning) =
+                tollgate_gateway::config::known_keys_report(known, config.keys.unknown);
+            (Some(line), warning)
+        }
+        None => (None, None),
+    };
     let mut report = String::new();
-    for line in config.summary() {
+    for line in config.summary().into_iter().chain(known_keys_line) {
         report.push_str(&line);
         report.push('\n');
     }
-    if let Some(known) = tollgate_gateway::config::load_known_keys(&config.keys)? {
-        let (line, _) = tollgate_gateway::config::known_keys_report(&known, config.keys.unknown);
-        report.push_str(&line);
-        report.push('\n');
-    }
-    for warning in config.start_warnings().into_iter().chain(file_warnings) {
+    for warning in config
+        .start_warnings()
+        .into_iter()
+        .chain(known_keys_warning)
+    {
         report.push_str("warning: ");
         report.push_str(&warning);
         report.push('\n');

@@ -27,24 +27,21 @@ pub use serve::start::{Running, ServeOptions, run, start};
 /// listener's certificate and key (`[tls]`, the key checked against the
 /// certificate) and the roots of `https://` upstreams (`[upstream_tls]`), for
 /// `tollgate check-config`; and the file of known keys (`[keys] known`).
-/// Returns the warnings the files call for (a list of known keys that
-/// lists none while unknown keys are refused).
+/// Returns the list of known keys read, for its report
+/// ([`config::known_keys_report`]).
 ///
 /// # Errors
 ///
 /// [`ServeConfigError::Invalid`] naming the setting and the file, as a start
 /// would refuse it.
-pub fn check_files(config: &ServeConfig) -> Result<Vec<String>, ServeConfigError> {
+pub fn check_files(
+    config: &ServeConfig,
+) -> Result<Option<std::sync::Arc<tollgate_core::KnownKeys>>, ServeConfigError> {
     if let Some(tls) = &config.tls {
         serve::tls::ListenerTls::new(tls)?;
     }
     proxy::upstream_tls::client_config(&config.routes, &config.upstream_tls)?;
-    let mut warnings = Vec::new();
-    if let Some(known) = config::load_known_keys(&config.keys)? {
-        let (_, warning) = config::known_keys_report(&known, config.keys.unknown);
-        warnings.extend(warning);
-    }
-    Ok(warnings)
+    config::load_known_keys(&config.keys)
 }
 
 /// The README's Rust examples, compiled and run as doctests.

@@ -8,10 +8,8 @@
 
 mod delay_scenarios;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 use tollgate_test_support::gateway::Gateway;
 use tollgate_test_support::loopback::Upstream;
 use tollgate_test_support::redis as redis_support;
@@ -27,19 +25,7 @@ async fn scenarios_on(url: &str, name: &str) {
         &upstream, name, &store,
     ))
     .unwrap();
-    // A minimum TTL of an hour: Redis expires keys on its own clock, which
-    // runs while the gateway's manual clock stands still.
-    let gateway = Gateway::start_with_store(config, None, 0, |clock, config| {
-        let mut redis = RedisConfig::new(url);
-        redis.prefix.clone_from(&prefix);
-        redis.timeout = std::time::Duration::from_secs(2);
-        redis.time = TimeSource::Clock(Arc::new(clock.clone()));
-        redis.minimum_ttl = std::time::Duration::from_secs(3600);
-        Some(Arc::new(
-            RedisStore::connect(redis, &config.limits).unwrap(),
-        ))
-    })
-    .await;
+    let gateway = Gateway::start_on_redis(config, 0, url, &prefix).await;
     delay_scenarios::twelve_requests_queue_at_the_rate(&gateway, &upstream).await;
     delay_scenarios::a_client_gone_while_it_waits_gives_its_turn_back(&gateway, &upstream).await;
     delay_scenarios::at_most_max_waiting_requests_wait(&gateway, &upstream).await;

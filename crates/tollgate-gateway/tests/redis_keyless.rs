@@ -7,9 +7,6 @@
 
 mod keyless_scenarios;
 
-use std::sync::Arc;
-
-use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 use tollgate_test_support::gateway::Gateway;
 use tollgate_test_support::loopback::Upstream;
 use tollgate_test_support::redis as redis_support;
@@ -25,19 +22,7 @@ async fn scenarios_on(url: &str, name: &str) {
         &upstream, name, &store,
     ))
     .unwrap();
-    // A minimum TTL of an hour: Redis expires keys on its own clock, which
-    // runs while the gateway's manual clock stands still.
-    let gateway = Gateway::start_with_store(config, None, 0, |clock, config| {
-        let mut redis = RedisConfig::new(url);
-        redis.prefix.clone_from(&prefix);
-        redis.timeout = std::time::Duration::from_secs(2);
-        redis.time = TimeSource::Clock(Arc::new(clock.clone()));
-        redis.minimum_ttl = std::time::Duration::from_secs(3600);
-        Some(Arc::new(
-            RedisStore::connect(redis, &config.limits).unwrap(),
-        ))
-    })
-    .await;
+    let gateway = Gateway::start_on_redis(config, 0, url, &prefix).await;
     keyless_scenarios::a_route_without_keys_is_limited_per_client_ip(&gateway, &upstream, name)
         .await;
     keyless_scenarios::an_optional_key_adds_the_plan(&gateway, &upstream, name).await;

@@ -7,9 +7,6 @@
 
 mod plan_scenarios;
 
-use std::sync::Arc;
-
-use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 use tollgate_test_support::gateway::Gateway;
 use tollgate_test_support::loopback::Upstream;
 use tollgate_test_support::redis as redis_support;
@@ -31,17 +28,7 @@ async fn on_redis_the_binding_policy_speaks_for_a_plan_of_two() {
     // Redis expires keys on its own clock, and the "second" policy's 1 s
     // window would otherwise give its key a 1 s TTL, which a slow run
     // outlives while the gateway's manual clock stands still.
-    let gateway = Gateway::start_with_store(config, None, 120, |clock, config| {
-        let mut redis = RedisConfig::new(url.as_str());
-        redis.prefix.clone_from(&prefix);
-        redis.timeout = std::time::Duration::from_secs(2);
-        redis.time = TimeSource::Clock(Arc::new(clock.clone()));
-        redis.minimum_ttl = std::time::Duration::from_secs(3600);
-        Some(Arc::new(
-            RedisStore::connect(redis, &config.limits).unwrap(),
-        ))
-    })
-    .await;
+    let gateway = Gateway::start_on_redis(config, 120, &url, &prefix).await;
     plan_scenarios::the_binding_policy_speaks(&gateway, &upstream, "sk_plan").await;
     // Every state key lives about the minimum TTL, an hour (TTLs in ms; the
     // 1 s window's own would be at most 1,000): none expires under the test.

@@ -86,6 +86,31 @@ impl Gateway {
         }
     }
 
+    /// [`Gateway::start_with_store`] on the Redis (or cluster) at `url`,
+    /// under `prefix`: the store on the gateway's manual clock, calls
+    /// timing out after 2 s, and a minimum TTL of an hour, since Redis
+    /// expires keys on its own clock, which runs while the manual clock
+    /// stands still.
+    #[cfg(feature = "redis")]
+    pub async fn start_on_redis(
+        config: ServeConfig,
+        start_s: u64,
+        url: &str,
+        prefix: &str,
+    ) -> Gateway {
+        Gateway::start_with_store(config, None, start_s, |clock, config| {
+            let mut redis = tollgate_redis::RedisConfig::new(url);
+            redis.prefix = prefix.to_owned();
+            redis.timeout = std::time::Duration::from_secs(2);
+            redis.time = tollgate_redis::TimeSource::Clock(Arc::new(clock.clone()));
+            redis.minimum_ttl = std::time::Duration::from_secs(3600);
+            Some(Arc::new(
+                tollgate_redis::RedisStore::connect(redis, &config.limits).unwrap(),
+            ))
+        })
+        .await
+    }
+
     /// The URL of `path` on its proxy listener.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.running.address)

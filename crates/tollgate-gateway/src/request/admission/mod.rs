@@ -161,7 +161,7 @@ pub(crate) async fn admit(
     let decided = match max_wait {
         Some(max_wait) => {
             let reserved = reserved(key, route_limit.as_ref(), cost);
-            let limits = reserved.limits().len();
+            let limits = usize::from(key.is_some()) + usize::from(route_limit.is_some());
             match reserve(stores.store, reserved, max_wait, place).await {
                 Ok(booked) => Decisions::answered(key.is_some(), booked.decisions, limits)
                     .map(|decisions| (decisions, booked.turn)),
