@@ -51,6 +51,8 @@ mod reach;
 mod resolution;
 mod route_budget;
 mod store;
+mod tier_defaults;
+mod toml_text;
 
 pub use caller::{ApiKeyRequirement, Caller, CallerRefusal, KEYLESS, KeyRules, Keyless};
 pub use clock::{Clock, DurationParseError, ManualClock, Stopwatch, SystemClock};
@@ -91,3 +93,4 @@ pub use route_budget::{
     route_store_key_prefix,
 };
 pub use store::{KeyReport, MemoryStore, Store, StoreError, StoreFuture};
+pub use tier_defaults::{MAX_DELAY, MaxWait, TierDefaults};

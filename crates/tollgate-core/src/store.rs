@@ -17,6 +17,7 @@ use crate::plan::PlanPolicies;
 use crate::policy::{Policy, PolicyError};
 use crate::reach::Reach;
 use crate::resolution::Resolution;
+use crate::tier_defaults::MaxWait;
 
 /// The future every [`Store`] call returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -128,8 +129,9 @@ pub trait Store: Send + Sync {
     }
 
     /// One request held to every limit at once, waiting up to `max_wait`
-    /// for its turn rather than refused: see [`Limiter::reserve_units`] for
-    /// the rule. The caller waits [`Reservation::wait`] before serving it,
+    /// for its turn rather than refused (a duration, or its plan's tier
+    /// delay: [`MaxWait`]): see [`Limiter::reserve_units`] and
+    /// [`Limiter::reserve_units_within`] for the rule. The caller waits [`Reservation::wait`] before serving it,
     /// and gives the units back with [`Store::cancel_reservation`] when it
     /// will not serve it after all.
     ///
@@ -139,7 +141,7 @@ pub trait Store: Send + Sync {
     fn reserve_units<'a>(
         &'a self,
         limits: &'a [LimitUnits<'a>],
-        max_wait: std::time::Duration,
+        max_wait: MaxWait,
     ) -> StoreFuture<'a, Reservation> {
         let _ = (limits, max_wait);
         ready(Err(StoreError::Unavailable(
@@ -315,10 +317,19 @@ impl Store for MemoryStore {
     fn reserve_units<'a>(
         &'a self,
         limits: &'a [LimitUnits<'a>],
-        max_wait: std::time::Duration,
+        max_wait: MaxWait,
     ) -> StoreFuture<'a, Reservation> {
-        let max_wait = self.limiter.resolution().ticks_from_duration(max_wait);
-        ready(Ok(self.limiter.reserve_units(limits, self.now(), max_wait)))
+        let max_wait = match max_wait {
+            MaxWait::UpTo(max_wait) => {
+                Some(self.limiter.resolution().ticks_from_duration(max_wait))
+            }
+            MaxWait::TierDelay => None,
+        };
+        ready(Ok(self.limiter.reserve_units_within(
+            limits,
+            self.now(),
+            max_wait,
+        )))
     }
 
     fn cancel_reservation<'a>(

@@ -46,6 +46,7 @@ fn limiter(policy: Policy) -> Limiter {
         idle_eviction_s: IDLE_EVICTION_S,
         max_tracked_keys: 10_000_000,
         policy_lists: Default::default(),
+        tier_defaults: Default::default(),
     };
     Limiter::new(&config, Resolution::Nanoseconds).expect("a valid configuration")
 }

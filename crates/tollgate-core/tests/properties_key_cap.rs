@@ -58,6 +58,7 @@ proptest! {
             exempt_keys: vec![],
             idle_eviction_s: MAX,
             max_tracked_keys: cap,
+            tier_defaults: Default::default(),
         };
         let limiter = Limiter::new(&config, clock.resolution).unwrap();
         let names: Vec<String> = (0..keys).map(|key| format!("key-{key}")).collect();

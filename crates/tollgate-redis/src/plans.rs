@@ -170,6 +170,9 @@ pub(crate) struct Plans {
     pub(crate) default_list: PlanList,
     /// The lists of the tiers written as lists.
     pub(crate) tier_lists: HashMap<Arc<str>, PlanList>,
+    /// Each plan's delay in microseconds (`[limits.tier_defaults.NAME]
+    /// delay`), by plan name (`default` or a tier's); none when absent.
+    pub(crate) waits: HashMap<Arc<str>, u64>,
 }
 
 impl Plans {
@@ -210,7 +213,27 @@ impl Plans {
                 .collect(),
             default_list,
             tier_lists,
+            waits: config
+                .tier_defaults
+                .iter()
+                .filter(|(_, defaults)| !defaults.delay.is_zero())
+                .map(|(plan, defaults)| {
+                    let micros = u64::try_from(defaults.delay.as_micros()).unwrap_or(u64::MAX);
+                    (Arc::from(plan.as_str()), micros)
+                })
+                .collect(),
         })
+    }
+
+    /// The delay, in microseconds, of a key on `tier`, as
+    /// [`Plans::rule_for`] picks its plan (core's `PolicySet::wait_for`).
+    pub(crate) fn wait_for(&self, tier: &str) -> u64 {
+        let plan = if self.tiers.contains_key(tier) {
+            tier
+        } else {
+            DEFAULT_TIER
+        };
+        self.waits.get(plan).copied().unwrap_or(0)
     }
 
     /// The rule of a key on `tier` (`default` or an unknown tier: the default).

@@ -11,17 +11,23 @@
 
 use std::time::Duration;
 
-use tollgate_core::{LimitUnits, Reservation, StoreError};
+use tollgate_core::{LimitUnits, MaxWait, Reservation, StoreError};
 
 use crate::RedisStore;
+use crate::call::ScriptLimit;
+use crate::plans::Plans;
 use crate::protocol::COUNTING_FIXED_WINDOW;
 use crate::refund;
 
 impl RedisStore {
     /// [`Store::reserve_units`](tollgate_core::Store::reserve_units) at
     /// `now`, in microseconds (`None`: the store's time source): the
-    /// decisions of core's `Limiter::reserve_units` on a microsecond
-    /// gateway, waiting up to `max_wait` (whole microseconds). The
+    /// decisions of core's `Limiter::reserve_units_within` on a microsecond
+    /// gateway, waiting up to `max_wait` (whole microseconds), or up to the
+    /// delay of the tier the script finds the plan on
+    /// ([`MaxWait::TierDelay`]: the call names the delay of the tier it
+    /// expects, and is sent again with the found tier's when the tier
+    /// changed, as it is for the tier's rule). The
     /// reservation's `counted_at` is in microseconds on the call's clock.
     ///
     /// # Errors
@@ -31,12 +37,15 @@ impl RedisStore {
     pub async fn reserve_units_at(
         &self,
         limits: &[LimitUnits<'_>],
-        max_wait: Duration,
+        max_wait: impl Into<MaxWait>,
         now: Option<u64>,
     ) -> Result<Reservation, StoreError> {
-        let max_wait = u64::try_from(max_wait.as_micros()).unwrap_or(u64::MAX >> 12);
-        // The scripts' numbers are exact below 2^52.
-        let max_wait = max_wait.min(1 << 52);
+        let max_wait = match max_wait.into() {
+            MaxWait::UpTo(max_wait) => {
+                ScriptWait::UpTo(u64::try_from(max_wait.as_micros()).unwrap_or(u64::MAX))
+            }
+            MaxWait::TierDelay => ScriptWait::TierDelay,
+        };
         let decided = self.decide_units(limits, now, Some(max_wait)).await?;
         Ok(Reservation {
             decisions: decided.decisions,
@@ -86,5 +95,31 @@ impl RedisStore {
             }
         }
         Ok(given)
+    }
+}
+
+/// How long a request sent to the scripts may wait: up to a number of
+/// microseconds, or up to the delay of the tier its plan is sent on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ScriptWait {
+    UpTo(u64),
+    TierDelay,
+}
+
+impl ScriptWait {
+    /// The microseconds `limits` may wait, as sent (the scripts' numbers
+    /// are exact below 2^52): for [`ScriptWait::TierDelay`] the least delay
+    /// of the tiers their plans are sent on, 0 without a plan.
+    pub(crate) fn micros(self, limits: &[ScriptLimit], plans: &Plans) -> u64 {
+        let micros = match self {
+            ScriptWait::UpTo(micros) => micros,
+            ScriptWait::TierDelay => limits
+                .iter()
+                .filter_map(|limit| limit.tier.as_deref())
+                .map(|tier| plans.wait_for(tier))
+                .min()
+                .unwrap_or(0),
+        };
+        micros.min(1 << 52)
     }
 }

@@ -15,6 +15,7 @@ use crate::call::ScriptLimit;
 use crate::keys::Space;
 use crate::plans::Plans;
 use crate::protocol::DEFAULT_TIER;
+use crate::reserve::ScriptWait;
 use crate::store::Owner;
 
 impl RedisStore {
@@ -80,7 +81,7 @@ impl RedisStore {
         &self,
         limits: &[LimitUnits<'_>],
         now: Option<u64>,
-        max_wait: Option<u64>,
+        max_wait: Option<ScriptWait>,
     ) -> Result<Decided, StoreError> {
         let plans = self.context.plans.load_full();
         let (mut decisions, mut sent, mut owners) = self.script_limits(limits, &plans)?;

@@ -8,12 +8,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tollgate_core::{
-    KeyReport, Limit, LimitDecision, LimitUnits, LimiterConfig, PlanPolicies, Policy, PolicyError,
-    PreparedPolicy, Reach, Reservation, Resolution, Stats, Store, StoreError, StoreFuture,
+    KeyReport, Limit, LimitDecision, LimitUnits, LimiterConfig, MaxWait, PlanPolicies, Policy,
+    PolicyError, PreparedPolicy, Reach, Reservation, Resolution, Stats, Store, StoreError,
+    StoreFuture,
 };
 
 use crate::admin;
@@ -28,6 +28,7 @@ use crate::count::TrackedKeys;
 use crate::plans::{Plans, check_exact};
 use crate::policy_sync::sync_default_policy;
 use crate::protocol::REDIS_TIME;
+use crate::reserve::ScriptWait;
 use crate::split;
 
 /// Limits kept in Redis and shared by every gateway process pointed at it.
@@ -229,7 +230,7 @@ impl RedisStore {
         owners: &mut Vec<Owner>,
         plans: &Plans,
         now: Option<u64>,
-        max_wait: Option<u64>,
+        max_wait: Option<ScriptWait>,
     ) -> Result<(Vec<Outcome>, u64), StoreError> {
         let context = &self.context;
         let deadline = context.deadline();
@@ -237,7 +238,8 @@ impl RedisStore {
             let request = Request {
                 limits: limits.to_vec(),
                 write: true,
-                max_wait,
+                // Found again on each try: a tier changed changes its delay.
+                max_wait: max_wait.map(|wait| wait.micros(limits, plans)),
             };
             let spread = limits
                 .windows(2)
@@ -375,7 +377,7 @@ impl Store for RedisStore {
     fn reserve_units<'a>(
         &'a self,
         limits: &'a [LimitUnits<'a>],
-        max_wait: Duration,
+        max_wait: MaxWait,
     ) -> StoreFuture<'a, Reservation> {
         Box::pin(self.reserve_units_at(limits, max_wait, None))
     }

@@ -15,7 +15,11 @@ use std::time::Duration;
 
 use generators::{policies, starts};
 use proptest::prelude::*;
-use tollgate_core::{Limit, LimitUnits, Limiter, LimiterConfig, Policy, Reservation, Resolution};
+use tollgate_core::Store;
+use tollgate_core::{
+    Limit, LimitUnits, Limiter, LimiterConfig, MaxWait, Policy, Reservation, Resolution,
+    TierDefaults,
+};
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 use tollgate_test_support::redis as support;
 
@@ -28,7 +32,20 @@ fn config(plan: Policy, tier: Policy) -> LimiterConfig {
         tiers: [("t1".to_owned(), tier)].into(),
         exempt_keys: vec!["sk_exempt".into()],
         idle_eviction_s: 1 << 40,
+        tier_defaults: [
+            ("default".to_owned(), delay(1_500)),
+            ("t1".to_owned(), delay(3_000)),
+        ]
+        .into(),
         ..LimiterConfig::default()
+    }
+}
+
+/// A plan's defaults with a delay of `milliseconds`.
+fn delay(milliseconds: u64) -> TierDefaults {
+    TierDefaults {
+        delay: Duration::from_millis(milliseconds),
+        max_in_flight: None,
     }
 }
 
@@ -45,12 +62,13 @@ fn runtime() -> tokio::runtime::Runtime {
 #[derive(Clone, Debug)]
 enum Step {
     /// The plan of `key`, then the route and the other limit, the first
-    /// `count` of the three, with `units` each, waiting up to `max_wait` µs.
+    /// `count` of the three, with `units` each, waiting up to `max_wait` µs
+    /// (`None`: the delay of the plan's tier, `MaxWait::TierDelay`).
     Reserve {
         key: usize,
         units: Vec<u64>,
         count: usize,
-        max_wait: u64,
+        max_wait: Option<u64>,
     },
     /// The same limits decided at once (`acquire_units`).
     Decide {
@@ -69,6 +87,7 @@ fn steps() -> impl Strategy<Value = Vec<(u64, Step)>> {
         Just(10_000_000u64),
         Just(1u64 << 40),
     ];
+    let max_wait = prop_oneof![4 => max_wait.prop_map(Some), 1 => Just(None)];
     let step = prop_oneof![
         6 => (0..KEYS.len(), prop::collection::vec(0u64..4, 3), 1usize..=3, max_wait)
             .prop_map(|(key, units, count, max_wait)| Step::Reserve { key, units, count, max_wait }),
@@ -104,6 +123,9 @@ fn same_reservations(
     let store = runtime
         .block_on(async { RedisStore::connect(redis_config, &limits) })
         .unwrap();
+    // sk_b on tier t1 (another delay), sk_a on the default plan.
+    core.assign_tier("sk_b", "t1").unwrap();
+    runtime.block_on(store.assign_tier("sk_b", "t1")).unwrap();
     let mut now = start.min(generators::MAX_NOW / 2);
     // Reservations still waiting: (key, units, count, counted_at).
     let mut waiting: Vec<(usize, Vec<u64>, usize, u64)> = Vec::new();
@@ -140,18 +162,17 @@ fn same_reservations(
             } => {
                 let count = if single { 1 } else { count };
                 let limits = request(key, &units, count);
-                let expected: Reservation = core.reserve_units(&limits, now, max_wait);
+                let expected: Reservation = core.reserve_units_within(&limits, now, max_wait);
+                let wait = max_wait.map_or(MaxWait::TierDelay, |max_wait| {
+                    MaxWait::UpTo(Duration::from_micros(max_wait))
+                });
                 let got = runtime
-                    .block_on(store.reserve_units_at(
-                        &limits,
-                        Duration::from_micros(max_wait),
-                        Some(now),
-                    ))
+                    .block_on(store.reserve_units_at(&limits, wait, Some(now)))
                     .unwrap();
                 prop_assert_eq!(
                     (&got.decisions, got.wait),
                     (&expected.decisions, expected.wait),
-                    "{:?} units of {} waiting up to {} us, the limits {:?}, at {}",
+                    "{:?} units of {} waiting up to {:?} us, the limits {:?}, at {}",
                     &units[..count],
                     KEYS[key],
                     max_wait,
@@ -229,4 +250,76 @@ proptest! {
         let url = support::require_cluster_url();
         same_reservations(&url, &policies, steps, start, true)?;
     }
+}
+
+/// A tier assigned through another gateway (this one's remembered tier is
+/// stale): the script finds the new tier, and the call is sent again
+/// waiting up to that tier's delay, as core waits.
+#[test]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+fn a_tier_changed_elsewhere_waits_up_to_the_new_tiers_delay() {
+    let url = support::require_redis_url();
+    let runtime = runtime();
+    // One token every 500 ms, a bucket one deep; default waits 1.5 s, t1 3 s.
+    let bucket = Policy::token_bucket(2, 1, 1).unwrap();
+    let limits = config(bucket, bucket);
+    let prefix = support::prefix("reserve_tier");
+    let connect = || {
+        let mut redis_config = RedisConfig::new(&url);
+        redis_config.prefix = prefix.clone();
+        redis_config.timeout = Duration::from_secs(5);
+        support::by_message_only(&mut redis_config);
+        runtime
+            .block_on(async { RedisStore::connect(redis_config, &limits) })
+            .unwrap()
+    };
+    let (here, elsewhere) = (connect(), connect());
+    let plan = [LimitUnits {
+        limit: Limit::Plan("sk_c"),
+        units: 1,
+    }];
+    let now = 1_000_000_000;
+    let reserve = |at: u64| {
+        runtime
+            .block_on(here.reserve_units_at(&plan, MaxWait::TierDelay, Some(at)))
+            .unwrap()
+    };
+    // On the default plan: served at 0, 500, 1000 and 1500 ms; the fifth
+    // (2000 ms) is 500 ms past the delay.
+    let waits: Vec<Option<u64>> = (0..5)
+        .map(|_| {
+            let reservation = reserve(now);
+            reservation
+                .is_admitted()
+                .then_some(reservation.wait.as_millis() as u64)
+        })
+        .collect();
+    assert_eq!(waits, [Some(0), Some(500), Some(1000), Some(1500), None]);
+    // Moved to t1 by the other gateway: its state starts afresh, and it may
+    // wait 3 s: served at 0, 500, ..., 3000 ms (seven), the eighth refused.
+    runtime
+        .block_on(elsewhere.assign_tier("sk_c", "t1"))
+        .unwrap();
+    let waits: Vec<Option<u64>> = (0..8)
+        .map(|_| {
+            let reservation = reserve(now);
+            reservation
+                .is_admitted()
+                .then_some(reservation.wait.as_millis() as u64)
+        })
+        .collect();
+    assert_eq!(
+        waits,
+        [
+            Some(0),
+            Some(500),
+            Some(1000),
+            Some(1500),
+            Some(2000),
+            Some(2500),
+            Some(3000),
+            None
+        ]
+    );
+    support::cleanup(&url, &prefix);
 }

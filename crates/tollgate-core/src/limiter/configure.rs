@@ -147,6 +147,19 @@ pub(super) fn compile_policies(
         tiers: Arc::new(tiers),
         exempt: Arc::new(policy_set::exempt_table(&config.exempt_keys, hasher)),
         has_lists: false,
+        waits: Arc::new(
+            config
+                .tier_defaults
+                .iter()
+                .filter(|(_, defaults)| !defaults.delay.is_zero())
+                .map(|(plan, defaults)| {
+                    (
+                        Arc::from(plan.as_str()),
+                        resolution.ticks_from_duration(defaults.delay),
+                    )
+                })
+                .collect(),
+        ),
     };
     set.has_lists = has_lists(&set);
     Ok(set)

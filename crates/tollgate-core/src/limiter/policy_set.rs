@@ -59,6 +59,10 @@ pub(crate) struct PolicySet {
     /// Whether any plan has further rules: when none has, a plan's decision
     /// never looks for them.
     pub(crate) has_lists: bool,
+    /// How long each plan's requests may wait for their turn, in ticks
+    /// (`[limits.tier_defaults.NAME] delay`), by plan name (`default` or a
+    /// tier's); a plan absent has none.
+    pub(crate) waits: Arc<HashMap<Arc<str>, u64>>,
 }
 
 impl std::fmt::Debug for PolicySet {
@@ -84,6 +88,17 @@ impl PolicySet {
     pub(crate) fn plan_for(&self, tier: Option<&str>) -> &PlanRules {
         tier.and_then(|tier| self.tiers.get(tier))
             .unwrap_or(&self.default)
+    }
+
+    /// How long, in ticks, a request of a key on `tier` may wait for its
+    /// turn ([`MaxWait::TierDelay`](crate::MaxWait::TierDelay)): that
+    /// plan's delay, the default plan's for a tier no longer configured
+    /// (held to the default plan, as [`PolicySet::rule_for`] holds it).
+    pub(crate) fn wait_for(&self, tier: Option<&str>) -> u64 {
+        let plan = tier
+            .filter(|tier| self.tiers.contains_key(*tier))
+            .unwrap_or(crate::DEFAULT_TIER);
+        self.waits.get(plan).copied().unwrap_or(0)
     }
 
     /// Whether `key`, of hash `hash`, is exempt.

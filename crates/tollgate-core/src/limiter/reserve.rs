@@ -60,12 +60,40 @@ impl Limiter {
     /// hits as they arrive, as envoyproxy/ratelimit does). `units = 0` looks, at
     /// `now`. Atomic: the shards involved are locked together.
     pub fn reserve_units(&self, limits: &[LimitUnits<'_>], now: u64, max_wait: u64) -> Reservation {
+        self.reserve_units_within(limits, now, Some(max_wait))
+    }
+
+    /// [`Limiter::reserve_units`], waiting up to `max_wait` ticks, or, when
+    /// `None` ([`MaxWait::TierDelay`](crate::MaxWait::TierDelay)), up to the
+    /// delay of the tier its plan is on (`[limits.tier_defaults.NAME]
+    /// delay`, as the locked shard finds the tier, so a tier assigned at the
+    /// same moment is seen whole or not at all); the least of its plans'
+    /// should it have several, 0 with none or an exempt plan.
+    pub fn reserve_units_within(
+        &self,
+        limits: &[LimitUnits<'_>],
+        now: u64,
+        max_wait: Option<u64>,
+    ) -> Reservation {
         let hashes: Vec<u64> = limits
             .iter()
             .map(|demand| self.hash(demand.limit.key(), demand.limit.policy().is_some()))
             .collect();
         let mut locked = self.lock_shards(&hashes);
         let parts = self.parts(limits, &hashes, &locked);
+        let max_wait = max_wait.unwrap_or_else(|| {
+            parts
+                .iter()
+                .filter(|part| {
+                    part.name.is_none() && matches!(part.rule, Some((KeySpace::Plan, _)))
+                })
+                .map(|part| {
+                    let shard = locked.shard(part.hash);
+                    shard.policies.wait_for(shard.tier(part.hash, &part.key))
+                })
+                .min()
+                .unwrap_or(0)
+        });
         let mut at = Some(now);
         for part in &parts {
             if let (Some(target), true) = (part.target(), part.units > 0) {

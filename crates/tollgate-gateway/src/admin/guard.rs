@@ -36,6 +36,7 @@ impl AdminGuard {
             exempt_keys: Vec::new(),
             idle_eviction_s: policy.counted_span_s(),
             max_tracked_keys: 100_000,
+            tier_defaults: Default::default(),
         };
         let failures =
             Limiter::new(&config, Resolution::Nanoseconds).expect("a constant, valid limiter");

@@ -13,6 +13,7 @@ mod client_ip;
 mod error;
 mod format;
 mod forward_auth;
+mod host;
 mod keys;
 mod layout;
 mod listeners;
@@ -26,6 +27,7 @@ mod tenants;
 mod tls;
 mod upstream;
 mod upstream_tls;
+mod waiting;
 mod warnings;
 
 use std::collections::BTreeMap;
@@ -34,7 +36,6 @@ use std::path::Path;
 
 use serde::Deserialize;
 use tollgate_core::LimiterConfig;
-use tollgate_tower::HostDefaults;
 
 use crate::request::api_key::MAX_KEY_LENGTH;
 
@@ -45,6 +46,7 @@ pub use admin::AdminConfig;
 pub use client_ip::{ClientIpConfig, ForwardingHeader};
 pub use error::ServeConfigError;
 pub use forward_auth::ForwardAuthConfig;
+pub use host::HostConfig;
 pub use keys::{KNOWN_KEYS_MAX_BYTES, KeysConfig, known_keys_report, load_known_keys};
 pub use refusal::RefusalConfig;
 pub use routes::{InFlightKey, MAX_UPSTREAMS, Preflight, RouteConfig, RouteKey};
@@ -92,9 +94,10 @@ pub struct ServeConfig {
     /// Upstream connections.
     #[serde(default)]
     pub upstream: UpstreamConfig,
-    /// Default route budgets per tenant and per client IP.
+    /// Defaults of routes: budgets per tenant and per client IP, and a
+    /// concurrency limit.
     #[serde(default)]
-    pub host: HostDefaults,
+    pub host: HostConfig,
     /// How the client IP is found.
     #[serde(default)]
     pub client_ip: ClientIpConfig,
@@ -149,7 +152,7 @@ impl ServeConfig {
             admin: AdminConfig::default(),
             limits: LimiterConfig::default(),
             upstream: UpstreamConfig::default(),
-            host: HostDefaults::default(),
+            host: HostConfig::default(),
             client_ip: ClientIpConfig::default(),
             forward_auth: ForwardAuthConfig::default(),
             refusal: RefusalConfig::default(),
@@ -283,33 +286,8 @@ impl ServeConfig {
             }
         }
         routes::validate(&self.routes)?;
-        if let Some(route) = self.routes.iter().find(|route| !route.delay.is_zero()) {
-            let shadow = if self.refusal.shadow {
-                Some("refusal.shadow")
-            } else if !self.refusal.shadow_tiers.is_empty() {
-                Some("refusal.shadow_tiers")
-            } else {
-                None
-            };
-            if let Some(shadow) = shadow {
-                return Err(ServeConfigError::Invalid(format!(
-                    "routes.{}.delay makes requests wait for their limits, and {shadow} only \
-                     observes them: remove one",
-                    route.name()
-                )));
-            }
-            // A waiting request's state must outlive its wait: a key idle
-            // that long starts over, and its queue with it.
-            if route.delay > std::time::Duration::from_secs(self.limits.idle_eviction_s) {
-                return Err(ServeConfigError::Invalid(format!(
-                    "routes.{}.delay ({}) must be at most limits.idle_eviction_s ({} s): \
-                     a key idle that long loses the turns its requests wait for",
-                    route.name(),
-                    humantime::format_duration(route.delay),
-                    self.limits.idle_eviction_s
-                )));
-            }
-        }
+        waiting::validate(&self.routes, &self.limits, &self.refusal)?;
+        self.host.validate().map_err(ServeConfigError::Invalid)?;
         self.keys.validate()?;
         if self.limits.tiers.contains_key(tollgate_core::KEYLESS) {
             return Err(ServeConfigError::Invalid(format!(

@@ -4,14 +4,13 @@
 //! `cost` must fit every limit that applies to it.
 
 use tollgate_core::{ApiKeyRequirement, LimiterConfig, UnknownKeys};
-use tollgate_tower::HostDefaults;
 
-use super::{RouteConfig, ServeConfigError};
+use super::{HostConfig, RouteConfig, ServeConfigError};
 
 /// The limits a route's requests may meet, besides the route itself.
 pub(super) struct AroundRoutes<'a> {
     pub(super) limits: &'a LimiterConfig,
-    pub(super) host: &'a HostDefaults,
+    pub(super) host: &'a HostConfig,
     pub(super) unknown: UnknownKeys,
 }
 

@@ -83,15 +83,18 @@ pub struct RouteConfig {
     /// `Retry-After` after which it could wait. Default `"0s"`: refuse.
     #[serde(default, deserialize_with = "duration")]
     pub delay: Duration,
-    /// The most requests of one key waiting at once under `delay` (1 to
-    /// 2^32); more are decided without waiting. Default 100.
+    /// The most requests of one key waiting at once under `delay`, or
+    /// under their tier's (`[limits.tier_defaults.NAME] delay`) on a route
+    /// without one (1 to 2^32); more are decided without waiting. Default
+    /// 100.
     #[serde(default)]
     pub max_waiting: Option<u64>,
 }
 
-/// The longest `delay` a route takes: one hour. A client kept waiting
-/// longer is better told when to come back.
-pub(crate) const MAX_DELAY: Duration = Duration::from_secs(3600);
+/// The longest `delay` a route takes: one hour, as a tier's (core's
+/// [`MAX_DELAY`](tollgate_core::MAX_DELAY)). A client kept waiting longer
+/// is better told when to come back.
+pub(crate) const MAX_DELAY: Duration = tollgate_core::MAX_DELAY;
 
 /// A route's `max_waiting` when `delay` is set and it is not.
 pub(crate) const DEFAULT_MAX_WAITING: u64 = 100;
@@ -253,6 +256,13 @@ impl RouteConfig {
         })
     }
 
+    /// Without a `delay` and out of shadow mode: the most requests of one
+    /// key that may wait at once for their tier's delay (`max_waiting`).
+    pub(crate) fn tier_waiting(&self) -> Option<u64> {
+        (self.delay.is_zero() && !self.shadow)
+            .then(|| self.max_waiting.unwrap_or(DEFAULT_MAX_WAITING))
+    }
+
     /// What `max_in_flight` counts per: `in_flight_key`, else the API key.
     pub fn in_flight_key(&self) -> RouteKey {
         self.in_flight_key
@@ -379,9 +389,6 @@ impl RouteConfig {
                     "max_waiting must be 1 to {} (2^32), the requests of one key waiting at once",
                     tollgate_core::MAX_IN_FLIGHT
                 )));
-            }
-            Some(_) if self.delay.is_zero() => {
-                return Err(error("max_waiting applies to delay: set it too"));
             }
             _ => {}
         }

@@ -48,6 +48,20 @@ impl ServeConfig {
                 lines.push(format!("tier {tier}: {}", describe_plan(&plan)));
             }
         }
+        for (plan, defaults) in &self.limits.tier_defaults {
+            let mut line = format!("keys of plan {plan}, on routes without their own:");
+            if !defaults.delay.is_zero() {
+                let _ = write!(
+                    line,
+                    " a request over its limits waits up to {} for its turn;",
+                    humantime::format_duration(defaults.delay)
+                );
+            }
+            if let Some(max) = defaults.max_in_flight {
+                let _ = write!(line, " at most {max} in flight per API key;");
+            }
+            lines.push(line.trim_end_matches([';', ':']).to_owned());
+        }
         lines.push(format!(
             "exempt keys: {}; tenants: {}, with {} keys",
             self.limits.exempt_keys.len(),
@@ -61,6 +75,12 @@ impl ServeConfig {
                     describe_budget(&budget)
                 ));
             }
+        }
+        if let Some(max) = self.host.max_in_flight {
+            lines.push(format!(
+                "routes without a concurrency limit of their own (nor their key's tier's): at \
+                 most {max} in flight per API key (per client IP without one)"
+            ));
         }
         if self.routes.is_empty() {
             lines.push("no routes: the demo backend answers every admitted request".to_owned());

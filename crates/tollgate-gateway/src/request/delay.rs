@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tollgate_core::{Limit, LimitUnits, PreparedPolicy, Redacted, Store};
+use tollgate_core::{Limit, LimitUnits, MaxWait, PreparedPolicy, Redacted, Store};
 
 /// A route's waiting: how long a request may wait for its turn, and how
 /// many of one key's requests may wait at once.
@@ -182,7 +182,9 @@ impl Waiting {
     /// Sleeps `wait` (one timer), then the request is served: its units
     /// stay charged.
     pub(crate) async fn until_turn(mut self, wait: Duration) {
-        tokio::time::sleep(wait).await;
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
         self.reserved = None;
     }
 }
@@ -205,8 +207,8 @@ impl Drop for Waiting {
 }
 
 /// What [`reserve`] booked: each limit's decision, and when the request's
-/// turn is ahead, its wait and the [`Waiting`] that gives the turn back
-/// unless the request is served.
+/// turn is ahead (or, asked for, when it is served at once), its wait and
+/// the [`Waiting`] that gives the units back unless the request is served.
 pub(crate) struct Booked {
     pub(crate) decisions: Vec<tollgate_core::LimitDecision>,
     pub(crate) turn: Option<(Duration, Waiting)>,
@@ -219,7 +221,10 @@ pub(crate) struct Booked {
 /// [`Waiting`] of a turn booked ahead: a request gone before the store
 /// answered (its client left, the gateway stopped), or before it took the
 /// answer, drops that [`Waiting`], which gives the turn back, then leaves
-/// the place.
+/// the place. With `held_at_once`, a request served at once gets its
+/// [`Waiting`] too (a wait of zero): one whose admission may still fail
+/// after its rates (its tier's concurrency limit) gives its units back
+/// exactly, at the time they were counted.
 ///
 /// # Errors
 ///
@@ -228,7 +233,7 @@ pub(crate) struct Booked {
 pub(crate) async fn reserve(
     store: &Arc<dyn Store>,
     reserved: Reserved,
-    max_wait: Duration,
+    (max_wait, held_at_once): (MaxWait, bool),
     place: Option<Place>,
 ) -> Result<Booked, tollgate_core::StoreError> {
     let (sender, receiver) = tokio::sync::oneshot::channel();
@@ -239,7 +244,8 @@ pub(crate) async fn reserve(
             store.reserve_units(&limits, max_wait).await
         };
         let booked = reservation.map(|reservation| {
-            let turn = (!reservation.wait.is_zero()).then(|| {
+            let held = !reservation.wait.is_zero() || held_at_once && reservation.is_admitted();
+            let turn = held.then(|| {
                 let reserved = Reserved {
                     counted_at: reservation.counted_at,
                     ..reserved

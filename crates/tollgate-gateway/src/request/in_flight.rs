@@ -1,11 +1,15 @@
-//! A route's concurrency limit (`max_in_flight`): the slot a request takes
-//! before its rates are decided ([`acquire_slot`]), held by a
-//! [`SlotGuard`] until its response ends ([`hold_until_done`]: the body
-//! sent or dropped, the client gone, an upstream error; a WebSocket's
-//! tunnel closed), and given back then. A request refused by a rate limit
-//! drops its guard at once, so it holds no slot; one refused for a slot has
-//! used no rate budget.
+//! A request's concurrency limit (`max_in_flight`): which one holds it
+//! ([`InFlightDefaults`]: its route's own, else its key's tier's, else
+//! `[host]`'s), the slot it takes ([`acquire_slot`]: before its rates are
+//! decided when the limit is known then, after them for a tier's, through
+//! [`TierSlot`]), held by a [`SlotGuard`] until its response ends
+//! ([`hold_until_done`]: the body sent or dropped, the client gone, an
+//! upstream error; a WebSocket's tunnel closed), and given back then. A
+//! request refused by a rate limit holds no slot; one refused for a slot
+//! has used no rate budget (a slot taken after the rates: its units were
+//! reserved, and are given back exactly).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,7 +21,8 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use http_body::{Frame, SizeHint};
 use tollgate_core::{
-    FailurePolicy, Keyless, RouteKeyKind, SlotLease, SlotStore, in_flight_kind, route_store_key,
+    DEFAULT_TIER, FailurePolicy, Keyless, LimiterConfig, RouteKeyKind, SlotLease, SlotStore,
+    in_flight_kind, route_store_key,
 };
 use tollgate_tower::Problem;
 
@@ -44,23 +49,99 @@ impl Drop for SlotGuard {
     }
 }
 
+/// The concurrency limits of routes without one of their own: each
+/// tier's (`[limits.tier_defaults.NAME] max_in_flight`, `default` for the
+/// default plan) and `[host] max_in_flight`, counted per API key (per
+/// client IP without one).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct InFlightDefaults {
+    /// Each configured plan's own, by name (`default` and every tier).
+    tiers: HashMap<Arc<str>, Option<u64>>,
+    /// Whether any plan has one: a request with a key then learns its
+    /// limit from its tier, once its plan is decided.
+    by_tier: bool,
+    host: Option<u64>,
+}
+
+impl InFlightDefaults {
+    /// The defaults of `limits`' plans and `[host]`'s `host`.
+    pub(crate) fn new(limits: &LimiterConfig, host: Option<u64>) -> Self {
+        let tiers: HashMap<Arc<str>, Option<u64>> = limits
+            .tiers
+            .keys()
+            .map(String::as_str)
+            .chain([DEFAULT_TIER])
+            .map(|tier| {
+                let tier_defaults = limits.tier_defaults_of(Some(tier));
+                (Arc::from(tier), tier_defaults.max_in_flight)
+            })
+            .collect();
+        let by_tier = tiers.values().any(Option::is_some);
+        InFlightDefaults {
+            tiers,
+            by_tier,
+            host,
+        }
+    }
+
+    /// The limit a request on `route` (with an API key when `keyed`) is
+    /// held to: the route's own, taken before its rates are decided; else,
+    /// for a request with a key while some tier has one, its tier's, taken
+    /// once its plan is decided; else `[host]`'s, taken first.
+    pub(crate) fn limit_of(&self, route: Option<&Route>, keyed: bool) -> InFlightLimit {
+        let Some(route) = route else {
+            return InFlightLimit::None;
+        };
+        if let Some((max, counted_per)) = &route.in_flight {
+            return InFlightLimit::Now(*max, counted_per.clone());
+        }
+        if keyed && self.by_tier {
+            return InFlightLimit::ByTier;
+        }
+        match self.host {
+            Some(max) => InFlightLimit::Now(max, RouteKey::Principal),
+            None => InFlightLimit::None,
+        }
+    }
+
+    /// The limit of a key on `tier` ([`InFlightLimit::ByTier`]): its tier's
+    /// (a tier no longer configured is the default plan's), else `[host]`'s.
+    pub(crate) fn of_tier(&self, tier: &str) -> Option<u64> {
+        self.tiers
+            .get(tier)
+            .or_else(|| self.tiers.get(DEFAULT_TIER))
+            .copied()
+            .flatten()
+            .or(self.host)
+    }
+}
+
+/// Which concurrency limit holds a request, and when it is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum InFlightLimit {
+    /// None.
+    None,
+    /// This many in flight at once, counted per that key: taken before the
+    /// request's rates are decided.
+    Now(u64, RouteKey),
+    /// Its tier's, per API key: taken once its plan is decided
+    /// ([`InFlightDefaults::of_tier`]).
+    ByTier,
+}
+
 /// The slot of a request on `route` with API key `caller` (`Err`: keyless,
-/// and why), when the route has a concurrency limit: `Ok(None)` when it has
-/// none (or the store failed open); `Err` the answer instead (429 over the
-/// limit, 401 without the key it counts per, 503 failing closed).
+/// and why), held to at most `max` in flight at once counted per
+/// `counted_per`: `Ok(None)` when the store failed open; `Err` the answer
+/// instead (429 over the limit, 401 without the key it counts per, 503
+/// failing closed).
 pub(crate) async fn acquire_slot(
     slots: &Arc<dyn SlotStore>,
     reloadable: &Reloadable,
-    route: Option<&Route>,
+    (route, max, counted_per): (&Route, u64, &RouteKey),
     caller: Result<&str, Keyless>,
     (headers, peer): (&HeaderMap, SocketAddr),
     outcome: &mut Outcome,
 ) -> Result<Option<SlotGuard>, Response> {
-    let Some((route, (max, counted_per))) =
-        route.and_then(|route| route.in_flight.as_ref().map(|limit| (route, limit)))
-    else {
-        return Ok(None);
-    };
     let kind = in_flight_kind(counted_per.kind(), caller.err());
     let value = match kind {
         RouteKeyKind::Principal => caller.ok().map(str::to_owned),
@@ -82,7 +163,7 @@ pub(crate) async fn acquire_slot(
         ))));
     };
     let key = route_store_key(&route.name, kind, &value);
-    match slots.acquire(&key, *max).await {
+    match slots.acquire(&key, max).await {
         Ok(Some(lease)) => Ok(Some(SlotGuard {
             slots: Arc::clone(slots),
             lease: Some(lease),
@@ -98,7 +179,7 @@ pub(crate) async fn acquire_slot(
             Err(respond(Problem::in_flight_refused(
                 status,
                 &route.name,
-                *max,
+                max,
             )))
         }
         Err(error) => {
@@ -109,6 +190,40 @@ pub(crate) async fn acquire_slot(
                 FailurePolicy::FailClosed => Err(respond(Problem::unavailable())),
             }
         }
+    }
+}
+
+/// The slot of a request whose concurrency limit is its tier's
+/// ([`InFlightLimit::ByTier`]), taken once its plan is decided and it is
+/// let through.
+pub(crate) struct TierSlot<'a> {
+    pub(crate) slots: Option<&'a Arc<dyn SlotStore>>,
+    pub(crate) route: Option<&'a Route>,
+    pub(crate) limit: InFlightLimit,
+    /// The tier its plan was decided on.
+    pub(crate) tier: &'a str,
+    pub(crate) caller: Result<&'a str, Keyless>,
+    pub(crate) at: (&'a HeaderMap, SocketAddr),
+}
+
+impl TierSlot<'_> {
+    /// The slot, when the request's limit is its tier's and that tier (or
+    /// `[host]`) has one: as [`acquire_slot`] answers.
+    pub(crate) async fn take(
+        &self,
+        reloadable: &Reloadable,
+        outcome: &mut Outcome,
+    ) -> Result<Option<SlotGuard>, Response> {
+        let (Some(slots), Some(route), InFlightLimit::ByTier) =
+            (self.slots, self.route, &self.limit)
+        else {
+            return Ok(None);
+        };
+        let Some(max) = reloadable.in_flight.of_tier(self.tier) else {
+            return Ok(None);
+        };
+        let limit = (route, max, &RouteKey::Principal);
+        acquire_slot(slots, reloadable, limit, self.caller, self.at, outcome).await
     }
 }
 

@@ -55,6 +55,11 @@ pub(crate) struct Route {
     pub(crate) in_flight: Option<(u64, RouteKey)>,
     /// How its requests may wait for their turn instead of being refused.
     pub(crate) delay: Option<crate::request::delay::Delay>,
+    /// Without a delay of its own: the most requests of one key that may
+    /// wait at once for the delay of their tier (`[limits.tier_defaults]`);
+    /// `None` for a route with a delay, or in shadow mode (whose budget
+    /// only observes, so never makes a request wait).
+    pub(crate) tier_waiting: Option<u64>,
 }
 
 impl Route {
@@ -116,6 +121,7 @@ impl Route {
                 .max_in_flight
                 .map(|max| (max, config.in_flight_key())),
             delay: config.waiting(),
+            tier_waiting: config.tier_waiting(),
         })
     }
 

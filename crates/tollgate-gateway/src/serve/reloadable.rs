@@ -12,6 +12,7 @@ use crate::observe::metrics::DecisionCounters;
 use crate::proxy::demo::DEMO_ROUTE;
 use crate::proxy::upstream_tls;
 use crate::request::forward_auth_endpoint::ForwardAuth;
+use crate::request::in_flight::InFlightDefaults;
 use crate::request::routes::{RouteBudget, RouteTable};
 use tollgate_core::DEFAULT_TIER;
 use tollgate_core::FailurePolicy;
@@ -43,6 +44,12 @@ pub(crate) struct Reloadable {
     pub(crate) unknown_keys: UnknownKeys,
     /// The tier of keyless requests in the access log: [`KEYLESS`].
     pub(crate) keyless_tier: Arc<str>,
+    /// Whether any plan lets its requests wait (`[limits.tier_defaults]`
+    /// `delay`): a request with a key, on a route without a delay of its
+    /// own, then waits up to its tier's.
+    pub(crate) tier_delays: bool,
+    /// The concurrency limits of routes without one of their own.
+    pub(crate) in_flight: InFlightDefaults,
 }
 
 impl Reloadable {
@@ -90,6 +97,8 @@ impl Reloadable {
             known_keys,
             unknown_keys: config.keys.unknown,
             keyless_tier: Arc::from(KEYLESS),
+            tier_delays: config.limits.any_tier_delay(),
+            in_flight: InFlightDefaults::new(&config.limits, config.host.max_in_flight),
         })
     }
 }

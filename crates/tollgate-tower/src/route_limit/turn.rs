@@ -59,7 +59,7 @@ pub(crate) async fn reserve(
         let store = Arc::clone(&first.route.shared.store);
         let reservation = {
             let limits = all_limits(&first, &more);
-            store.reserve_units(&limits, max_wait).await
+            store.reserve_units(&limits, max_wait.into()).await
         };
         let answer = match reservation {
             Ok(reservation) => {

@@ -15,7 +15,7 @@ use axum::response::Response;
 use http::{HeaderMap, StatusCode};
 use tollgate_core::{
     ApiKeyRequirement, Caller, CallerRefusal, KEYLESS, KeyRules, Limit, LimitDecision, LimitUnits,
-    Redacted, SlotStore, Stopwatch, Store,
+    MaxWait, Redacted, SlotStore, Stopwatch, Store,
 };
 use tollgate_tower::Problem;
 
@@ -23,7 +23,7 @@ use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
 use crate::request::api_key::{KeyError, api_key};
 use crate::request::delay::{Reserved, WaitingRoom, reserve};
-use crate::request::in_flight::{SlotGuard, acquire_slot};
+use crate::request::in_flight::{InFlightLimit, SlotGuard, TierSlot, acquire_slot};
 use crate::request::problem::{problem, respond};
 use crate::request::rate_limit_headers::{RateLimitHeaders, rate_limit_headers};
 use crate::request::routes::Route;
@@ -70,9 +70,10 @@ pub(crate) struct Stores<'a> {
     pub(crate) waiting: &'a Arc<WaitingRoom>,
 }
 
-/// Checks a request against its limits: its route's concurrency limit
-/// first when `slots` is given (the decision endpoint passes none: it
-/// cannot know when the request it decides ends), then its rates. `Ok`
+/// Checks a request against its limits: its concurrency limit when
+/// `slots` is given (the decision endpoint passes none: it cannot know when
+/// the request it decides ends), before its rates when it is the route's
+/// or the host's, after them when it is its tier's; and its rates. `Ok`
 /// holds what the forwarded response carries; `Err` the response to send
 /// instead (400, 401, 429, 503). `outcome` is given the decision and the
 /// plan's tier, for the access log.
@@ -85,6 +86,7 @@ pub(crate) async fn admit(
     outcome: &mut Outcome,
 ) -> Result<Admitted, Response> {
     let store = stores.store.as_ref();
+    let request_headers = headers;
     let requirement = route.map_or(ApiKeyRequirement::Required, |route| route.api_key);
     let mut missing = "";
     let presented = if requirement.reads_keys() {
@@ -122,11 +124,13 @@ pub(crate) async fn admit(
         outcome.admission = Admission::Exempt;
         return Ok(RateLimitHeaders::default().into());
     }
-    let slot = match stores.slots {
-        Some(slots) => {
-            acquire_slot(slots, reloadable, route, caller, (headers, peer), outcome).await?
+    let in_flight = reloadable.in_flight.limit_of(route, key.is_some());
+    let slot = match (stores.slots, route, &in_flight) {
+        (Some(slots), Some(route), InFlightLimit::Now(max, counted_per)) => {
+            let limit = (route, *max, counted_per);
+            acquire_slot(slots, reloadable, limit, caller, (headers, peer), outcome).await?
         }
-        None => None,
+        _ => None,
     };
     let route_limit = route_limit(reloadable, route, route_name, caller, headers, peer)
         .map_err(|reason| respond(Problem::unauthorized(reason)))?;
@@ -142,27 +146,38 @@ pub(crate) async fn admit(
     // place of its key's taken before its turn is booked (so a burst past
     // `max_waiting` books nothing). One without a place may not wait: a
     // turn ahead refuses it, told to come back when its turn would be.
-    let delay = route.and_then(|route| route.delay);
-    let place = delay.and_then(|delay| {
+    let delay = route.and_then(|route| match route.delay {
+        Some(delay) => Some((MaxWait::UpTo(delay.max_wait), delay.max_waiting)),
+        // A key's tier may let it wait: the store finds how long.
+        None => route
+            .tier_waiting
+            .filter(|_| key.is_some() && reloadable.tier_delays)
+            .map(|most| (MaxWait::TierDelay, most)),
+    });
+    let place = delay.and_then(|(_, most)| {
         let queue_key = key.or(route_limit.as_ref().map(|limit| limit.key.as_str()));
         stores
             .waiting
-            .enter(route_name, queue_key.unwrap_or(KEYLESS), delay.max_waiting)
+            .enter(route_name, queue_key.unwrap_or(KEYLESS), most)
     });
-    let max_wait = delay.map(|delay| {
+    let max_wait = delay.map(|(max_wait, _)| {
         if place.is_some() {
-            delay.max_wait
+            max_wait
         } else {
-            Duration::ZERO
+            MaxWait::UpTo(Duration::ZERO)
         }
     });
+    // A slot taken after the rates (the tier's concurrency limit) may yet
+    // refuse the request: reserved, its units can be given back exactly.
+    let slot_after = in_flight == InFlightLimit::ByTier && stores.slots.is_some();
+    let max_wait = max_wait.or(slot_after.then_some(MaxWait::UpTo(Duration::ZERO)));
     // A request its rates refuse drops `slot` on the way out: it holds none.
     let stopwatch = Stopwatch::start();
     let decided = match max_wait {
         Some(max_wait) => {
             let reserved = reserved(key, route_limit.as_ref(), cost);
             let limits = usize::from(key.is_some()) + usize::from(route_limit.is_some());
-            match reserve(stores.store, reserved, max_wait, place).await {
+            match reserve(stores.store, reserved, (max_wait, slot_after), place).await {
                 Ok(booked) => Decisions::answered(key.is_some(), booked.decisions, limits)
                     .map(|decisions| (decisions, booked.turn)),
                 Err(error) => Err(error),
@@ -179,10 +194,24 @@ pub(crate) async fn admit(
         Ok(decided) => decided,
         Err(error) => {
             return match store_failed(reloadable, route_name, &error, outcome) {
-                None => Ok(Admitted {
-                    headers: RateLimitHeaders::default(),
-                    slot,
-                }),
+                None => {
+                    // Let through without its rates (fail_open): its tier
+                    // unknown, it holds a slot of the default plan's limit
+                    // (else the host's), not none.
+                    let tier_slot = TierSlot {
+                        slots: stores.slots,
+                        route,
+                        limit: in_flight,
+                        tier: tollgate_core::DEFAULT_TIER,
+                        caller,
+                        at: (request_headers, peer),
+                    };
+                    let slot = tier_slot.take(reloadable, outcome).await?.or(slot);
+                    Ok(Admitted {
+                        headers: RateLimitHeaders::default(),
+                        slot,
+                    })
+                }
                 Some(refusal) => Err(refusal),
             };
         }
@@ -224,21 +253,36 @@ pub(crate) async fn admit(
             }
         }
     };
+    // A slot of the tier's concurrency limit, for a request let through.
+    let tier_slot = TierSlot {
+        slots: stores.slots,
+        route,
+        limit: in_flight,
+        tier,
+        caller,
+        at: (request_headers, peer),
+    };
     let mut headers = headers_of(&|index| shadow.sends_headers(index));
     let allowed = decisions.iter().all(|(_, decision)| decision.is_allowed());
-    reloadable.decisions.record(allowed, tier, route_name);
     if allowed {
+        // Refused for a slot: no rate budget used (`waiting`, held for a
+        // request reserved at once too, gives its units back as it drops).
+        let slot = tier_slot.take(reloadable, outcome).await?.or(slot);
+        reloadable.decisions.record(true, tier, route_name);
         outcome.admission = Admission::Allowed;
         if let Some((wait, waiting)) = waiting {
             // Its turn is ahead: it waits, and gives its units back if its
             // client leaves first.
-            outcome.admission = Admission::Delayed;
-            outcome.waited = wait;
-            metrics::record_delayed(route_name, tier);
+            if !wait.is_zero() {
+                outcome.admission = Admission::Delayed;
+                outcome.waited = wait;
+                metrics::record_delayed(route_name, tier);
+            }
             waiting.until_turn(wait).await;
         }
         return Ok(Admitted { headers, slot });
     }
+    reloadable.decisions.record(false, tier, route_name);
     let refusal = Refusal::tally(
         &decisions,
         &Refusing {
@@ -252,6 +296,9 @@ pub(crate) async fn admit(
         },
     );
     if !refusal.enforced {
+        // Let through by shadow mode, it holds a slot as any request let
+        // through does (its rates charged nothing: nothing to give back).
+        let slot = tier_slot.take(reloadable, outcome).await?.or(slot);
         outcome.admission = Admission::Shadow;
         return Ok(Admitted { headers, slot });
     }
