@@ -2,13 +2,14 @@
 //! eviction and the cap on tracked keys; its TOML form and the built-in defaults.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::key::ApiKey;
 use crate::plan::{PlanError, PlanPolicies, PolicyList};
 use crate::policy::{Policy, PolicyError};
-use crate::tier_defaults::TierDefaults;
+use crate::tier_defaults::{MAX_DELAY, MAX_IN_FLIGHT, TierDefaults};
 pub use crate::toml_text::{describe_toml_error, parse_toml, parse_toml_with};
 
 /// The name that always means "the default policy" in [`Limiter::assign_tier`];
@@ -292,7 +293,7 @@ impl LimiterConfig {
         if self.max_tracked_keys == 0 {
             return Err(ConfigError::MaxTrackedKeys);
         }
-        crate::tier_defaults::validate(self, &self.tier_defaults)
+        validate_tier_defaults(self, &self.tier_defaults)
     }
 }
 
@@ -331,6 +332,75 @@ impl LimiterConfig {
             None => self.policy_lists.remove(name),
         };
     }
+}
+
+impl LimiterConfig {
+    /// The delay of the tier named `tier`, as [`MaxWait::TierDelay`](crate::MaxWait::TierDelay) takes
+    /// it: a configured tier's own (zero without one); the default plan's
+    /// for `None`, `default`, and a tier that is not configured (held to
+    /// the default plan, so it takes the default plan's delay too).
+    pub fn tier_delay(&self, tier: Option<&str>) -> Duration {
+        self.tier_defaults_of(tier).delay
+    }
+
+    /// The [`TierDefaults`] that apply to a key on `tier`, as
+    /// [`LimiterConfig::tier_delay`] finds them.
+    pub fn tier_defaults_of(&self, tier: Option<&str>) -> TierDefaults {
+        let tier = tier.filter(|tier| self.tiers.contains_key(*tier));
+        self.tier_defaults
+            .get(tier.unwrap_or(DEFAULT_TIER))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Whether any plan lets its requests wait ([`TierDefaults::delay`]).
+    pub fn any_tier_delay(&self) -> bool {
+        self.tier_defaults
+            .values()
+            .any(|defaults| !defaults.delay.is_zero())
+    }
+}
+
+/// Checks `tier_defaults` against the rest of `config`: each name a tier
+/// or `default`, each delay at most [`MAX_DELAY`] and `idle_eviction_s`,
+/// each `max_in_flight` 1 to 2^32.
+pub(crate) fn validate_tier_defaults(
+    config: &LimiterConfig,
+    tier_defaults: &BTreeMap<String, TierDefaults>,
+) -> Result<(), ConfigError> {
+    for (tier, defaults) in tier_defaults {
+        let invalid = |reason: String| ConfigError::TierDefaults {
+            tier: tier.clone(),
+            reason,
+        };
+        if tier != DEFAULT_TIER && !config.tiers.contains_key(tier) {
+            return Err(invalid(
+                "there is no such tier in limits.tiers (`default` is the default plan)".into(),
+            ));
+        }
+        if defaults.delay > MAX_DELAY {
+            return Err(invalid(format!(
+                "delay must be at most {}, how long a request may wait for its turn",
+                humantime::format_duration(MAX_DELAY)
+            )));
+        }
+        if defaults.delay > Duration::from_secs(config.idle_eviction_s) {
+            return Err(invalid(format!(
+                "delay must be at most idle_eviction_s ({} s): a key idle that long \
+                 would lose the turns its requests wait for",
+                config.idle_eviction_s
+            )));
+        }
+        if defaults
+            .max_in_flight
+            .is_some_and(|max| !(1..=MAX_IN_FLIGHT).contains(&max))
+        {
+            return Err(invalid(format!(
+                "max_in_flight must be 1 to {MAX_IN_FLIGHT} (2^32), the requests of one key in flight at once"
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl Default for LimiterConfig {

@@ -57,8 +57,7 @@ pub fn in_flight_kind(kind: RouteKeyKind, keyless: Option<Keyless>) -> RouteKeyK
     }
 }
 
-/// The most slots a key may be given: 2^32.
-pub const MAX_IN_FLIGHT: u64 = 1 << 32;
+pub use crate::tier_defaults::MAX_IN_FLIGHT;
 
 /// One slot held: the key it counts against, and the lease's id (unique in
 /// its store). Its `Debug` shows the key redacted.

@@ -5,17 +5,16 @@
 //! Each is a default: a route's own `delay` or `max_in_flight` overrides
 //! it. Also [`MaxWait`], how a reservation is told how long it may wait.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::config::{ConfigError, DEFAULT_TIER, LimiterConfig};
-use crate::in_flight::MAX_IN_FLIGHT;
-
 /// The longest delay a request may wait for its turn: one hour. A client
 /// kept waiting longer has almost always given up.
 pub const MAX_DELAY: Duration = Duration::from_secs(3600);
+
+/// The most slots a key may be given: 2^32.
+pub const MAX_IN_FLIGHT: u64 = 1 << 32;
 
 /// A plan's settings besides its policies, for the keys on its tier.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,73 +65,4 @@ fn duration_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration,
 
 fn duration_written<S: Serializer>(delay: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(&humantime::format_duration(*delay).to_string())
-}
-
-impl LimiterConfig {
-    /// The delay of the tier named `tier`, as [`MaxWait::TierDelay`] takes
-    /// it: a configured tier's own (zero without one); the default plan's
-    /// for `None`, `default`, and a tier that is not configured (held to
-    /// the default plan, so it takes the default plan's delay too).
-    pub fn tier_delay(&self, tier: Option<&str>) -> Duration {
-        self.tier_defaults_of(tier).delay
-    }
-
-    /// The [`TierDefaults`] that apply to a key on `tier`, as
-    /// [`LimiterConfig::tier_delay`] finds them.
-    pub fn tier_defaults_of(&self, tier: Option<&str>) -> TierDefaults {
-        let tier = tier.filter(|tier| self.tiers.contains_key(*tier));
-        self.tier_defaults
-            .get(tier.unwrap_or(DEFAULT_TIER))
-            .copied()
-            .unwrap_or_default()
-    }
-
-    /// Whether any plan lets its requests wait ([`TierDefaults::delay`]).
-    pub fn any_tier_delay(&self) -> bool {
-        self.tier_defaults
-            .values()
-            .any(|defaults| !defaults.delay.is_zero())
-    }
-}
-
-/// Checks `tier_defaults` against the rest of `config`: each name a tier
-/// or `default`, each delay at most [`MAX_DELAY`] and `idle_eviction_s`,
-/// each `max_in_flight` 1 to 2^32.
-pub(crate) fn validate(
-    config: &LimiterConfig,
-    tier_defaults: &BTreeMap<String, TierDefaults>,
-) -> Result<(), ConfigError> {
-    for (tier, defaults) in tier_defaults {
-        let invalid = |reason: String| ConfigError::TierDefaults {
-            tier: tier.clone(),
-            reason,
-        };
-        if tier != DEFAULT_TIER && !config.tiers.contains_key(tier) {
-            return Err(invalid(
-                "there is no such tier in limits.tiers (`default` is the default plan)".into(),
-            ));
-        }
-        if defaults.delay > MAX_DELAY {
-            return Err(invalid(format!(
-                "delay must be at most {}, how long a request may wait for its turn",
-                humantime::format_duration(MAX_DELAY)
-            )));
-        }
-        if defaults.delay > Duration::from_secs(config.idle_eviction_s) {
-            return Err(invalid(format!(
-                "delay must be at most idle_eviction_s ({} s): a key idle that long \
-                 would lose the turns its requests wait for",
-                config.idle_eviction_s
-            )));
-        }
-        if defaults
-            .max_in_flight
-            .is_some_and(|max| !(1..=MAX_IN_FLIGHT).contains(&max))
-        {
-            return Err(invalid(format!(
-                "max_in_flight must be 1 to {MAX_IN_FLIGHT} (2^32), the requests of one key in flight at once"
-            )));
-        }
-    }
-    Ok(())
 }

@@ -1,5 +1,5 @@
 //! A request's concurrency limit (`max_in_flight`): which one holds it
-//! ([`InFlightDefaults`]: its route's own, else its key's tier's, else
+//! (`in_flight_limit.rs`: its route's own, else its key's tier's, else
 //! `[host]`'s), the slot it takes ([`acquire_slot`]: before its rates are
 //! decided when the limit is known then, after them for a tier's, through
 //! [`TierSlot`]), held by a [`SlotGuard`] until its response ends
@@ -9,7 +9,6 @@
 //! has used no rate budget (a slot taken after the rates: its units were
 //! reserved, and are given back exactly).
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,8 +20,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use http_body::{Frame, SizeHint};
 use tollgate_core::{
-    DEFAULT_TIER, FailurePolicy, Keyless, LimiterConfig, RouteKeyKind, SlotLease, SlotStore,
-    in_flight_kind, route_store_key,
+    FailurePolicy, Keyless, RouteKeyKind, SlotLease, SlotStore, in_flight_kind, route_store_key,
 };
 use tollgate_tower::Problem;
 
@@ -31,6 +29,7 @@ use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
 use crate::proxy::upgrade::TunnelLog;
 use crate::request::header_key::header_key;
+use crate::request::in_flight_limit::InFlightLimit;
 use crate::request::problem::respond;
 use crate::request::routes::Route;
 use crate::serve::reloadable::Reloadable;
@@ -47,86 +46,6 @@ impl Drop for SlotGuard {
             self.slots.release(lease);
         }
     }
-}
-
-/// The concurrency limits of routes without one of their own: each
-/// tier's (`[limits.tier_defaults.NAME] max_in_flight`, `default` for the
-/// default plan) and `[host] max_in_flight`, counted per API key (per
-/// client IP without one).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct InFlightDefaults {
-    /// Each configured plan's own, by name (`default` and every tier).
-    tiers: HashMap<Arc<str>, Option<u64>>,
-    /// Whether any plan has one: a request with a key then learns its
-    /// limit from its tier, once its plan is decided.
-    by_tier: bool,
-    host: Option<u64>,
-}
-
-impl InFlightDefaults {
-    /// The defaults of `limits`' plans and `[host]`'s `host`.
-    pub(crate) fn new(limits: &LimiterConfig, host: Option<u64>) -> Self {
-        let tiers: HashMap<Arc<str>, Option<u64>> = limits
-            .tiers
-            .keys()
-            .map(String::as_str)
-            .chain([DEFAULT_TIER])
-            .map(|tier| {
-                let tier_defaults = limits.tier_defaults_of(Some(tier));
-                (Arc::from(tier), tier_defaults.max_in_flight)
-            })
-            .collect();
-        let by_tier = tiers.values().any(Option::is_some);
-        InFlightDefaults {
-            tiers,
-            by_tier,
-            host,
-        }
-    }
-
-    /// The limit a request on `route` (with an API key when `keyed`) is
-    /// held to: the route's own, taken before its rates are decided; else,
-    /// for a request with a key while some tier has one, its tier's, taken
-    /// once its plan is decided; else `[host]`'s, taken first.
-    pub(crate) fn limit_of(&self, route: Option<&Route>, keyed: bool) -> InFlightLimit {
-        let Some(route) = route else {
-            return InFlightLimit::None;
-        };
-        if let Some((max, counted_per)) = &route.in_flight {
-            return InFlightLimit::Now(*max, counted_per.clone());
-        }
-        if keyed && self.by_tier {
-            return InFlightLimit::ByTier;
-        }
-        match self.host {
-            Some(max) => InFlightLimit::Now(max, RouteKey::Principal),
-            None => InFlightLimit::None,
-        }
-    }
-
-    /// The limit of a key on `tier` ([`InFlightLimit::ByTier`]): its tier's
-    /// (a tier no longer configured is the default plan's), else `[host]`'s.
-    pub(crate) fn of_tier(&self, tier: &str) -> Option<u64> {
-        self.tiers
-            .get(tier)
-            .or_else(|| self.tiers.get(DEFAULT_TIER))
-            .copied()
-            .flatten()
-            .or(self.host)
-    }
-}
-
-/// Which concurrency limit holds a request, and when it is known.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum InFlightLimit {
-    /// None.
-    None,
-    /// This many in flight at once, counted per that key: taken before the
-    /// request's rates are decided.
-    Now(u64, RouteKey),
-    /// Its tier's, per API key: taken once its plan is decided
-    /// ([`InFlightDefaults::of_tier`]).
-    ByTier,
 }
 
 /// The slot of a request on `route` with API key `caller` (`Err`: keyless,

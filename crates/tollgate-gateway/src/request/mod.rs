@@ -12,6 +12,7 @@ pub(crate) mod forward_auth_endpoint;
 pub(crate) mod handle;
 pub(crate) mod header_key;
 pub(crate) mod in_flight;
+pub(crate) mod in_flight_limit;
 pub(crate) mod path;
 pub(crate) mod problem;
 pub(crate) mod rate_limit_headers;

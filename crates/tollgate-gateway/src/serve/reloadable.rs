@@ -12,7 +12,7 @@ use crate::observe::metrics::DecisionCounters;
 use crate::proxy::demo::DEMO_ROUTE;
 use crate::proxy::upstream_tls;
 use crate::request::forward_auth_endpoint::ForwardAuth;
-use crate::request::in_flight::InFlightDefaults;
+use crate::request::in_flight_limit::InFlightDefaults;
 use crate::request::routes::{RouteBudget, RouteTable};
 use tollgate_core::DEFAULT_TIER;
 use tollgate_core::FailurePolicy;
