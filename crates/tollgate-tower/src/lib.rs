@@ -30,8 +30,8 @@ pub use key::{
     ClientIpResolver, ForwardedHeader, KeySelector, PeerAddr, Principal, RequestParts, Tenant,
 };
 pub use metrics::{
-    DENIALS_METRIC, PLUGIN, SHADOW_DENIALS_METRIC, STORE_FAILURES_METRIC, record_denial,
-    record_shadow_denial, record_store_failure,
+    DENIALS_METRIC, PLUGIN, SHADOW_DENIALS_METRIC, STORE_FAILURES_METRIC, describe_metrics,
+    record_denial, record_shadow_denial, record_store_failure,
 };
 pub use problem::{PROBLEM_JSON, Problem};
 pub use route_limit::{

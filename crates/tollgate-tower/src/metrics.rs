@@ -8,6 +8,27 @@ use std::sync::Arc;
 /// `key_kind`; never the key itself.
 pub const DENIALS_METRIC: &str = "api.rate_limit.exceeded_total";
 
+/// Gives each of the layer's metrics its description, on the recorder
+/// installed globally (Prometheus's exporter writes it as the `# HELP`
+/// line): call once, after installing the recorder. Describing is
+/// idempotent; a process with no recorder describes nothing.
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        DENIALS_METRIC,
+        "Requests refused by a rate limit, by plugin, route and key_kind (never the key)."
+    );
+    metrics::describe_counter!(
+        SHADOW_DENIALS_METRIC,
+        "Refusals by a limit in shadow mode, whose requests were let through, by plugin, route \
+         and key_kind."
+    );
+    metrics::describe_counter!(
+        STORE_FAILURES_METRIC,
+        "Requests whose limits the store could not decide, by plugin, route and the failure \
+         policy then applied."
+    );
+}
+
 /// The `plugin` label of every tollgate metric.
 pub const PLUGIN: &str = "tollgate";
 

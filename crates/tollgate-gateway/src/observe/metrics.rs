@@ -155,6 +155,7 @@ pub(crate) fn handle() -> PrometheusHandle {
                             "another metrics recorder is installed; /metrics stays empty"
                         );
                     }
+                    describe_metrics();
                     start_upkeep(handle.clone());
                     handle
                 }
@@ -165,6 +166,53 @@ pub(crate) fn handle() -> PrometheusHandle {
             }
         })
         .clone()
+}
+
+/// Gives every metric of the gateway its description: the `# HELP` line
+/// of `/metrics` (the exporter writes `# TYPE` for each).
+fn describe_metrics() {
+    tollgate_tower::describe_metrics();
+    let counters = [
+        (
+            DECISIONS,
+            "Limit decisions, by outcome (allowed, rejected), tier and route.",
+        ),
+        (
+            UPSTREAM_FAILURES,
+            "Forwarded requests their upstream failed, by route, server (host:port) and failure.",
+        ),
+        (
+            IN_FLIGHT_REFUSALS,
+            "Requests refused by a concurrency limit (max_in_flight), by route.",
+        ),
+        (
+            DELAYED,
+            "Requests that waited for their turn (a delay) and were then forwarded, by tier and route.",
+        ),
+        (
+            CLIENT_BODY_ERRORS,
+            "Requests whose body the client sent malformed or cut off (answered 400), by route.",
+        ),
+        (
+            crate::observe::access_log::DROPPED,
+            "Access log lines dropped because the writer fell behind.",
+        ),
+    ];
+    for (name, help) in counters {
+        metrics::describe_counter!(name, help);
+    }
+    metrics::describe_histogram!(
+        DECISION_SECONDS,
+        "How long the limit decision of a request took, in seconds."
+    );
+    metrics::describe_gauge!(
+        TRACKED_KEYS,
+        "Keys holding limiter state, at the last scrape."
+    );
+    metrics::describe_gauge!(
+        STORE_UP,
+        "The share of the limit store that could decide at the last check (1: all of it)."
+    );
 }
 
 /// Runs the recorder's upkeep every [`UPKEEP_INTERVAL`] for the life of the

@@ -107,12 +107,50 @@ pub fn prometheus_page(counters: &BTreeMap<String, u64>) -> String {
     }
     let mut page = String::new();
     for (family, samples) in families {
+        let _ = writeln!(page, "# HELP {family} {}", help(&family));
         let _ = writeln!(page, "# TYPE {family} counter");
         for (labels, value) in samples {
             let _ = writeln!(page, "{family}{labels} {value}");
         }
     }
     page
+}
+
+/// The `# HELP` text of a family: what envoyproxy/ratelimit's stat of that
+/// name counts, or, for a name this page does not know, the stat it came from.
+fn help(family: &str) -> String {
+    let known = match family {
+        "ratelimit_service_rate_limit_total_hits" => {
+            "Hits asked for, per descriptor (envoyproxy/ratelimit's total_hits)."
+        }
+        "ratelimit_service_rate_limit_within_limit" => "Hits within the limit, per descriptor.",
+        "ratelimit_service_rate_limit_over_limit" => "Hits over the limit, per descriptor.",
+        "ratelimit_service_rate_limit_near_limit" => {
+            "Hits within the limit but past the near-limit ratio, per descriptor."
+        }
+        "ratelimit_service_rate_limit_shadow_mode" => {
+            "Hits over a limit in shadow mode, allowed, per descriptor."
+        }
+        "ratelimit_service_rate_limit_over_limit_with_local_cache" => {
+            "Hits refused by the local over-limit cache, per descriptor."
+        }
+        "ratelimit_service_rate_limit_refunded_hits" => {
+            "Hits given back because another limit of the request refused it, per descriptor."
+        }
+        "ratelimit_service_store_failure" => {
+            "Decisions the store could not make, by the failure policy applied."
+        }
+        "ratelimit_service_should_rate_limit_error" => {
+            "ShouldRateLimit calls that failed, by error type."
+        }
+        "ratelimit_service_config_load_success" => "Configurations loaded.",
+        "ratelimit_service_config_load_error" => {
+            "Configurations that failed to load (the previous one stays)."
+        }
+        "ratelimit_service_global_shadow_mode" => "Requests allowed by the global shadow mode.",
+        _ => return format!("The stat {family} (dots as underscores); see docs/RLS.md."),
+    };
+    known.to_owned()
 }
 
 const DESCRIPTOR_COUNTERS: [&str; 7] = [
@@ -204,6 +242,14 @@ mod tests {
             ),
         ]);
         let page = prometheus_page(&counters);
+        assert!(page.contains(
+            "# HELP ratelimit_service_config_load_success Configurations loaded.\n\
+             # TYPE ratelimit_service_config_load_success counter\n"
+        ));
+        for line in page.lines().filter(|line| line.starts_with("# TYPE ")) {
+            let family = line.split(' ').nth(2).unwrap_or_default();
+            assert!(page.contains(&format!("# HELP {family} ")), "{family}");
+        }
         assert!(page.contains(
             "ratelimit_service_rate_limit_refunded_hits{domain=\"edge\",key1=\"ip\"} 6\n"
         ));
