@@ -10,7 +10,7 @@ use crate::cli::CheckConfigArguments;
 /// Prints the summary and the warnings of `arguments.config` on stdout;
 /// an error (the file's, with its setting) when it is invalid.
 pub(crate) fn check(arguments: &CheckConfigArguments) -> anyhow::Result<()> {
-    let mut config = ServeConfig::from_file(&arguments.config)?;
+    let mut config = ServeConfig::from_file(arguments.config())?;
     config.override_store_url(arguments.store.as_deref());
     let known_keys = tollgate_gateway::check_files(&config)?;
     let (known_keys_line, known_keys_warning) = match &known_keys {
@@ -37,7 +37,7 @@ pub(crate) fn check(arguments: &CheckConfigArguments) -> anyhow::Result<()> {
     }
     report.push_str(&format!(
         "{}: the configuration is valid\n",
-        arguments.config.display()
+        arguments.config().display()
     ));
     use std::io::Write;
     std::io::stdout()

@@ -45,11 +45,28 @@ pub(crate) enum Command {
 #[derive(Debug, Args)]
 pub(crate) struct CheckConfigArguments {
     /// The gateway's TOML configuration (see docs/CONFIG.md).
-    #[arg(value_name = "FILE")]
-    pub(crate) config: PathBuf,
+    #[arg(
+        value_name = "FILE",
+        required_unless_present = "config_option",
+        conflicts_with = "config_option"
+    )]
+    pub(crate) file: Option<PathBuf>,
+    /// The same file, named as `serve --config` names it.
+    #[arg(long = "config", id = "config_option", value_name = "FILE")]
+    pub(crate) config_option: Option<PathBuf>,
     /// A Redis URL standing for `[store] url`, as `serve --store` takes it.
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
+}
+
+impl CheckConfigArguments {
+    /// The file to check, given either way (clap requires one of the two).
+    pub(crate) fn config(&self) -> &std::path::Path {
+        self.file
+            .as_deref()
+            .or(self.config_option.as_deref())
+            .unwrap_or(std::path::Path::new(""))
+    }
 }
 
 #[derive(Debug, Args)]

@@ -199,6 +199,14 @@ fn check_config_prints_what_is_in_force_and_every_warning() {
             path.display()
         )
     );
+    // Named as `serve --config` names it, the same report.
+    let option = tollgate(&["check-config", "--config", path.to_str().unwrap()], b"");
+    assert!(option.status.success(), "{option:?}");
+    assert!(
+        String::from_utf8(option.stdout)
+            .unwrap()
+            .ends_with(&format!("{}: the configuration is valid\n", path.display()))
+    );
     let bad = scratch_file("check-bad.toml", "workers = 0\n");
     let output = tollgate(&["check-config", bad.to_str().unwrap()], b"");
     assert_eq!(output.status.code(), Some(2));

@@ -50,9 +50,8 @@ fn bad_delays_are_refused_at_load() {
     );
     assert_eq!(
         refused("max_waiting = 5"),
-        "route r (/r): max_waiting applies to delay (the route's, or a tier's in \
-         limits.tier_defaults, on a route that reads keys and is not in shadow mode): set one \
-         too"
+        "route r (/r): max_waiting applies to a delay, the route's or a tier's in \
+         limits.tier_defaults, and neither is set: set one too"
     );
     assert_eq!(
         refused("delay = \"1s\"\nmax_waiting = 0"),

@@ -77,21 +77,29 @@ fn bad_tier_defaults_are_refused_at_load() {
     // max_waiting needs a delay to apply to: the route's, or a tier's.
     assert_eq!(
         refused(&format!("{route}max_waiting = 5\n")),
-        "route r (/r): max_waiting applies to delay (the route's, or a tier's in \
-         limits.tier_defaults, on a route that reads keys and is not in shadow mode): set one \
-         too"
+        "route r (/r): max_waiting applies to a delay, the route's or a tier's in \
+         limits.tier_defaults, and neither is set: set one too"
     );
     let tier_delay = format!("{pro}[limits.tier_defaults.pro]\ndelay = \"1s\"\n{route}");
     ServeConfig::from_toml_str(&format!("{tier_delay}max_waiting = 5\n")).unwrap();
     // A route that never waits for a tier's delay: in shadow mode, or
     // reading no keys.
-    for never in [
-        "rpm = 60\nshadow = true\n",
-        "api_key = \"none\"\nrpm = 60\n",
+    for (never, why) in [
+        (
+            "rpm = 60\nshadow = true\n",
+            "does not apply to a route in shadow mode, which never waits",
+        ),
+        (
+            "api_key = \"none\"\nrpm = 60\n",
+            "does not apply on a route with api_key = \"none\", which reads no key",
+        ),
     ] {
         let error = refused(&format!("{tier_delay}{never}max_waiting = 5\n"));
         assert!(
-            error.contains("max_waiting applies to delay"),
+            error.starts_with(
+                "route r (/r): max_waiting applies to a delay, and this route has none of its \
+                 own: a tier's delay in limits.tier_defaults "
+            ) && error.ends_with(why),
             "{never}: {error}"
         );
     }

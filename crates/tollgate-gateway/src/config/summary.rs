@@ -49,6 +49,9 @@ impl ServeConfig {
             }
         }
         for (plan, defaults) in &self.limits.tier_defaults {
+            if defaults.delay.is_zero() && defaults.max_in_flight.is_none() {
+                continue;
+            }
             let mut line = format!("keys of plan {plan}, on routes without their own:");
             if !defaults.delay.is_zero() {
                 let _ = write!(
@@ -375,6 +378,26 @@ mod tests {
             summary[3],
             "tier team: second: fixed_window 10 per 1 s and day: token_bucket 10000 per 86400 s, \
              burst 100"
+        );
+    }
+
+    #[test]
+    fn tier_defaults_are_shown_only_when_they_set_something() {
+        let lines = summary(
+            "[limits.tiers.pro]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow_s = 60\n\
+             [limits.tier_defaults.pro]\ndelay = \"0s\"\n\
+             [limits.tier_defaults.default]\ndelay = \"2s\"\nmax_in_flight = 3\n",
+        );
+        let defaults: Vec<&String> = lines
+            .iter()
+            .filter(|line| line.starts_with("keys of plan"))
+            .collect();
+        assert_eq!(
+            defaults,
+            [
+                "keys of plan default, on routes without their own: a request over its limits \
+                 waits up to 2s for its turn; at most 3 in flight per API key"
+            ]
         );
     }
 }

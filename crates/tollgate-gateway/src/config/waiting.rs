@@ -24,12 +24,21 @@ pub(super) fn validate(
             && route.api_key != ApiKeyRequirement::None
             && limits.any_tier_delay();
         if route.max_waiting.is_some() && route.delay.is_zero() && !waits_for_tiers {
+            let reason = if !limits.any_tier_delay() {
+                "max_waiting applies to a delay, the route's or a tier's in \
+                 limits.tier_defaults, and neither is set: set one too"
+            } else if route.api_key == ApiKeyRequirement::None {
+                "max_waiting applies to a delay, and this route has none of its own: \
+                 a tier's delay in limits.tier_defaults does not apply on a route with \
+                 api_key = \"none\", which reads no key"
+            } else {
+                "max_waiting applies to a delay, and this route has none of its own: \
+                 a tier's delay in limits.tier_defaults does not apply to a route in \
+                 shadow mode, which never waits"
+            };
             return Err(ServeConfigError::Route {
                 route: route.label(),
-                reason: "max_waiting applies to delay (the route's, or a tier's in \
-                         limits.tier_defaults, on a route that reads keys and is not in \
-                         shadow mode): set one too"
-                    .into(),
+                reason: reason.into(),
             });
         }
     }
