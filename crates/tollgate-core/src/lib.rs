@@ -35,6 +35,7 @@ mod clock;
 mod config;
 mod decision;
 mod failure_policy;
+mod fingerprint;
 mod harness;
 mod in_flight;
 mod key;
@@ -62,6 +63,7 @@ pub use config::{
 };
 pub use decision::Decision;
 pub use failure_policy::FailurePolicy;
+pub use fingerprint::{Fingerprint, Fingerprinter, KeySpace, key_digest};
 pub use harness::{Harness, InputError, Output};
 pub use in_flight::{MAX_IN_FLIGHT, MemorySlots, SlotLease, SlotStore, in_flight_kind};
 pub use key::{ApiKey, Redacted};

@@ -117,47 +117,62 @@ async fn every_request_gets_a_json_line() {
         .iter()
         .map(|line| checked(serde_json::from_str(line).unwrap(), before, after))
         .collect();
-    let allowed = json!({
-        "method": "GET", "path": "/api/orders", "status": 200, "route": "al_api",
-        "tier": "default", "decision": "allowed", "upstream_status": 200, "wait_us": 0, "bytes": 8,
-    });
+    // Each key by its fingerprint, from Python (no key secret is set):
+    // hashlib.sha256(b"plan\0" + key).hexdigest()[:16].
+    let allowed = |key: &str, remaining: u64| {
+        json!({
+            "method": "GET", "path": "/api/orders", "status": 200, "route": "al_api",
+            "tier": "default", "key": key, "client": "127.0.0.1", "decision": "allowed",
+            "policy": "default", "remaining": remaining, "upstream_status": 200, "wait_us": 0,
+            "bytes": 8,
+        })
+    };
+    let shadow = |decision: &str| {
+        json!({
+            "method": "GET", "path": "/s/x", "status": 200, "route": "al_shadow",
+            "tier": "default", "key": "5b3305c3a3ad8ad1", "client": "127.0.0.1",
+            "decision": decision, "policy": "al_shadow", "remaining": 0,
+            "upstream_status": 200, "wait_us": 0, "bytes": 8,
+        })
+    };
     assert_eq!(
         lines,
         [
-            allowed.clone(),
-            allowed.clone(),
-            allowed,
+            allowed("d9256592ae3bef09", 1),
+            allowed("2ed7a4242384a27d", 1),
+            allowed("2ed7a4242384a27d", 0),
             json!({
                 "method": "GET", "path": "/api/orders", "status": 429, "route": "al_api",
-                "tier": "default", "decision": "refused", "upstream_status": null,
-                "wait_us": 0, "bytes": refused_bytes,
+                "tier": "default", "key": "2ed7a4242384a27d", "client": "127.0.0.1",
+                "decision": "refused", "policy": "default", "remaining": 0,
+                "upstream_status": null, "wait_us": 0, "bytes": refused_bytes,
             }),
             json!({
                 "method": "GET", "path": "/api/orders", "status": 200, "route": "al_api",
-                "tier": null, "decision": "exempt", "upstream_status": 200, "wait_us": 0, "bytes": 8,
+                "tier": null, "key": "70dde1056aa25c09", "client": "127.0.0.1",
+                "decision": "exempt", "policy": null, "remaining": null, "upstream_status": 200,
+                "wait_us": 0, "bytes": 8,
             }),
-            json!({
-                "method": "GET", "path": "/s/x", "status": 200, "route": "al_shadow",
-                "tier": "default", "decision": "allowed", "upstream_status": 200, "wait_us": 0, "bytes": 8,
-            }),
-            json!({
-                "method": "GET", "path": "/s/x", "status": 200, "route": "al_shadow",
-                "tier": "default", "decision": "shadow", "upstream_status": 200, "wait_us": 0, "bytes": 8,
-            }),
+            // The route's budget of 1 binds (the plan has 1 left, then 0).
+            shadow("allowed"),
+            shadow("shadow_refused"),
             json!({
                 "method": "GET", "path": "/nowhere", "status": 404, "route": null,
-                "tier": null, "decision": "none", "upstream_status": null,
-                "wait_us": 0, "bytes": not_found_bytes,
+                "tier": null, "key": null, "client": null, "decision": "none", "policy": null,
+                "remaining": null, "upstream_status": null, "wait_us": 0,
+                "bytes": not_found_bytes,
             }),
             json!({
                 "method": "GET", "path": "/down/x", "status": 502, "route": "al_down",
-                "tier": "default", "decision": "allowed", "upstream_status": null,
-                "wait_us": 0, "bytes": bad_gateway_bytes,
+                "tier": "default", "key": "6986e8716e77713f", "client": "127.0.0.1",
+                "decision": "allowed", "policy": "default", "remaining": 1,
+                "upstream_status": null, "wait_us": 0, "bytes": bad_gateway_bytes,
             }),
             json!({
                 "method": "GET", "path": "/api/orders", "status": 401, "route": "al_api",
-                "tier": null, "decision": "none", "upstream_status": null,
-                "wait_us": 0, "bytes": unauthorized_bytes,
+                "tier": null, "key": null, "client": null, "decision": "none", "policy": null,
+                "remaining": null, "upstream_status": null, "wait_us": 0,
+                "bytes": unauthorized_bytes,
             }),
         ]
     );
@@ -184,7 +199,11 @@ async fn every_request_gets_a_json_line() {
         "status",
         "route",
         "tier",
+        "key",
+        "client",
         "decision",
+        "policy",
+        "remaining",
         "upstream_status",
         "duration_us",
         "wait_us",
@@ -233,8 +252,8 @@ async fn text_lines_name_their_fields() {
     let expected = |path: &str,
                     status: &str,
                     route: &str,
-                    tier: &str,
-                    decision: &str,
+                    (tier, key, client): (&str, &str, &str),
+                    (decision, policy, remaining): (&str, &str, &str),
                     upstream: &str,
                     bytes: &str| {
         [
@@ -243,7 +262,11 @@ async fn text_lines_name_their_fields() {
             ("status", status),
             ("route", route),
             ("tier", tier),
+            ("key", key),
+            ("client", client),
             ("decision", decision),
+            ("policy", policy),
+            ("remaining", remaining),
             ("upstream_status", upstream),
             ("wait_us", "0"),
             ("bytes", bytes),
@@ -263,7 +286,11 @@ async fn text_lines_name_their_fields() {
                 "status",
                 "route",
                 "tier",
+                "key",
+                "client",
                 "decision",
+                "policy",
+                "remaining",
                 "upstream_status",
                 "duration_us",
                 "wait_us",
@@ -275,8 +302,8 @@ async fn text_lines_name_their_fields() {
             "{}",
             line[0].1
         );
-        assert!(line[8].1.parse::<u64>().is_ok(), "{}", line[8].1);
-        line.remove(8);
+        assert!(line[12].1.parse::<u64>().is_ok(), "{}", line[12].1);
+        line.remove(12);
         line.remove(0);
     }
     assert_eq!(
@@ -286,8 +313,8 @@ async fn text_lines_name_their_fields() {
                 "/api/a",
                 "200",
                 "al_api_text",
-                "default",
-                "allowed",
+                ("default", "15c54146dbb76837", "127.0.0.1"),
+                ("allowed", "default", "1"),
                 "200",
                 "8"
             ),
@@ -295,8 +322,8 @@ async fn text_lines_name_their_fields() {
                 "/nowhere",
                 "404",
                 "-",
-                "-",
-                "none",
+                ("-", "-", "-"),
+                ("none", "-", "-"),
                 "-",
                 &not_found_bytes.to_string()
             ),
@@ -352,7 +379,8 @@ async fn requests_the_http_parser_rejects_get_their_lines() {
     let rejected = |status: u16| {
         json!({
             "method": null, "path": null, "status": status, "route": null, "tier": null,
-            "decision": "none", "upstream_status": null, "wait_us": 0, "bytes": 0,
+            "key": null, "client": null, "decision": "none", "policy": null, "remaining": null,
+            "upstream_status": null, "wait_us": 0, "bytes": 0,
         })
     };
     let mut lines: Vec<Value> = lines
@@ -363,4 +391,60 @@ async fn requests_the_http_parser_rejects_get_their_lines() {
     lines.sort_by_key(|line| line["status"].as_u64());
     assert_eq!(lines, [rejected(400), rejected(414), rejected(431)]);
     gateway.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_refused_a_slot_is_logged_as_such() {
+    // `/slow` is held by the upstream until released; one in flight per key.
+    let upstream = Upstream::start().await;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("access.log");
+    let gateway = Gateway::start(
+        &gateway::config(&format!(
+            "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow_s = 60\n\
+             [access_log]\nenabled = true\npath = \"{}\"\n\
+             [[routes]]\nname = \"al_slots\"\nprefix = \"/\"\nupstream = \"http://{}\"\n\
+             max_in_flight = 1\n",
+            path.display(),
+            upstream.address
+        )),
+        0,
+    )
+    .await;
+    let held = gateway
+        .client
+        .get(gateway.url("/slow"))
+        .header("authorization", "Bearer sk_slots")
+        .send();
+    let held = tokio::spawn(held);
+    for _ in 0..500 {
+        if upstream.requests() >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(gateway.status("/x", "sk_slots").await, 429);
+    upstream.release.notify_waiters();
+    assert_eq!(held.await.unwrap().unwrap().status(), 200);
+    let lines = lines_of(&path, 2).await;
+    let decisions: Vec<(String, String, Value)> = lines
+        .iter()
+        .map(|line| {
+            let line: Value = serde_json::from_str(line).unwrap();
+            (
+                line["path"].as_str().unwrap().to_owned(),
+                line["decision"].as_str().unwrap().to_owned(),
+                line["remaining"].clone(),
+            )
+        })
+        .collect();
+    // The refused request's line is written first: it ended first. Refused
+    // before its rates were decided, it names no policy.
+    assert_eq!(
+        decisions,
+        [
+            ("/x".to_owned(), "in_flight_refused".to_owned(), Value::Null),
+            ("/slow".to_owned(), "allowed".to_owned(), json!(99)),
+        ]
+    );
 }

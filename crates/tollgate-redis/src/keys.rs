@@ -8,8 +8,7 @@
 //! appears in Redis. With a secret, someone who can read Redis cannot confirm
 //! a guessed API key by hashing it.
 
-use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256};
+use tollgate_core::{KeySpace, key_digest};
 
 /// The Redis keys of one limited key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,23 +32,10 @@ impl KeyNames {
     /// (an HMAC key) when there is one.
     pub(crate) fn new(prefix: &str, space: Space, key: &str, secret: Option<&[u8]>) -> Self {
         let space = match space {
-            Space::Plan => b"plan\0".as_slice(),
-            Space::Policy => b"policy\0".as_slice(),
+            Space::Plan => KeySpace::Plan,
+            Space::Policy => KeySpace::Policy,
         };
-        let digest: [u8; 32] = match secret.map(Hmac::<Sha256>::new_from_slice) {
-            Some(Ok(mut mac)) => {
-                mac.update(space);
-                mac.update(key.as_bytes());
-                mac.finalize().into_bytes().into()
-            }
-            // HMAC takes a key of any length, so this is only the no-secret case.
-            _ => {
-                let mut hasher = Sha256::new();
-                hasher.update(space);
-                hasher.update(key.as_bytes());
-                hasher.finalize().into()
-            }
-        };
+        let digest = key_digest(secret, space, key);
         // "PREFIX:{TAG}:" once, then each name's ending (no `format!`: this
         // runs for every limit of every request).
         let mut base = String::with_capacity(prefix.len() + 32 + 8);

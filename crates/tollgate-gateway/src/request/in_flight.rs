@@ -89,7 +89,7 @@ pub(crate) async fn acquire_slot(
         })),
         Ok(None) => {
             metrics::record_in_flight_refusal(&route.name);
-            outcome.admission = Admission::Refused;
+            outcome.admission = Admission::InFlightRefused;
             let status = route
                 .refused_status
                 .and_then(|status| StatusCode::from_u16(status).ok())

@@ -13,7 +13,7 @@ use axum::extract::ConnectInfo;
 use tokio::net::TcpListener;
 use tokio::signal::unix::SignalKind;
 use tokio::task::JoinHandle;
-use tollgate_core::{Clock, SlotStore, Store, SystemClock};
+use tollgate_core::{Clock, Fingerprinter, SlotStore, Store, SystemClock};
 use tollgate_serve::shutdown::FORCED_GRACE;
 use tollgate_serve::{Connections, Drained, Shutdown, Signals, WorkerThread};
 
@@ -183,7 +183,8 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     }
     let reloadable = Reloadable::build(&config, store.as_ref(), known_keys)?;
     let listener_tls = config.tls.as_ref().map(ListenerTls::new).transpose()?;
-    let access_log = AccessLog::start(&config.access_log)?;
+    let fingerprints = Fingerprinter::new(config.store.key_secret().as_deref().map(str::as_bytes));
+    let access_log = AccessLog::start(&config.access_log, fingerprints)?;
     let started = InForce::new(config);
     log_start_warnings(&started, in_memory_store);
     let app = Arc::new(App {

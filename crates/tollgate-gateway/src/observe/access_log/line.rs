@@ -4,6 +4,8 @@
 use http::Method;
 use serde::Serialize;
 
+use tollgate_core::Fingerprinter;
+
 use super::Record;
 
 /// One line's fields, in their order.
@@ -15,7 +17,11 @@ pub(super) struct Line<'a> {
     status: u16,
     route: Option<&'a str>,
     tier: Option<&'a str>,
+    key: Option<String>,
+    client: Option<&'a str>,
     decision: &'static str,
+    policy: Option<&'a str>,
+    remaining: Option<u64>,
     upstream_status: Option<u16>,
     duration_us: u64,
     wait_us: u64,
@@ -23,8 +29,10 @@ pub(super) struct Line<'a> {
 }
 
 impl<'a> Line<'a> {
-    pub(super) fn of(record: &'a Record) -> Self {
+    /// The line of `record`, its key shown by `fingerprints`.
+    pub(super) fn of(record: &'a Record, fingerprints: &Fingerprinter) -> Self {
         let outcome = &record.outcome;
+        let noted = outcome.noted();
         let tier = outcome.admission.decided().then(|| {
             outcome
                 .tier
@@ -38,7 +46,11 @@ impl<'a> Line<'a> {
             status: record.status,
             route: outcome.route.as_deref(),
             tier,
+            key: noted.key.map(|key| fingerprints.of(key).to_string()),
+            client: noted.client,
             decision: outcome.admission.label(),
+            policy: noted.bound.map(|(policy, _)| policy),
+            remaining: noted.bound.and_then(|(_, remaining)| remaining),
             upstream_status: record.upstream_status,
             duration_us: u64::try_from(record.duration.as_micros()).unwrap_or(u64::MAX),
             wait_us: u64::try_from(outcome.waited.as_micros()).unwrap_or(u64::MAX),
@@ -84,11 +96,16 @@ pub(super) fn text_line(out: &mut Vec<u8>, line: &Line<'_>) {
     for (name, value) in [
         ("route", line.route),
         ("tier", line.tier),
+        ("key", line.key.as_deref()),
+        ("client", line.client),
         ("decision", Some(line.decision)),
+        ("policy", line.policy),
     ] {
         pair(out, name);
         write_text_value(out, value);
     }
+    pair(out, "remaining");
+    out.extend_from_slice(number(line.remaining).as_bytes());
     for (name, value) in numbers {
         pair(out, name);
         out.extend_from_slice(value.as_bytes());

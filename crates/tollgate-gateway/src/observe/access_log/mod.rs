@@ -8,8 +8,8 @@
 //! never waits for the log: a record finding the channel full is dropped and
 //! counted (`tollgate_access_log_dropped_total`); sending takes no lock and
 //! makes no system call (the writer polls instead of being woken). The key is
-//! never written (it travels in headers, which are not logged), nor the
-//! query string (whose values may be secrets: tokens, signatures, keys).
+//! never written, only its fingerprint (the writer makes it: HMAC-SHA-256
+//! under the key secret, 16 hex digits), nor the query string (whose values may be secrets: tokens, signatures, keys).
 //! The fields are documented in `docs/CONFIG.md`.
 
 use std::fs::{File, OpenOptions};
@@ -28,109 +28,23 @@ use bytes::Bytes;
 use http::Method;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
+use tollgate_core::Fingerprinter;
+
 use crate::config::{AccessLogConfig, AccessLogFormat};
 use crate::proxy::upgrade::TunnelLog;
 use crate::serve::error::StartError;
 
 mod line;
+mod outcome;
 
 use line::{Line, text_line};
+pub(crate) use outcome::{Admission, Outcome};
 
 /// How often the writer thread writes what the channel holds.
 pub(crate) const WRITE_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Access log lines dropped because the writer's channel was full.
 pub(crate) const DROPPED: &str = "tollgate_access_log_dropped_total";
-
-/// How a request's limits admitted it: the line's `decision`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Admission {
-    /// No limit was decided: no route matched, no usable API key, a CORS
-    /// preflight passed, a request the gateway could not read.
-    #[default]
-    None,
-    /// Every limit allowed it.
-    Allowed,
-    /// An enforced limit refused it.
-    Refused,
-    /// Only limits in shadow mode refused it, and it was let through.
-    Shadow,
-    /// Its limits admitted it to wait for its turn (a route's `delay`):
-    /// it waited, then was forwarded.
-    Delayed,
-    /// Its key is exempt.
-    Exempt,
-    /// The store could not decide; the failure policy answered.
-    Unavailable,
-}
-
-impl Admission {
-    /// The `decision` field.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Admission::None => "none",
-            Admission::Allowed => "allowed",
-            Admission::Refused => "refused",
-            Admission::Shadow => "shadow",
-            Admission::Delayed => "delayed",
-            Admission::Exempt => "exempt",
-            Admission::Unavailable => "unavailable",
-        }
-    }
-
-    /// Whether a plan was decided (then a tier is logged).
-    fn decided(self) -> bool {
-        matches!(
-            self,
-            Admission::Allowed | Admission::Refused | Admission::Shadow | Admission::Delayed
-        )
-    }
-}
-
-/// What the handler learnt of a request, for its line. The names (route,
-/// tier) are kept only when the access log is on: a clone of a name shared
-/// by every worker writes to its count, a cache line the workers would
-/// otherwise pass between them for nothing.
-#[derive(Debug, Default)]
-pub(crate) struct Outcome {
-    /// Whether the line will be written (the names are kept).
-    logged: bool,
-    /// The route that matched (the demo route without routes).
-    route: Option<Arc<str>>,
-    /// How its limits admitted it.
-    pub(crate) admission: Admission,
-    /// The tier of its plan; `None` for the default policy.
-    tier: Option<Arc<str>>,
-    /// Whether it was sent to an upstream.
-    pub(crate) forwarded: bool,
-    /// How long it waited for its turn (a route's `delay`); zero when it
-    /// did not.
-    pub(crate) waited: std::time::Duration,
-}
-
-impl Outcome {
-    /// The outcome of a request whose line is written if `logged`.
-    pub(crate) fn new(logged: bool) -> Self {
-        Outcome {
-            logged,
-            ..Outcome::default()
-        }
-    }
-
-    /// Notes the route `name` (kept only when the line is written).
-    pub(crate) fn set_route(&mut self, name: &Arc<str>) {
-        if self.logged {
-            self.route = Some(Arc::clone(name));
-        }
-    }
-
-    /// Notes the plan's `tier` (kept only when the line is written).
-    pub(crate) fn set_tier(&mut self, tier: Option<&Arc<str>>) {
-        if self.logged {
-            self.tier = tier.cloned();
-        }
-    }
-}
 
 /// Marks a response tollgate made itself (a problem+json answer), so that a
 /// forwarded request's 502 or 504 is not taken for its upstream's status.
@@ -177,7 +91,7 @@ impl Arrival {
 /// to the new one).
 #[derive(Debug)]
 enum Message {
-    Line(Record),
+    Line(Box<Record>),
     Reopen,
 }
 
@@ -213,7 +127,10 @@ impl AccessLog {
     ///
     /// [`StartError::AccessLog`] when the file cannot be opened for
     /// appending, [`StartError::Start`] when the thread cannot start.
-    pub(crate) fn start(config: &AccessLogConfig) -> Result<Option<AccessLog>, StartError> {
+    pub(crate) fn start(
+        config: &AccessLogConfig,
+        fingerprints: Fingerprinter,
+    ) -> Result<Option<AccessLog>, StartError> {
         if !config.enabled {
             return Ok(None);
         }
@@ -224,6 +141,7 @@ impl AccessLog {
             receiver,
             output,
             format: config.format,
+            fingerprints,
             stop: Arc::clone(&stop),
             line: Vec::new(),
             failing: false,
@@ -319,7 +237,7 @@ impl AccessLog {
     /// Hands `record` to the writer, or drops and counts it when the channel
     /// is full (then `false`).
     fn send(&self, record: Record) -> bool {
-        match self.shared.sender.try_send(Message::Line(record)) {
+        match self.shared.sender.try_send(Message::Line(Box::new(record))) {
             Ok(()) | Err(TrySendError::Disconnected(_)) => true,
             Err(TrySendError::Full(_)) => {
                 metrics::counter!(DROPPED).increment(1);
@@ -462,6 +380,8 @@ struct Writer {
     receiver: Receiver<Message>,
     output: Output,
     format: AccessLogFormat,
+    /// Shows each line's API key as its fingerprint.
+    fingerprints: Fingerprinter,
     stop: Arc<AtomicBool>,
     /// The lines of one round, written at once.
     line: Vec<u8>,
@@ -497,13 +417,13 @@ impl Writer {
     fn format(&mut self, record: &Record) {
         match self.format {
             AccessLogFormat::Json => {
-                let line = Line::of(record);
+                let line = Line::of(record, &self.fingerprints);
                 if serde_json::to_writer(&mut self.line, &line).is_ok() {
                     self.line.push(b'\n');
                 }
             }
             AccessLogFormat::Text => {
-                text_line(&mut self.line, &Line::of(record));
+                text_line(&mut self.line, &Line::of(record, &self.fingerprints));
             }
         }
     }

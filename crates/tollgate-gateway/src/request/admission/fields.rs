@@ -101,3 +101,35 @@ pub(super) fn route_field<'a>(
         decision: &decision.decision,
     }
 }
+
+/// The limit that binds a request ([`Decision::binding`] over its plan's
+/// policies and its route budget), named as its `RateLimit` field names it
+/// (the tier, a listed policy's name, the route's name), and what it has
+/// left (`None`: unlimited). `None` when no limit with a policy decided.
+pub(super) fn bound<'a>(
+    tier: &'a str,
+    plan: Option<&'a LimitDecision>,
+    route: Option<(&'a str, &'a LimitDecision)>,
+) -> Option<(&'a str, Option<u64>)> {
+    let mut limits: Vec<(&str, &Decision)> = Vec::with_capacity(3);
+    if let Some(plan) = plan.filter(|plan| plan.policy.is_some()) {
+        if plan.further.is_empty() {
+            limits.push((tier, &plan.decision));
+        } else {
+            let first = plan.name.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER);
+            limits.push((first, &plan.decision));
+            limits.extend(
+                plan.further
+                    .iter()
+                    .map(|further| (&*further.name, &further.decision)),
+            );
+        }
+    }
+    if let Some((name, route)) = route {
+        limits.push((name, &route.decision));
+    }
+    let index = Decision::binding(limits.iter().map(|(_, decision)| *decision))?;
+    limits
+        .get(index)
+        .map(|(name, decision)| (*name, decision.remaining))
+}

@@ -30,7 +30,7 @@ use crate::request::rate_limit_headers::{RateLimitHeaders, rate_limit_headers};
 use crate::request::routes::Route;
 use crate::request::shadow::ShadowLimits;
 use crate::serve::reloadable::Reloadable;
-use fields::{plan_field, plan_list_headers, route_field};
+use fields::{bound, plan_field, plan_list_headers, route_field};
 use refusal::{Refusal, Refusing};
 use route_limit::{RouteLimit, route_limit};
 use tollgate_core::{FailurePolicy, StoreError};
@@ -119,6 +119,10 @@ pub(crate) async fn admit(
         }
     };
     let key = caller.ok();
+    outcome.set_client(|| reloadable.client_ip.client_key_of(peer.ip(), headers));
+    if let Some(key) = key {
+        outcome.set_key(key);
+    }
     let route_name = route.map_or(&reloadable.demo_route, |route| &route.name);
     if key.is_some_and(|key| store.is_exempt(key)) {
         reloadable.decisions.record(true, "exempt", route_name);
@@ -263,6 +267,10 @@ pub(crate) async fn admit(
         caller,
         at: (request_headers, peer),
     };
+    outcome.set_bound(|| {
+        let route = route_limit.as_ref().and(decisions.route.as_ref());
+        bound(tier, plan, route.map(|decision| (&**route_name, decision)))
+    });
     let mut headers = headers_of(&|index| shadow.sends_headers(index));
     let allowed = decisions.iter().all(|(_, decision)| decision.is_allowed());
     if allowed {
