@@ -40,6 +40,10 @@ pub(crate) enum Command {
     /// what it would put in force and every warning; exit 0 when it is
     /// valid, 2 otherwise.
     CheckConfig(CheckConfigArguments),
+    /// Run one or more policies against a traffic pattern in tollgate's own
+    /// engine, offline, and show what each allows and refuses over time:
+    /// a picture (SVG or PNG) or the numbers (JSON). See docs/SIMULATE.md.
+    Simulate(SimulateArguments),
 }
 
 #[derive(Debug, Args)]
@@ -130,4 +134,34 @@ pub(crate) struct RunArguments {
     /// eviction, key cap); the built-in defaults when absent.
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SimulateArguments {
+    /// A policy, `[NAME=]ALGORITHM:LIMIT/WINDOW[,burst=N]`, as
+    /// `free=token_bucket:100/1m,burst=20`; repeat it to compare policies
+    /// on one time axis.
+    #[arg(long = "policy", value_name = "POLICY", required = true)]
+    pub(crate) policies: Vec<String>,
+    /// The traffic: `steady:RATE`, `bursts:SIZE/EVERY`, `idle-burst:IDLE,SIZE`,
+    /// `poisson:RATE[,seed=N]` or `file:PATH` (a timestamp per line); a RATE
+    /// is COUNT/SPAN, as `10/s` or `600/1m`.
+    #[arg(long, value_name = "PATTERN")]
+    pub(crate) pattern: String,
+    /// How long to run, as `60s` or `10m`: 60s by default; a file of
+    /// timestamps runs from its first to past its last unless given.
+    #[arg(long, value_name = "SPAN")]
+    pub(crate) duration: Option<String>,
+    /// The time each point of the result counts over, as `1s` or `500ms`
+    /// (default: a hundredth of the run, in whole milliseconds).
+    #[arg(long, value_name = "SPAN")]
+    pub(crate) step: Option<String>,
+    /// `json` (the numbers, to standard output unless --output), `svg` or
+    /// `png` (a picture; `png` needs --output). Default: from --output's
+    /// extension, else `json`.
+    #[arg(long, value_name = "FORMAT")]
+    pub(crate) format: Option<String>,
+    /// Where to write the result; standard output when absent.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
 }

@@ -6,6 +6,8 @@
 //!   --config DIR FILE|-` drives it with a JSON array of steps.
 //! - `tollgate rlqs [flags]`: Envoy's rate limit quota service (see
 //!   `docs/RLQS.md`).
+//! - `tollgate simulate --policy P --pattern T`: policies against a traffic
+//!   pattern, offline (see `docs/SIMULATE.md`).
 
 mod check_config;
 mod cli;
@@ -13,6 +15,7 @@ mod rlqs_command;
 mod rls_command;
 mod run;
 mod serve_command;
+mod simulate_command;
 
 use std::process::ExitCode;
 
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
         Command::Rls(command) => rls_command::rls(*command),
         Command::Rlqs(arguments) => rlqs_command::rlqs(*arguments),
         Command::CheckConfig(arguments) => check_config::check(&arguments),
+        Command::Simulate(arguments) => simulate_command::simulate(&arguments),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

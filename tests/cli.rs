@@ -263,3 +263,90 @@ fn check_config_counts_the_known_keys_and_warns_when_none_is_listed_under_refuse
     assert!(!two.contains("warning: the file of known keys"), "{two}");
     assert!(!two.contains("sk_live_a"), "{two}");
 }
+
+#[test]
+fn simulate_gives_the_engines_numbers_and_pictures() {
+    // 10 a second for 2 s against 5 per aligned second: 5 pass and 5 are
+    // refused in each second, and nothing is left at its end.
+    let output = tollgate(
+        &[
+            "simulate",
+            "--policy",
+            "fw=fixed_window:5/1s",
+            "--pattern",
+            "steady:10/s",
+            "--duration",
+            "2s",
+            "--step",
+            "1s",
+        ],
+        b"",
+    );
+    assert!(output.status.success(), "{output:?}");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        report,
+        serde_json::json!({
+            "pattern": "steady:10/s", "requests": 20, "duration_ms": 2000, "step_ms": 1000,
+            "runs": [{
+                "name": "fw",
+                "policy": {"algorithm": "fixed_window", "limit": 5, "window_s": 1},
+                "allowed": 10, "refused": 10,
+                "buckets": [
+                    {"start_ms": 0, "allowed": 5, "refused": 5, "remaining": 0},
+                    {"start_ms": 1000, "allowed": 5, "refused": 5, "remaining": 0},
+                ],
+            }],
+        })
+    );
+    // The pictures: SVG to a file (its panel titles in it), PNG to a file.
+    let directory = std::env::temp_dir().join(format!("tollgate-simulate-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let svg = directory.join("runs.svg");
+    let png = directory.join("runs.png");
+    for path in [&svg, &png] {
+        let output = tollgate(
+            &[
+                "simulate",
+                "--policy",
+                "fixed_window:5/1s",
+                "--policy",
+                "bucket=token_bucket:5/1s,burst=2",
+                "--pattern",
+                "bursts:4/1s",
+                "--duration",
+                "3s",
+                "--output",
+                path.to_str().unwrap(),
+            ],
+            b"",
+        );
+        assert!(output.status.success(), "{output:?}");
+    }
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg"), "{}", &text[..80.min(text.len())]);
+    // Bursts of 4 at 0, 1 and 2 s: 5 a second allows all 12; a bucket of 2
+    // refilled 5 a second allows 2 of each burst.
+    assert!(text.contains("fixed_window:5/1s: 12 allowed, 0 refused of 12"));
+    assert!(text.contains("bucket: 6 allowed, 6 refused of 12"));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    // Bad input: a clear error, exit 2.
+    let bad = tollgate(
+        &[
+            "simulate",
+            "--policy",
+            "leaky:5/1s",
+            "--pattern",
+            "steady:1/s",
+        ],
+        b"",
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8(bad.stderr)
+            .unwrap()
+            .starts_with("tollgate: invalid policy \"leaky:5/1s\": the algorithm is")
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}

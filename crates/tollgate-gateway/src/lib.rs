@@ -41,6 +41,11 @@ pub fn check_files(
         serve::tls::ListenerTls::new(tls)?;
     }
     proxy::upstream_tls::client_config(&config.routes, &config.upstream_tls)?;
+    if let Some(url) = &config.store.url {
+        // Neither the URL nor the client's text: either may hold a password.
+        tollgate_redis::check_url(url)
+            .map_err(|_| ServeConfigError::Invalid(serve::error::STORE_URL_EXPECTED.to_owned()))?;
+    }
     config::load_known_keys(&config.keys)
 }
 

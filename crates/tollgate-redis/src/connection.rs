@@ -30,6 +30,27 @@ pub(crate) enum Target {
     Cluster(Vec<String>),
 }
 
+/// Whether the store can use `url` (`redis://`, `rediss://`,
+/// `redis-cluster://`, `rediss-cluster://`), read as
+/// [`RedisStore::connect`](crate::RedisStore::connect) reads it, without
+/// connecting: what `tollgate check-config` checks.
+///
+/// # Errors
+///
+/// [`RedisStoreError::Url`](crate::RedisStoreError::Url) when it is not a
+/// Redis URL; its text may hold part of the URL, so show it nowhere.
+pub fn check_url(url: &str) -> Result<(), crate::RedisStoreError> {
+    let target = Target::parse(url).map_err(crate::RedisStoreError::Url)?;
+    let nodes = match &target {
+        Target::Standalone(url) => std::slice::from_ref(url),
+        Target::Cluster(nodes) => nodes.as_slice(),
+    };
+    for node in nodes {
+        with_nodelay(node).map_err(|error| crate::RedisStoreError::Url(error.to_string()))?;
+    }
+    Ok(())
+}
+
 impl Target {
     /// Reads `redis://...`, `rediss://...` or
     /// `redis-cluster://[user:password@]host:port[,host:port...]`

@@ -57,6 +57,7 @@ mod split;
 mod store;
 
 pub use config::{RedisConfig, TimeSource};
+pub use connection::check_url;
 pub use records::RedisRecords;
 pub use redaction::{UNREADABLE_URL, redacted_url};
 pub use slots::RedisSlots;

@@ -23,8 +23,7 @@ pub enum StartError {
     /// `[store] url` (or `--store`) is not a Redis URL. Neither the URL nor
     /// the Redis client's own text is shown: the URL may hold a password.
     #[error(
-        "{}store.url (or --store) is not a Redis URL: expected redis://[user:password@]host:port[/db] or \
-         redis-cluster://[user:password@]host:port[,host:port...] (rediss:// or rediss-cluster:// for TLS)",
+        "{}{STORE_URL_EXPECTED}",
         file.as_deref().map(|file| format!("{file}: ")).unwrap_or_default()
     )]
     StoreUrl {
@@ -68,3 +67,9 @@ pub enum StartError {
         source: std::io::Error,
     },
 }
+
+/// What a `[store] url` that is not a Redis URL is told.
+pub(crate) const STORE_URL_EXPECTED: &str = "store.url (or --store) is not a Redis URL: expected \
+     redis://[user:password@]host:port[/db] or \
+     redis-cluster://[user:password@]host:port[,host:port...] (rediss:// or rediss-cluster:// for \
+     TLS)";
