@@ -92,7 +92,13 @@ impl Fingerprinter {
 
     /// The fingerprint of the API key `key`.
     pub fn of(&self, key: &str) -> Fingerprint {
-        let digest = key_digest(self.secret.as_deref(), KeySpace::Plan, key);
+        self.of_in(KeySpace::Plan, key)
+    }
+
+    /// The fingerprint of `key` in `space` (a route budget's key, such as
+    /// `orders/ip:192.0.2.7`, is in [`KeySpace::Policy`]).
+    pub fn of_in(&self, space: KeySpace, key: &str) -> Fingerprint {
+        let digest = key_digest(self.secret.as_deref(), space, key);
         let mut first = [0; 8];
         first.copy_from_slice(&digest[..8]);
         Fingerprint(first)

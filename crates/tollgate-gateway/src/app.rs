@@ -46,6 +46,9 @@ pub(crate) struct App {
     pub(crate) listener_tls: Option<ListenerTls>,
     /// The access log, when `[access_log] enabled`.
     pub(crate) access_log: Option<AccessLog>,
+    /// The keys most active and most refused lately (`/admin/top`); none
+    /// with `[admin] top_keys = false`.
+    pub(crate) top_keys: Option<crate::observe::top_keys::TopKeys>,
     /// Every open connection of both listeners, the oldest idle one shed
     /// when a listener runs out of file descriptors.
     pub(crate) connections: Arc<Connections>,

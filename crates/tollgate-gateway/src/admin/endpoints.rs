@@ -18,6 +18,7 @@
 //! A call with `route` is about the route budget a request on that route
 //! would be held to for that value ([`admin_route_budget`](crate::admin::route_budget)).
 //! | `GET /admin/stats` | | `{"tracked_keys", "allowed", "rejected"}` |
+//! | `GET /admin/top?window=5m&n=20` | | `{"window_s", "requests", "refusals", "error_bound", "most_refused", "most_active"}`, each list of `{"key", "kind", "count", "error", "tier", "route"}` ([`top`](super::top)) |
 //!
 //! Invalid input gets 400 with a problem+json body and changes nothing; a body
 //! naming a field twice is invalid (never read as its last value).
@@ -53,6 +54,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/admin/reset", post(reset))
         .route("/admin/inspect", post(inspect))
         .route("/admin/stats", get(stats))
+        .route("/admin/top", get(super::top::top))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&app),
             authenticate,
@@ -352,7 +354,7 @@ fn key(raw: &str) -> Result<&str, AdminError> {
         .ok_or_else(|| AdminError::bad_request("key must be a non-empty API key"))
 }
 
-fn json_response<T: serde::Serialize>(value: &T) -> Response {
+pub(super) fn json_response<T: serde::Serialize>(value: &T) -> Response {
     let mut body = serde_json::to_vec(value).unwrap_or_default();
     body.push(b'\n');
     with_json_type(Response::new(Body::from(body)))

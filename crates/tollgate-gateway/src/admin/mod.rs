@@ -5,3 +5,4 @@
 pub(crate) mod endpoints;
 pub(crate) mod guard;
 pub(crate) mod route_budget;
+mod top;

@@ -25,6 +25,10 @@ pub struct AdminConfig {
     /// The environment variable holding the token. Default `TOLLGATE_ADMIN_TOKEN`.
     #[serde(default = "default_token_env")]
     pub token_env: String,
+    /// Whether to count the keys most active and most refused for
+    /// `GET /admin/top` (a sketch per worker thread). Default true.
+    #[serde(default = "default_top_keys")]
+    pub top_keys: bool,
 }
 
 impl AdminConfig {
@@ -45,12 +49,17 @@ impl Default for AdminConfig {
             listen: default_admin_listen(),
             token: None,
             token_env: default_token_env(),
+            top_keys: default_top_keys(),
         }
     }
 }
 
 fn default_admin_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8081))
+}
+
+fn default_top_keys() -> bool {
+    true
 }
 
 fn default_token_env() -> String {

@@ -41,7 +41,7 @@ struct StartOnly {
 }
 
 /// Every setting a reload cannot change.
-const START_ONLY: [StartOnly; 15] = [
+const START_ONLY: [StartOnly; 16] = [
     StartOnly {
         name: "listen",
         redis_only: false,
@@ -111,6 +111,11 @@ const START_ONLY: [StartOnly; 15] = [
         name: "store.time",
         redis_only: true,
         differs: |a, b| a.config.store.time != b.config.store.time,
+    },
+    StartOnly {
+        name: "admin.top_keys",
+        redis_only: false,
+        differs: |a, b| a.config.admin.top_keys != b.config.admin.top_keys,
     },
     // The writer is opened at start (a reload reopens its file, the same).
     StartOnly {

@@ -73,6 +73,7 @@ async fn answer(
                     store: &app.store,
                     slots: None,
                     waiting: &app.waiting,
+                    top_keys: app.top_keys.as_ref(),
                 },
                 &reloadable,
                 request.headers(),
@@ -95,6 +96,7 @@ async fn answer(
             store: &app.store,
             slots: Some(&app.slots),
             waiting: &app.waiting,
+            top_keys: app.top_keys.as_ref(),
         };
         match admission::admit(stores, &reloadable, route, request.headers(), peer, outcome).await {
             Ok(admitted) => admitted,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::observe::top_keys::TopKeys;
 use arc_swap::ArcSwap;
 use axum::Extension;
 use axum::extract::ConnectInfo;
@@ -184,7 +185,11 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     let reloadable = Reloadable::build(&config, store.as_ref(), known_keys)?;
     let listener_tls = config.tls.as_ref().map(ListenerTls::new).transpose()?;
     let fingerprints = Fingerprinter::new(config.store.key_secret().as_deref().map(str::as_bytes));
-    let access_log = AccessLog::start(&config.access_log, fingerprints)?;
+    let access_log = AccessLog::start(&config.access_log, fingerprints.clone())?;
+    let top_keys = config
+        .admin
+        .top_keys
+        .then(|| TopKeys::new(Arc::clone(&options.clock), fingerprints));
     let started = InForce::new(config);
     log_start_warnings(&started, in_memory_store);
     let app = Arc::new(App {
@@ -201,6 +206,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         admin_guard: AdminGuard::new(options.clock),
         listener_tls,
         access_log,
+        top_keys,
         connections: Connections::new(),
     });
     let config = &app.started.config;

@@ -21,6 +21,7 @@ use tollgate_tower::Problem;
 
 use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
+use crate::observe::top_keys::{Decided, TopKeys};
 use crate::request::api_key::{KeyError, api_key};
 use crate::request::delay::{Reserved, WaitingRoom, reserve};
 use crate::request::in_flight::{SlotGuard, TierSlot, acquire_slot};
@@ -69,6 +70,8 @@ pub(crate) struct Stores<'a> {
     pub(crate) store: &'a Arc<dyn Store>,
     pub(crate) slots: Option<&'a Arc<dyn SlotStore>>,
     pub(crate) waiting: &'a Arc<WaitingRoom>,
+    /// Counts the keys most active and most refused, unless turned off.
+    pub(crate) top_keys: Option<&'a TopKeys>,
 }
 
 /// Checks a request against its limits: its concurrency limit when
@@ -278,6 +281,7 @@ pub(crate) async fn admit(
         // request reserved at once too, gives its units back as it drops).
         let slot = tier_slot.take(reloadable, outcome).await?.or(slot);
         reloadable.decisions.record(true, tier, route_name);
+        count_top(&stores, key, route_limit.as_ref(), false, tier, route_name);
         outcome.admission = Admission::Allowed;
         if let Some((wait, waiting)) = waiting {
             // Its turn is ahead: it waits, and gives its units back if its
@@ -292,6 +296,7 @@ pub(crate) async fn admit(
         return Ok(Admitted { headers, slot });
     }
     reloadable.decisions.record(false, tier, route_name);
+    count_top(&stores, key, route_limit.as_ref(), true, tier, route_name);
     let refusal = Refusal::tally(
         &decisions,
         &Refusing {
@@ -441,5 +446,28 @@ impl Decisions {
         let plan = self.plan.as_ref().map(|plan| (PLAN, plan));
         plan.into_iter()
             .chain(self.route.as_ref().map(|route| (ROUTE, route)))
+    }
+}
+
+/// Counts a decided request for `/admin/top` (unless `[admin] top_keys` is
+/// off): under its API key, or a keyless one under its route budget's key.
+fn count_top(
+    stores: &Stores<'_>,
+    key: Option<&str>,
+    route_limit: Option<&RouteLimit<'_>>,
+    refused: bool,
+    tier: &str,
+    route: &Arc<str>,
+) {
+    if let Some(top_keys) = stores.top_keys {
+        top_keys.record(&Decided {
+            key: key
+                .or(route_limit.map(|limit| limit.key.as_str()))
+                .unwrap_or(KEYLESS),
+            keyless: key.is_none(),
+            refused,
+            tier,
+            route,
+        });
     }
 }
