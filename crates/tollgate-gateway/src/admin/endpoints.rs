@@ -354,7 +354,7 @@ fn key(raw: &str) -> Result<&str, AdminError> {
         .ok_or_else(|| AdminError::bad_request("key must be a non-empty API key"))
 }
 
-pub(super) fn json_response<T: serde::Serialize>(value: &T) -> Response {
+fn json_response<T: serde::Serialize>(value: &T) -> Response {
     let mut body = serde_json::to_vec(value).unwrap_or_default();
     body.push(b'\n');
     with_json_type(Response::new(Body::from(body)))

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Query, State};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde::Deserialize;
 
@@ -56,7 +56,7 @@ pub(crate) async fn top(
         return problem(StatusCode::BAD_REQUEST, "n must be 1 to 1000");
     }
     match &app.top_keys {
-        Some(top_keys) => super::endpoints::json_response(&top_keys.top(minutes, n)),
+        Some(top_keys) => axum::Json(top_keys.top(minutes, n)).into_response(),
         None => problem(
             StatusCode::NOT_FOUND,
             "the top keys are not counted: [admin] top_keys = false",
