@@ -8,6 +8,8 @@
 #                      (every request passes) and its rate-limit headers
 #   tollgate_exempt    the same with every benchmark key exempt: no limit
 #                      decided, no rate-limit headers (the proxy path alone)
+#   tollgate_no_top_keys  limiting, without counting the top keys
+#                      (`[admin] top_keys = false`): what `/admin/top` costs
 #   nginx_plain        nginx as a plain proxy (one process)
 #   nginx_limit_req    the same with `limit_req` keyed by the same header
 #
@@ -134,6 +136,10 @@ CONF
     sed -n '/^\[limits.default_policy\]/,$p' "$WORK/tollgate_limiting.toml"
 } > "$WORK/tollgate_exempt.toml"
 
+# The limiting gateway without counting its top keys (`[admin] top_keys`).
+sed 's/^\[admin\]$/[admin]\ntop_keys = false/' "$WORK/tollgate_limiting.toml" \
+    >"$WORK/tollgate_no_top_keys.toml"
+
 # wrk: every request carries one of $KEYS API keys, in turn.
 cat > "$WORK/keys.lua" <<LUA
 local counter = 0
@@ -200,6 +206,8 @@ TOLLGATE_LIMITING_REQUESTS=$REQUESTS
 measure tollgate_exempt "$TOLLGATE" serve --config "$WORK/tollgate_exempt.toml"
 TOLLGATE_EXEMPT=$PER_REQUEST
 TOLLGATE_EXEMPT_REQUESTS=$REQUESTS
+measure tollgate_no_top_keys "$TOLLGATE" serve --config "$WORK/tollgate_no_top_keys.toml"
+TOLLGATE_NO_TOP_KEYS=$PER_REQUEST
 measure nginx_plain nginx -p "$WORK" -c "$WORK/nginx_plain.conf"
 NGINX_PLAIN=$PER_REQUEST
 NGINX_PLAIN_REQUESTS=$REQUESTS
@@ -212,6 +220,8 @@ NGINX_COST=$((NGINX_LIMIT_REQ - NGINX_PLAIN))
 echo "--- the cost of limiting, instructions per request"
 echo "tollgate (limiting - exempt):    $TOLLGATE_COST"
 echo "nginx (limit_req - plain proxy): $NGINX_COST"
+echo "tollgate's top keys (limiting - limiting with [admin] top_keys = false): \
+$((TOLLGATE_LIMITING - TOLLGATE_NO_TOP_KEYS))"
 awk -v t="$TOLLGATE_COST" -v n="$NGINX_COST" \
     'BEGIN { if (n > 0) printf "ratio tollgate / nginx: %.2f (target: at most 0.5)\n", t / n }'
 # What limiting adds, by function: self instructions per request with

@@ -11,7 +11,7 @@ use axum::response::Response;
 use http::{Method, StatusCode};
 
 use crate::app::Worker;
-use crate::observe::access_log::{Arrival, Outcome};
+use crate::observe::access_log::Outcome;
 use crate::proxy::demo;
 use crate::request::problem::problem;
 use crate::request::rate_limit_headers::RateLimitHeaders;
@@ -28,7 +28,7 @@ pub(crate) async fn handle(
     let Some(access_log) = worker.app.access_log.clone() else {
         return answer(worker, client, request, &mut Outcome::new(false)).await;
     };
-    let arrival = Arrival::of(&request);
+    let arrival = access_log.arrival(&request);
     let mut outcome = Outcome::new(true);
     let response = answer(worker, client, request, &mut outcome).await;
     access_log.follow(arrival, outcome, response)

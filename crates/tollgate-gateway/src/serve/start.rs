@@ -185,7 +185,11 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     let reloadable = Reloadable::build(&config, store.as_ref(), known_keys)?;
     let listener_tls = config.tls.as_ref().map(ListenerTls::new).transpose()?;
     let fingerprints = Fingerprinter::new(config.store.key_secret().as_deref().map(str::as_bytes));
-    let access_log = AccessLog::start(&config.access_log, fingerprints.clone())?;
+    let access_log = AccessLog::start(
+        &config.access_log,
+        fingerprints.clone(),
+        Arc::clone(&options.clock),
+    )?;
     let top_keys = config
         .admin
         .top_keys

@@ -28,7 +28,7 @@ use bytes::Bytes;
 use http::Method;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
-use tollgate_core::Fingerprinter;
+use tollgate_core::{Clock, Fingerprinter};
 
 use crate::config::{AccessLogConfig, AccessLogFormat};
 use crate::proxy::upgrade::TunnelLog;
@@ -64,21 +64,21 @@ pub(crate) struct Arrival {
 }
 
 impl Arrival {
-    /// The arrival of `request`, now.
-    pub(crate) fn of<B>(request: &http::Request<B>) -> Self {
+    /// The arrival of `request` at `time`.
+    pub(crate) fn of<B>(request: &http::Request<B>, time: SystemTime) -> Self {
         Arrival {
-            time: SystemTime::now(),
+            time,
             started: Instant::now(),
             method: Some(request.method().clone()),
             path: Some(request.uri().path().to_owned()),
         }
     }
 
-    /// A request the HTTP parser rejected, now: its method and path are not
-    /// known.
-    fn unread() -> Self {
+    /// A request the HTTP parser rejected at `time`: its method and path
+    /// are not known.
+    fn unread(time: SystemTime) -> Self {
         Arrival {
-            time: SystemTime::now(),
+            time,
             started: Instant::now(),
             method: None,
             path: None,
@@ -112,12 +112,20 @@ pub(crate) struct AccessLog {
     shared: Arc<Shared>,
 }
 
-#[derive(Debug)]
 struct Shared {
     sender: SyncSender<Message>,
+    /// The gateway's clock, which decides its limits: each line's `time`
+    /// is read from it, so a replay of the log decides at the same times.
+    clock: Arc<dyn Clock>,
     /// Set at shutdown: the writer writes what is left and ends.
     stop: Arc<AtomicBool>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Shared").finish_non_exhaustive()
+    }
 }
 
 impl AccessLog {
@@ -130,6 +138,7 @@ impl AccessLog {
     pub(crate) fn start(
         config: &AccessLogConfig,
         fingerprints: Fingerprinter,
+        clock: Arc<dyn Clock>,
     ) -> Result<Option<AccessLog>, StartError> {
         if !config.enabled {
             return Ok(None);
@@ -157,6 +166,7 @@ impl AccessLog {
         Ok(Some(AccessLog {
             shared: Arc::new(Shared {
                 sender,
+                clock,
                 stop,
                 writer: Mutex::new(Some(thread)),
             }),
@@ -225,13 +235,23 @@ impl AccessLog {
     /// 0.
     pub(crate) fn rejected(&self, status: u16) {
         self.send(Record {
-            arrival: Arrival::unread(),
+            arrival: Arrival::unread(self.now()),
             status,
             outcome: Outcome::new(true),
             upstream_status: None,
             duration: Duration::ZERO,
             bytes: 0,
         });
+    }
+
+    /// The arrival of `request`, now on the gateway's clock.
+    pub(crate) fn arrival<B>(&self, request: &http::Request<B>) -> Arrival {
+        Arrival::of(request, self.now())
+    }
+
+    /// Now, on the gateway's clock.
+    fn now(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_nanos(self.shared.clock.now_nanos())
     }
 
     /// Hands `record` to the writer, or drops and counts it when the channel
@@ -456,12 +476,13 @@ mod tests {
         let log = AccessLog {
             shared: Arc::new(Shared {
                 sender,
+                clock: Arc::new(tollgate_core::SystemClock::new()),
                 stop: Arc::new(AtomicBool::new(false)),
                 writer: Mutex::new(None),
             }),
         };
         let record = || Record {
-            arrival: Arrival::of(&http::Request::new(())),
+            arrival: Arrival::of(&http::Request::new(()), SystemTime::now()),
             status: 200,
             outcome: Outcome::default(),
             upstream_status: None,
