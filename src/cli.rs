@@ -44,6 +44,12 @@ pub(crate) enum Command {
     /// engine, offline, and show what each allows and refuses over time:
     /// a picture (SVG or PNG) or the numbers (JSON). See docs/SIMULATE.md.
     Simulate(SimulateArguments),
+    /// Replay access logs through a gateway configuration's plans, routes and
+    /// budgets, offline, on the logs' own timestamps: the requests and
+    /// would-be refusals per tier and per route, the keys most refused, the
+    /// peak rates; `--compare` sets a second configuration beside it. See
+    /// docs/REPLAY.md.
+    Replay(ReplayArguments),
 }
 
 #[derive(Debug, Args)]
@@ -164,4 +170,41 @@ pub(crate) struct SimulateArguments {
     /// Where to write the result; standard output when absent.
     #[arg(long, value_name = "FILE")]
     pub(crate) output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArguments {
+    /// The gateway configuration to replay through (see docs/CONFIG.md).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: PathBuf,
+    /// A second configuration, shown beside the first.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) compare: Option<PathBuf>,
+    /// The access logs, read in time order together (`-` reads standard
+    /// input).
+    #[arg(value_name = "LOG", required = true)]
+    pub(crate) logs: Vec<PathBuf>,
+    /// The logs' format: `tollgate` (its access log, JSON or text), `nginx`
+    /// (`combined`) or `envoy` (a JSON access log).
+    #[arg(long, value_name = "FORMAT", default_value = "tollgate")]
+    pub(crate) log_format: String,
+    /// Where the key is: for nginx `remote_user` (default) or `field:N` (the
+    /// N-th field after the user agent); for Envoy the JSON field's name
+    /// (default `api_key`).
+    #[arg(long, value_name = "FIELD")]
+    pub(crate) key_field: Option<String>,
+    /// `table` (default) or `json`.
+    #[arg(long, value_name = "FORMAT", default_value = "table")]
+    pub(crate) format: String,
+    /// Draw the requests allowed and refused over time to FILE (`.svg` or
+    /// `.png`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) plot: Option<PathBuf>,
+    /// How many of the keys most often refused to list.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub(crate) top: usize,
+    /// How far out of order a log's lines are put back in order, as `60s`:
+    /// its lines are held in memory meanwhile.
+    #[arg(long, value_name = "SPAN", default_value = "60s")]
+    pub(crate) window: String,
 }

@@ -8,9 +8,12 @@
 //!   `docs/RLQS.md`).
 //! - `tollgate simulate --policy P --pattern T`: policies against a traffic
 //!   pattern, offline (see `docs/SIMULATE.md`).
+//! - `tollgate replay --config FILE LOG...`: access logs through a
+//!   configuration, offline (see `docs/REPLAY.md`).
 
 mod check_config;
 mod cli;
+mod replay_command;
 mod rlqs_command;
 mod rls_command;
 mod run;
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
         Command::Rlqs(arguments) => rlqs_command::rlqs(*arguments),
         Command::CheckConfig(arguments) => check_config::check(&arguments),
         Command::Simulate(arguments) => simulate_command::simulate(&arguments),
+        Command::Replay(arguments) => replay_command::replay(&arguments),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -350,3 +350,97 @@ fn simulate_gives_the_engines_numbers_and_pictures() {
     );
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+#[test]
+fn replay_reads_a_log_and_reports_by_tier_and_route() {
+    // A plan of 2 a minute; sk_r sends 3 requests in one minute (an nginx
+    // log, the key in $remote_user): the third would be refused. A second
+    // configuration of 3 a minute refuses none.
+    let directory = std::env::temp_dir().join(format!("tollgate-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let config = |name: &str, limit: u64| {
+        let path = directory.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = {limit}\nwindow_s = 60\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let two = config("two.toml", 2);
+    let three = config("three.toml", 3);
+    let log = directory.join("access.log");
+    std::fs::write(
+        &log,
+        (1..=3)
+            .map(|second| {
+                format!(
+                    "10.0.0.1 - sk_r [05/Dec/2024:09:00:0{second} +0000] \"GET /x HTTP/1.1\" 200 2 \"-\" \"curl\"\n"
+                )
+            })
+            .collect::<String>(),
+    )
+    .unwrap();
+    let plot = directory.join("replay.svg");
+    let output = tollgate(
+        &[
+            "replay",
+            "--config",
+            two.to_str().unwrap(),
+            "--compare",
+            three.to_str().unwrap(),
+            "--log-format",
+            "nginx",
+            "--format",
+            "json",
+            "--plot",
+            plot.to_str().unwrap(),
+            log.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(output.status.success(), "{output:?}");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["lines"], 3);
+    let refused = |index: usize| {
+        let config = &report["configs"][index];
+        (
+            config["overall"]["requests"].clone(),
+            config["overall"]["refused"].clone(),
+            config["tiers"]["default"]["refused"].clone(),
+            config["routes"]["demo"]["refused"].clone(),
+        )
+    };
+    use serde_json::json;
+    assert_eq!(refused(0), (json!(3), json!(1), json!(1), json!(1)));
+    assert_eq!(refused(1), (json!(3), json!(0), json!(0), json!(0)));
+    // sk_r's fingerprint, never the key: Python's
+    // hashlib.sha256(b"plan\0sk_r").hexdigest()[:16].
+    assert_eq!(
+        report["configs"][0]["overall"]["most_refused"][0]["key"],
+        "cf33e24ff464a0af"
+    );
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("sk_r"));
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("1 of 3 refused (33.33%)"));
+    // A bad flag: a clear error, exit 2.
+    let bad = tollgate(
+        &[
+            "replay",
+            "--config",
+            two.to_str().unwrap(),
+            "--log-format",
+            "apache",
+            log.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(bad.stderr).unwrap(),
+        "tollgate: --log-format \"apache\": expected tollgate, nginx or envoy\n"
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}

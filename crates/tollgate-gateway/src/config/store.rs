@@ -94,7 +94,7 @@ impl StoreConfig {
 impl StoreConfig {
     /// The key secret in force: the variable `key_secret_env` names, when set
     /// and not empty.
-    pub(crate) fn key_secret(&self) -> Option<String> {
+    pub fn key_secret(&self) -> Option<String> {
         std::env::var(&self.key_secret_env)
             .ok()
             .filter(|secret| !secret.is_empty())
