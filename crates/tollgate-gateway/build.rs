@@ -3,9 +3,11 @@
 //! `has_redis_cluster` for the Redis tests (`tests/redis.rs`), set as for the
 //! Redis store's own tests (see `crates/tollgate-redis/build.rs`), and
 //! `has_nginx` / `has_caddy` for the forward-auth tests
-//! (`tests/forward_auth.rs`) when a file of that name is in a directory of
-//! the `PATH` or in `/usr/sbin` (where Debian puts nginx), and always under
-//! `CI=true` (there a missing proxy fails its test).
+//! (`tests/forward_auth.rs`) and `has_chromedriver` for the dashboard's
+//! browser test (`tests/dashboard.rs`, Debian's chromium and chromium-driver)
+//! when a file of that name is in a directory of the `PATH` or in
+//! `/usr/sbin` (where Debian puts nginx), and always under `CI=true` (there a
+//! missing peer fails its test).
 //!
 //! The script reruns when `PATH` or `CI` changes, not when a proxy is
 //! installed into a directory already searched: after `apt-get install
@@ -30,7 +32,7 @@ fn main() {
     let directories: Vec<_> = std::env::split_paths(&path)
         .chain([std::path::PathBuf::from("/usr/sbin")])
         .collect();
-    for name in ["nginx", "caddy"] {
+    for name in ["nginx", "caddy", "chromedriver"] {
         println!("cargo::rustc-check-cfg=cfg(has_{name})");
         let found = directories
             .iter()

@@ -1,6 +1,8 @@
 //! The admin API and the operations endpoints, on their own listener.
 //!
-//! Operations, unauthenticated: `GET /healthz`, `GET /readyz`, `GET /metrics`.
+//! Operations, unauthenticated: `GET /healthz`, `GET /readyz`, `GET /metrics`,
+//! and `GET /dashboard` (a page that asks for the admin token, see
+//! [`dashboard`](super::dashboard)).
 //! Admin, each call with `Authorization: Bearer <token>` (401 otherwise, the
 //! token compared in constant time); bodies are JSON and keys travel in bodies,
 //! never in paths, so they never reach an access log:
@@ -18,6 +20,8 @@
 //! A call with `route` is about the route budget a request on that route
 //! would be held to for that value ([`admin_route_budget`](crate::admin::route_budget)).
 //! | `GET /admin/stats` | | `{"tracked_keys", "allowed", "rejected"}` |
+//! | `GET /admin/summary` | | `{"lines"}`: what the configuration puts in force |
+//! | `POST /admin/simulate` | `{"policies", "pattern", "duration", "step"}` | an SVG picture |
 //! | `GET /admin/top?window=5m&n=20` | | `{"window_s", "requests", "refusals", "error_bound", "most_refused", "most_active"}`, each list of `{"key", "kind", "count", "error", "tier", "route"}` ([`top`](super::top)) |
 //!
 //! Invalid input gets 400 with a problem+json body and changes nothing; a body
@@ -55,6 +59,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/admin/inspect", post(inspect))
         .route("/admin/stats", get(stats))
         .route("/admin/top", get(super::top::top))
+        .route("/admin/summary", get(super::dashboard::summary))
+        .route("/admin/simulate", post(super::dashboard::simulate_policy))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&app),
             authenticate,
@@ -63,6 +69,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(render_metrics))
+        .route("/dashboard", get(super::dashboard::page))
         .merge(admin)
         .fallback(|| async { problem(StatusCode::NOT_FOUND, "no such admin endpoint") })
         .method_not_allowed_fallback(|| async {

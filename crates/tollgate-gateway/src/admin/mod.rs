@@ -2,6 +2,7 @@
 //! (`/metrics`, `/healthz`, `/readyz`), the admin calls on route budgets, and
 //! the guard that limits failed admin calls per client address.
 
+mod dashboard;
 pub(crate) mod endpoints;
 pub(crate) mod guard;
 pub(crate) mod route_budget;
