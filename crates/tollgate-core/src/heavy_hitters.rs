@@ -118,14 +118,17 @@ impl<K: Hash + Eq + Clone, V> HeavyHitters<K, V> {
     /// `sketches` merged: every key any holds, its count the sum of its
     /// counts where held plus the floors of the others (and its error
     /// likewise), so the bounds still hold over the merged stream; by
-    /// count, highest first (the lower error first among equals).
+    /// count, highest first (the lower error first among equals, then by
+    /// key, so the order never changes from one call to the next).
     pub fn merged<'a>(sketches: impl IntoIterator<Item = &'a Self>) -> Vec<Counted<K, V>>
     where
-        K: 'a,
+        K: Ord + 'a,
         V: Clone + 'a,
     {
         let sketches: Vec<&Self> = sketches.into_iter().collect();
-        let floors: u64 = sketches.iter().map(|sketch| sketch.floor()).sum();
+        let floors = sketches
+            .iter()
+            .fold(0_u64, |sum, sketch| sum.saturating_add(sketch.floor()));
         // key → (merged counter, the floors of the sketches holding it)
         let mut merged: HashMap<K, (Counted<K, V>, u64), foldhash::fast::RandomState> =
             HashMap::default();
@@ -145,19 +148,24 @@ impl<K: Hash + Eq + Clone, V> HeavyHitters<K, V> {
                 });
                 entry.0.count = entry.0.count.saturating_add(counted.count);
                 entry.0.error = entry.0.error.saturating_add(counted.error);
-                entry.1 += floor;
+                entry.1 = entry.1.saturating_add(floor);
             }
         }
         let mut merged: Vec<Counted<K, V>> = merged
             .into_values()
             .map(|(mut counted, held_floors)| {
-                let elsewhere = floors - held_floors;
+                let elsewhere = floors.saturating_sub(held_floors);
                 counted.count = counted.count.saturating_add(elsewhere);
                 counted.error = counted.error.saturating_add(elsewhere);
                 counted
             })
             .collect();
-        merged.sort_by(|a, b| b.count.cmp(&a.count).then(a.error.cmp(&b.error)));
+        merged.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(a.error.cmp(&b.error))
+                .then_with(|| a.key.cmp(&b.key))
+        });
         merged
     }
 

@@ -72,23 +72,52 @@ fn zipf_stream(keys: u32, scale: u64) -> Vec<(u32, u64)> {
 
 #[test]
 fn a_skewed_stream_keeps_its_heavy_keys_within_the_bound() {
-    // 2,000 keys, 1,000 / k each: 8,178 requests in all; 64 counters.
+    // 2,000 keys, 1,000 / k each (rounded down): 7,069 requests in all; 64
+    // counters, so every count is at most 7,069 / 64 < 111 too high.
     let stream = zipf_stream(2000, 1000);
     let total: u64 = stream.iter().map(|(_, weight)| weight).sum();
+    assert_eq!(total, 7069);
     let truth = exact(&stream);
     let sketch = sketch_of(&stream, 64);
     assert_eq!(sketch.total(), total);
     let counters: Vec<Counted<u32, ()>> = sketch.counters().cloned().collect();
     check_bounds(&counters, &truth, total, 64);
-    // The five heaviest (1,000, 500, 333, 250, 200) stand above the error
-    // bound (8,178 / 64 < 128) by more than it: the sketch's top five, in
-    // order.
+}
+
+#[test]
+fn heavy_keys_far_apart_come_out_in_their_order() {
+    // Keys 1 to 5 weigh 5,000, 4,000, 3,000, 2,000 and 1,000; 2,000 light
+    // keys weigh 1 each, all interleaved: 17,000 in all, so with 64
+    // counters a count is at most 266 too high. The heavy keys stand 1,000
+    // apart, more than the error, and every light key stays below 1 + 266:
+    // the top five are keys 1 to 5, in that order, whatever the sketch
+    // dropped.
+    let mut stream = Vec::new();
+    for round in 0..5000_u32 {
+        for key in 1..=5_u32 {
+            if round < (6 - key) * 1000 {
+                stream.push((key, 1));
+            }
+        }
+        if round < 2000 {
+            stream.push((100 + round, 1));
+        }
+    }
+    let total: u64 = stream.iter().map(|(_, weight)| weight).sum();
+    assert_eq!(total, 17_000);
+    let sketch = sketch_of(&stream, 64);
     let top: Vec<u32> = HeavyHitters::merged([&sketch])
         .iter()
         .take(5)
         .map(|counted| counted.key)
         .collect();
     assert_eq!(top, [1, 2, 3, 4, 5]);
+    check_bounds(
+        &sketch.counters().cloned().collect::<Vec<_>>(),
+        &exact(&stream),
+        total,
+        64,
+    );
 }
 
 #[test]

@@ -451,3 +451,38 @@ async fn a_request_refused_a_slot_is_logged_as_such() {
         ]
     );
 }
+
+#[tokio::test]
+async fn an_enforced_refusal_names_the_enforced_limit_not_a_shadow_one() {
+    // The plan: 1 per 10 s, enforced. The route's budget: 1 a minute, in
+    // shadow mode. The second request is refused by both; the shadow one
+    // would wait longer (a minute against the window's 10 s), but the
+    // refusal is the plan's: its line names the plan.
+    let upstream = Upstream::start().await;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("access.log");
+    let gateway = Gateway::start(
+        &gateway::config(&format!(
+            "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow_s = 10\n\
+             [access_log]\nenabled = true\npath = \"{}\"\n\
+             [[routes]]\nname = \"al_mixed\"\nprefix = \"/\"\nupstream = \"http://{}\"\n\
+             rpm = 1\nburst = 1\nshadow = true\n",
+            path.display(),
+            upstream.address
+        )),
+        START_S,
+    )
+    .await;
+    assert_eq!(gateway.status("/x", "sk_mixed").await, 200);
+    assert_eq!(gateway.status("/x", "sk_mixed").await, 429);
+    let lines = lines_of(&path, 2).await;
+    let refused: Value = serde_json::from_str(&lines[1]).unwrap();
+    assert_eq!(
+        (
+            &refused["decision"],
+            &refused["policy"],
+            &refused["remaining"]
+        ),
+        (&json!("refused"), &json!("default"), &json!(0))
+    );
+}

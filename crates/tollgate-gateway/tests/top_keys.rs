@@ -83,6 +83,7 @@ async fn the_keys_most_refused_and_most_active_are_listed_by_fingerprint() {
     for query in [
         "?window=2h",
         "?window=soon",
+        "?window=500ms",
         "?n=0",
         "?n=1001",
         "?colour=red",

@@ -1,8 +1,8 @@
 //! One request read from an access log, in whichever format
 //! ([`LogLine`]), and the decision the log says it got ([`Logged`]).
 
-/// One request of a log.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// One request of a log. Its `Debug` never shows the key.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct LogLine {
     /// When it arrived, in nanoseconds since the epoch.
     pub time: u64,
@@ -18,6 +18,21 @@ pub struct LogLine {
     pub tier: Option<String>,
     /// What the log says was decided (tollgate's own).
     pub logged: Option<Logged>,
+}
+
+impl std::fmt::Debug for LogLine {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("LogLine")
+            .field("time", &self.time)
+            .field("route", &self.route)
+            .field("path", &self.path)
+            .field("key", &self.key.as_ref().map(|_| "(a key)"))
+            .field("client", &self.client)
+            .field("tier", &self.tier)
+            .field("logged", &self.logged)
+            .finish()
+    }
 }
 
 /// A decision as tollgate's access log records it.

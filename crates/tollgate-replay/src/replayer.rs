@@ -35,8 +35,8 @@ struct ReplayRoute {
     shadow: bool,
 }
 
-/// What a request came to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What a request came to. Its `Debug` never shows the key.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Replayed {
     /// Decided: allowed or refused, on its tier and route, under `key`
     /// (the API key, or a keyless request's route budget key).
@@ -57,6 +57,30 @@ pub enum Replayed {
     /// hold, or a line whose request reached no rate (its decision `none`,
     /// `in_flight_refused`, `unavailable`).
     Skipped(&'static str),
+}
+
+impl std::fmt::Debug for Replayed {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Replayed::Decided {
+                allowed,
+                tier,
+                route,
+                key,
+            } => formatter
+                .debug_struct("Decided")
+                .field("allowed", allowed)
+                .field("tier", tier)
+                .field("route", route)
+                .field(
+                    "key",
+                    &key.as_ref().map(|(_, keyless)| ("(a key)", keyless)),
+                )
+                .finish(),
+            Replayed::Exempt => formatter.write_str("Exempt"),
+            Replayed::Skipped(reason) => formatter.debug_tuple("Skipped").field(reason).finish(),
+        }
+    }
 }
 
 /// One configuration's engine and routes.

@@ -140,7 +140,7 @@ struct Ordered {
     latest: u64,
     number: u64,
     ended: bool,
-    text: String,
+    bytes: Vec<u8>,
 }
 
 impl Ordered {
@@ -156,17 +156,23 @@ impl Ordered {
             if self.ended {
                 return None;
             }
-            self.text.clear();
-            match self.reader.read_line(&mut self.text) {
+            self.bytes.clear();
+            match self.reader.read_until(b'\n', &mut self.bytes) {
                 Ok(0) => self.ended = true,
                 Ok(_) => {
                     self.number += 1;
-                    let text = self.text.trim_end_matches(['\n', '\r']);
-                    if text.trim().is_empty() {
-                        continue;
-                    }
+                    let parsed = match std::str::from_utf8(&self.bytes) {
+                        Ok(text) => {
+                            let text = text.trim_end_matches(['\n', '\r']);
+                            if text.trim().is_empty() {
+                                continue;
+                            }
+                            format.parse(text)
+                        }
+                        Err(_) => Err("not UTF-8 text".to_owned()),
+                    };
                     report.lines += 1;
-                    match format.parse(text) {
+                    match parsed {
                         Ok(line) => {
                             self.latest = self.latest.max(line.time);
                             self.waiting.push(Reverse(Pending {
@@ -257,7 +263,7 @@ pub fn replay(
             latest: 0,
             number: 0,
             ended: false,
-            text: String::new(),
+            bytes: Vec::new(),
         })
         .collect();
     // The head of each log, merged by time.

@@ -100,7 +100,7 @@ impl Tally {
                     fingerprints
                         .of_in(KeySpace::Policy, &counted.key)
                         .to_string()
-                } else if keys_are_fingerprints {
+                } else if keys_are_fingerprints && is_fingerprint(&counted.key) {
                     counted.key
                 } else {
                     fingerprints.of(&counted.key).to_string()
@@ -118,6 +118,13 @@ impl Tally {
             most_refused,
         }
     }
+}
+
+/// Whether `key` looks like a fingerprint (16 hex digits): a tollgate log's
+/// `key` that does not (an edited or foreign log) is fingerprinted too, so
+/// no plain key reaches a report.
+fn is_fingerprint(key: &str) -> bool {
+    key.len() == 16 && key.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// `part / whole` in percent, to two places; 0 of nothing is 0.

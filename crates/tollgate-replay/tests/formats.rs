@@ -108,13 +108,13 @@ fn envoy_json_lines_with_the_key_in_a_named_field() {
 
 #[test]
 fn tollgate_text_lines_and_their_decisions() {
-    // The fingerprint k0000000000000001 stands for a key: three requests
+    // The fingerprint c000000000000001 stands for a key: three requests
     // in one minute under a plan of 2; the log says the third was refused,
     // then (a line that disagrees) that a fourth was allowed.
     let line = |second: u32, decision: &str| {
         format!(
             "time=2024-12-05T09:00:{second:02}.000000Z method=GET path=/api/a status=200 \
-             route=api tier=default key=k000000000000001 client=10.0.0.1 decision={decision} \
+             route=api tier=default key=c000000000000001 client=10.0.0.1 decision={decision} \
              policy=default remaining=0 upstream_status=200 duration_us=5 wait_us=0 bytes=2\n"
         )
     };
@@ -140,5 +140,36 @@ fn tollgate_text_lines_and_their_decisions() {
     assert_eq!(agreement.disagreements, ["log:4"]);
     assert_eq!(two.skipped.values().sum::<u64>(), 1);
     // The key is shown as logged: already a fingerprint.
-    assert_eq!(two.overall.most_refused[0].key, "k000000000000001");
+    assert_eq!(two.overall.most_refused[0].key, "c000000000000001");
+    // A key that is not one (an edited log) is fingerprinted, never shown:
+    // Python's hashlib.sha256(b"plan\0sk_plain").hexdigest()[:16].
+    let edited = log.replace("c000000000000001", "sk_plain");
+    let report = run(&edited, &Format::Tollgate, &[candidate("two", 2)]);
+    assert_eq!(
+        report.configs[0].overall.most_refused[0].key,
+        "df036affcdf5903e"
+    );
+}
+
+#[test]
+fn a_line_that_is_not_utf8_is_counted_and_the_rest_read() {
+    let mut log =
+        b"10.0.0.1 - k1 [05/Dec/2024:09:00:01 +0000] \"GET /api/a HTTP/1.1\" 200 2 \"-\" \"c\"\n"
+            .to_vec();
+    log.extend_from_slice(b"\xff\xfe not text\n");
+    log.extend_from_slice(
+        b"10.0.0.1 - k1 [05/Dec/2024:09:00:02 +0000] \"GET /api/a HTTP/1.1\" 200 2 \"-\" \"c\"\n",
+    );
+    let report = replay(
+        vec![Source {
+            name: "log".to_owned(),
+            reader: Box::new(std::io::Cursor::new(log)),
+        }],
+        &Format::Nginx(NginxKey::RemoteUser),
+        &[candidate("two", 2)],
+        Options::default(),
+    );
+    assert_eq!((report.lines, report.bad_lines), (3, 1));
+    assert_eq!(report.bad_examples, ["log:2: not UTF-8 text"]);
+    assert_eq!(report.configs[0].overall.requests, 2);
 }

@@ -69,8 +69,8 @@ pub enum RunError {
     /// fixed).
     #[error("the engine: {0}")]
     Engine(String),
-    /// The step is zero, or cuts the run into more than [`MAX_STEPS`].
-    #[error("the step must be above zero and cut the run into at most {MAX_STEPS} steps")]
+    /// The step is under 1 ms, or cuts the run into more than [`MAX_STEPS`].
+    #[error("the step must be at least 1 ms and cut the run into at most {MAX_STEPS} steps")]
     Step,
 }
 
@@ -80,8 +80,8 @@ pub enum RunError {
 /// # Errors
 ///
 /// [`RunError::Policy`] for a policy the nanosecond clock cannot count
-/// (a window over about 584 years), [`RunError::Step`] for a step of zero
-/// or one that makes more than [`MAX_STEPS`] steps.
+/// (a window over about 584 years), [`RunError::Step`] for a step under
+/// 1 ms or one that makes more than [`MAX_STEPS`] steps.
 pub fn simulate(
     policies: &[NamedPolicy],
     arrivals: &Arrivals,
@@ -89,7 +89,7 @@ pub fn simulate(
 ) -> Result<Vec<Run>, RunError> {
     let step = nanos(step);
     let span = arrivals.end.saturating_sub(arrivals.start);
-    if step == 0 || span.div_ceil(step) > MAX_STEPS {
+    if step < 1_000_000 || span.div_ceil(step) > MAX_STEPS {
         return Err(RunError::Step);
     }
     let steps = span.div_ceil(step).max(1);

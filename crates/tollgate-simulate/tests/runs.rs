@@ -215,4 +215,5 @@ fn bad_policies_and_patterns_are_refused_with_a_reason() {
     let policy = [parse_policy("fixed_window:1/1s").unwrap()];
     assert!(simulate(&policy, &arrivals, Duration::ZERO).is_err());
     assert!(simulate(&policy, &arrivals, Duration::from_nanos(10)).is_err());
+    assert!(simulate(&policy, &arrivals, Duration::from_micros(500)).is_err());
 }

@@ -45,7 +45,7 @@ pub(crate) async fn top(
         Some(Err(_)) => Duration::ZERO,
     };
     let minutes = window.as_secs().div_ceil(60);
-    if window.is_zero() || minutes > MAX_MINUTES {
+    if window.as_secs() == 0 || minutes > MAX_MINUTES {
         return problem(
             StatusCode::BAD_REQUEST,
             "window must be a span of 1 s to 60 m, as 5m (counted in whole minutes)",

@@ -87,13 +87,24 @@ impl ServeConfig {
         warnings
     }
 
-    /// The warning about Redis key names without a secret, if one is due.
+    /// The warning about key digests without a secret, if one is due: Redis
+    /// key names, or the access log's key fingerprints.
     pub(crate) fn key_secret_warning(&self) -> Option<String> {
-        (self.store.url.is_some() && self.store.key_secret().is_none()).then(|| {
+        if self.store.key_secret().is_some() {
+            return None;
+        }
+        let variable = &self.store.key_secret_env;
+        if self.store.url.is_some() {
+            return Some(format!(
+                "no key secret (${variable}): Redis key names are plain SHA-256 hashes of API \
+                 keys, so anyone who can read Redis can confirm a guessed key"
+            ));
+        }
+        self.access_log.enabled.then(|| {
             format!(
-                "no key secret (${}): Redis key names are plain SHA-256 hashes of API keys, \
-                 so anyone who can read Redis can confirm a guessed key",
-                self.store.key_secret_env
+                "no key secret (${variable}): the access log's key fingerprints are plain \
+                 SHA-256 hashes of API keys, so anyone who can read the log can confirm a \
+                 guessed key"
             )
         })
     }
@@ -113,5 +124,36 @@ impl ServeConfig {
             )),
             Some(_) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_secret_is_asked_for_where_key_digests_leave_the_process() {
+        // A variable no test sets: no secret.
+        let warning = |extra: &str| {
+            ServeConfig::from_toml_str(&format!(
+                "[store]\nkey_secret_env = \"TOLLGATE_TEST_SECRET_UNSET\"\n{extra}"
+            ))
+            .unwrap()
+            .key_secret_warning()
+        };
+        assert_eq!(warning(""), None);
+        assert_eq!(
+            warning("[access_log]\nenabled = true\n").as_deref(),
+            Some(
+                "no key secret ($TOLLGATE_TEST_SECRET_UNSET): the access log's key fingerprints \
+                 are plain SHA-256 hashes of API keys, so anyone who can read the log can \
+                 confirm a guessed key"
+            )
+        );
+        assert!(
+            warning("")
+                .or(warning("[access_log]\nenabled = false\n"))
+                .is_none()
+        );
     }
 }

@@ -186,7 +186,9 @@ impl Minutes {
     /// The sketches of `minute`, begun if need be, the minutes older than
     /// [`MAX_MINUTES`] dropped.
     fn now(&mut self, minute: u64) -> &mut Minute {
-        if self.0.back().is_none_or(|last| last.minute != minute) {
+        // A clock read earlier than the last (never on a monotonic clock)
+        // counts in the last minute, so the minutes stay in order.
+        if self.0.back().is_none_or(|last| last.minute < minute) {
             while self
                 .0
                 .front()

@@ -21,16 +21,7 @@ pub(super) fn parse(line: &str, key_field: &str) -> Result<LogLine, String> {
     .iter()
     .find_map(|name| text(name))
     .map(|target| target.split('?').next().unwrap_or(target).to_owned());
-    let client = text("downstream_remote_address").map(|address| {
-        // `1.2.3.4:5678` or `[2001:db8::1]:5678`: the address alone.
-        match address.rsplit_once(':') {
-            Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_owned(),
-            _ => address.to_owned(),
-        }
-    });
+    let client = text("downstream_remote_address").map(address_without_port);
     Ok(LogLine {
         time,
         path,
@@ -38,4 +29,31 @@ pub(super) fn parse(line: &str, key_field: &str) -> Result<LogLine, String> {
         client,
         ..LogLine::default()
     })
+}
+
+/// `1.2.3.4:5678` or `[2001:db8::1]:5678` without the port; an address
+/// without one (`2001:db8::1`, `1.2.3.4`) as it is.
+fn address_without_port(address: &str) -> String {
+    if let Some(rest) = address.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest).to_owned();
+    }
+    match address.split_once(':') {
+        Some((host, port)) if !port.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
+            host.to_owned()
+        }
+        _ => address.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_port_is_cut_and_nothing_else() {
+        assert_eq!(address_without_port("10.0.0.1:5555"), "10.0.0.1");
+        assert_eq!(address_without_port("[2001:db8::1]:5555"), "2001:db8::1");
+        assert_eq!(address_without_port("2001:db8::1"), "2001:db8::1");
+        assert_eq!(address_without_port("10.0.0.1"), "10.0.0.1");
+    }
 }

@@ -27,12 +27,12 @@ impl NginxKey {
         }
         text.strip_prefix("field:")
             .and_then(|n| n.parse::<usize>().ok())
-            .filter(|n| *n >= 1)
+            .filter(|n| (1..=100).contains(n))
             .map(NginxKey::Appended)
             .ok_or_else(|| {
                 format!(
                     "--key-field {text:?}: for nginx, remote_user or field:N (the N-th field after \
-                     the user agent, from 1)"
+                     the user agent, from 1 to 100)"
                 )
             })
     }
@@ -53,7 +53,9 @@ pub(super) fn parse(line: &str, key: &NginxKey) -> Result<LogLine, String> {
         .map(|target| target.split('?').next().unwrap_or(target).to_owned());
     let key = match key {
         NginxKey::RemoteUser => key_of(fields[2]),
-        NginxKey::Appended(n) => fields.get(8 + n).and_then(|value| key_of(value)),
+        NginxKey::Appended(n) => fields
+            .get(8usize.saturating_add(*n))
+            .and_then(|value| key_of(value)),
     };
     Ok(LogLine {
         time,
@@ -103,7 +105,7 @@ fn fields(line: &str) -> Result<Vec<&str>, String> {
 fn time_local(text: &str) -> Option<u64> {
     let (date_time, zone) = text.split_once(' ')?;
     let mut parts = date_time.splitn(4, [':', '/']);
-    let day: i64 = parts.next()?.parse().ok()?;
+    let day = digits(parts.next()?, 2)?;
     let month = match parts.next()? {
         "Jan" => 1,
         "Feb" => 2,
@@ -119,24 +121,32 @@ fn time_local(text: &str) -> Option<u64> {
         "Dec" => 12,
         _ => return None,
     };
-    let year: i64 = parts.next()?.parse().ok()?;
+    let year = digits(parts.next()?, 4)?;
     let mut clock = parts.next()?.split(':');
-    let hour: i64 = clock.next()?.parse().ok()?;
-    let minute: i64 = clock.next()?.parse().ok()?;
-    let second: i64 = clock.next()?.parse().ok()?;
+    let hour = digits(clock.next()?, 2)?;
+    let minute = digits(clock.next()?, 2)?;
+    let second = digits(clock.next()?, 2)?;
     let sign = match zone.as_bytes().first()? {
         b'+' => 1,
         b'-' => -1,
         _ => return None,
     };
-    let zone_hours: i64 = zone.get(1..3)?.parse().ok()?;
-    let zone_minutes: i64 = zone.get(3..5)?.parse().ok()?;
-    if !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    let zone_hours = digits(zone.get(1..3)?, 2)?;
+    let zone_minutes = digits(zone.get(3..5)?, 2)?;
+    if !(1..=31).contains(&day) || year == 0 || hour > 23 || minute > 59 || second > 60 {
         return None;
     }
     let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
         - sign * (zone_hours * 3600 + zone_minutes * 60);
     u64::try_from(seconds).ok()?.checked_mul(1_000_000_000)
+}
+
+/// `text` as a number of at most `most` decimal digits (no sign).
+fn digits(text: &str, most: usize) -> Option<i64> {
+    if text.is_empty() || text.len() > most || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 /// Days from 1970-01-01 to the given date of the proleptic Gregorian
@@ -170,5 +180,10 @@ mod tests {
         );
         assert_eq!(time_local("10/Foo/2000:13:55:36 -0700"), None);
         assert_eq!(time_local("nonsense"), None);
+        // A year past four digits, a sign, or a day out of range: no time.
+        assert_eq!(time_local("01/Jan/99999999999999:00:00:00 +0000"), None);
+        assert_eq!(time_local("01/Jan/2024:-1:00:00 +0000"), None);
+        assert_eq!(time_local("32/Jan/2024:00:00:00 +0000"), None);
+        assert_eq!(time_local("01/Jan/2024:00:00:00 +0a00"), None);
     }
 }

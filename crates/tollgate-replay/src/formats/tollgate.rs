@@ -9,7 +9,7 @@ use crate::line::{LogLine, Logged};
 #[derive(Deserialize)]
 struct JsonLine<'a> {
     #[serde(borrow)]
-    time: &'a str,
+    time: std::borrow::Cow<'a, str>,
     #[serde(default, borrow)]
     path: Option<std::borrow::Cow<'a, str>>,
     #[serde(default, borrow)]
@@ -17,11 +17,11 @@ struct JsonLine<'a> {
     #[serde(default, borrow)]
     tier: Option<std::borrow::Cow<'a, str>>,
     #[serde(default, borrow)]
-    key: Option<&'a str>,
+    key: Option<std::borrow::Cow<'a, str>>,
     #[serde(default, borrow)]
     client: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow)]
-    decision: &'a str,
+    decision: std::borrow::Cow<'a, str>,
 }
 
 pub(super) fn parse(line: &str) -> Result<LogLine, String> {
@@ -29,13 +29,15 @@ pub(super) fn parse(line: &str) -> Result<LogLine, String> {
         let json: JsonLine<'_> = serde_json::from_str(line)
             .map_err(|error| format!("not a tollgate JSON line: {error}"))?;
         return Ok(LogLine {
-            time: rfc3339(json.time).ok_or("its time is not RFC 3339")?,
+            time: rfc3339(&json.time).ok_or("its time is not RFC 3339")?,
             route: json.route.map(Into::into),
             path: json.path.map(Into::into),
-            key: json.key.map(str::to_owned),
+            key: json.key.map(Into::into),
             client: json.client.map(Into::into),
             tier: json.tier.map(Into::into),
-            logged: Some(Logged::of(json.decision).ok_or("its decision is not one tollgate logs")?),
+            logged: Some(
+                Logged::of(&json.decision).ok_or("its decision is not one tollgate logs")?,
+            ),
         });
     }
     let mut parsed = LogLine::default();

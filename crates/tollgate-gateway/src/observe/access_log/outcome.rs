@@ -55,7 +55,7 @@ impl Admission {
 /// tier) are kept only when the access log is on: a clone of a name shared
 /// by every worker writes to its count, a cache line the workers would
 /// otherwise pass between them for nothing.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Outcome {
     /// Whether the line will be written (the names are kept).
     logged: bool,
@@ -80,6 +80,20 @@ pub(crate) struct Outcome {
     /// named as its `RateLimit` field names it, and what it had left
     /// (`None`: unlimited).
     bound: Option<(Box<str>, Option<u64>)>,
+}
+
+impl std::fmt::Debug for Outcome {
+    /// Never shows the API key.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Outcome")
+            .field("route", &self.route)
+            .field("admission", &self.admission)
+            .field("tier", &self.tier)
+            .field("key", &self.key.as_ref().map(|_| "(a key)"))
+            .field("forwarded", &self.forwarded)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Outcome {

@@ -270,9 +270,25 @@ pub(crate) async fn admit(
         caller,
         at: (request_headers, peer),
     };
+    // The limit that bound it, for the access log: of an enforced refusal,
+    // the enforced limits' (as its Retry-After); else of every limit, so a
+    // shadow refusal names the shadow limit that would have refused.
     outcome.set_bound(|| {
-        let route = route_limit.as_ref().and(decisions.route.as_ref());
-        bound(tier, plan, route.map(|decision| (&**route_name, decision)))
+        // A limit refuses when it has a wait (as `Refusal::tally` counts
+        // them): all or nothing, the others it took down have none.
+        let enforced_refusal = decisions.iter().any(|(index, decision)| {
+            decision.retry_after_seconds() > 0 && !shadow.is_shadow(index)
+        });
+        let counts = |index| !enforced_refusal || !shadow.is_shadow(index);
+        let route = route_limit
+            .as_ref()
+            .and(decisions.route.as_ref())
+            .filter(|_| counts(ROUTE));
+        bound(
+            tier,
+            plan.filter(|_| counts(PLAN)),
+            route.map(|decision| (&**route_name, decision)),
+        )
     });
     let mut headers = headers_of(&|index| shadow.sends_headers(index));
     let allowed = decisions.iter().all(|(_, decision)| decision.is_allowed());
