@@ -12,6 +12,7 @@ use crate::cli::CheckConfigArguments;
 pub(crate) fn check(arguments: &CheckConfigArguments) -> anyhow::Result<()> {
     let mut config = ServeConfig::from_file(arguments.config())?;
     config.override_store_url(arguments.store.as_deref());
+    tollgate_gateway::check_store_url(&config, Some(arguments.config()))?;
     let known_keys = tollgate_gateway::check_files(&config)?;
     let (known_keys_line, known_keys_warning) = match &known_keys {
         Some(known) => {

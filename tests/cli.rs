@@ -444,3 +444,31 @@ fn replay_reads_a_log_and_reports_by_tier_and_route() {
     );
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+#[test]
+fn check_config_refuses_the_store_urls_a_start_refuses_in_the_same_words() {
+    let config = scratch_file(
+        "check-store.toml",
+        "listen = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n",
+    );
+    let path = config.to_str().unwrap();
+    for url in ["http://127.0.0.1:1", "redis//127.0.0.1:1", "/99x"] {
+        let checked = tollgate(&["check-config", "--store", url, path], b"");
+        let started = tollgate(&["serve", "--store", url, "--config", path], b"");
+        assert_eq!(checked.status.code(), Some(2), "{url}");
+        assert_eq!(started.status.code(), Some(2), "{url}");
+        let expected = format!(
+            "tollgate: {path}: store.url (or --store) is not a Redis URL: expected \
+             redis://[user:password@]host:port[/db] or \
+             redis-cluster://[user:password@]host:port[,host:port...] (rediss:// or \
+             rediss-cluster:// for TLS)\n"
+        );
+        assert_eq!(
+            String::from_utf8(checked.stderr).unwrap(),
+            expected,
+            "{url}"
+        );
+        let start_error = String::from_utf8(started.stderr).unwrap();
+        assert!(start_error.ends_with(&expected), "{url}: {start_error}");
+    }
+}

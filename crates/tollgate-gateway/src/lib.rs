@@ -41,12 +41,28 @@ pub fn check_files(
         serve::tls::ListenerTls::new(tls)?;
     }
     proxy::upstream_tls::client_config(&config.routes, &config.upstream_tls)?;
-    if let Some(url) = &config.store.url {
-        // Neither the URL nor the client's text: either may hold a password.
-        tollgate_redis::check_url(url)
-            .map_err(|_| ServeConfigError::Invalid(serve::error::STORE_URL_EXPECTED.to_owned()))?;
-    }
     config::load_known_keys(&config.keys)
+}
+
+/// Checks `config`'s `[store] url` (the command line's when given) as a
+/// start reads it, without connecting: the start calls it too, so
+/// `tollgate check-config` refuses exactly the URLs `tollgate serve` would.
+/// `config_path` names the file in the error.
+///
+/// # Errors
+///
+/// [`StartError::StoreUrl`] for a URL that is not a Redis URL (neither it nor
+/// the Redis client's text shown: either may hold a password).
+pub fn check_store_url(
+    config: &ServeConfig,
+    config_path: Option<&std::path::Path>,
+) -> Result<(), StartError> {
+    match &config.store.url {
+        Some(url) if tollgate_redis::check_url(url).is_err() => Err(StartError::StoreUrl {
+            file: config_path.map(|path| path.display().to_string()),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The README's Rust examples, compiled and run as doctests.

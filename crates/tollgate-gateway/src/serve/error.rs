@@ -69,7 +69,7 @@ pub enum StartError {
 }
 
 /// What a `[store] url` that is not a Redis URL is told.
-pub(crate) const STORE_URL_EXPECTED: &str = "store.url (or --store) is not a Redis URL: expected \
+const STORE_URL_EXPECTED: &str = "store.url (or --store) is not a Redis URL: expected \
      redis://[user:password@]host:port[/db] or \
      redis-cluster://[user:password@]host:port[,host:port...] (rediss:// or rediss-cluster:// for \
      TLS)";

@@ -165,6 +165,9 @@ impl Running {
 pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     let mut config = options.config;
     config.override_store_url(options.store_url.as_deref());
+    if options.store.is_none() {
+        crate::check_store_url(&config, options.config_path.as_deref())?;
+    }
     let in_memory_store = options.store.is_none() && config.store.url.is_none();
     let store = match options.store {
         Some(store) => store,
