@@ -47,10 +47,10 @@ impl StoreLocation {
 
 /// The store at `location` for `limits`, on `clock` (the in-memory store's
 /// time; Redis's follows its [`RedisConfig::time`]). Logs the start line
-/// `limits kept in` with `store = ...` ([`StoreLocation::describe`]), at
-/// WARN so that it shows at `tollgate rls`'s default level as at the
-/// gateway's: whether budgets are shared is the first thing to know of a
-/// running server. Must be called inside a tokio runtime.
+/// `limits kept in` with `store = ...` ([`StoreLocation::describe`]) at
+/// INFO, the level of every server's start lines: whether budgets are
+/// shared is the first thing to know of a running server. Must be called
+/// inside a tokio runtime.
 ///
 /// # Errors
 ///
@@ -65,7 +65,7 @@ pub fn open_store(
         StoreLocation::Memory => Arc::new(MemoryStore::new(limits, clock)?),
         StoreLocation::Redis(config) => Arc::new(RedisStore::connect((**config).clone(), limits)?),
     };
-    tracing::warn!(store = %location.describe(), "limits kept in");
+    tracing::info!(store = %location.describe(), "limits kept in");
     Ok(store)
 }
 

@@ -283,7 +283,7 @@ pub async fn bind(listener: &'static str, address: &str) -> Result<TcpListener, 
             address: address.to_owned(),
             source,
         })?;
-    tracing::warn!(address = %bound.local_addr().map_or_else(|_| address.to_owned(), |a| a.to_string()),
+    tracing::info!(address = %bound.local_addr().map_or_else(|_| address.to_owned(), |a| a.to_string()),
         "Listening for {listener}");
     Ok(bound)
 }

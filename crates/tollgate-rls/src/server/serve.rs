@@ -120,7 +120,7 @@ impl Rls {
         )?;
 
         let source = ConfigSource::from_arguments(arguments);
-        tracing::warn!(directory = %source.describe(), "configuration files from");
+        tracing::info!(directory = %source.describe(), "configuration files from");
         let reading = source.clone();
         let files = tokio::task::spawn_blocking(move || reading.read())
             .await
@@ -195,6 +195,13 @@ impl Rls {
         )];
         if arguments.use_statsd && !arguments.disable_stats {
             let address = join_host_port(&arguments.statsd_host, arguments.statsd_port);
+            // On by the Go service's default: say so once, and where.
+            tracing::info!(
+                %address,
+                "stats sent to statsd (USE_STATSD is true by default, as in the Go service; \
+                 USE_STATSD=false stops them, USE_PROMETHEUS=true serves a Prometheus page \
+                 instead)"
+            );
             tasks.push(spawn_statsd(
                 address,
                 arguments.stats_flush_interval,

@@ -329,9 +329,11 @@ pub struct RlsArguments {
     )]
     pub prometheus_path: String,
 
-    /// Log level: `trace`, `debug`, `info`, `warn` (the default), `error`,
-    /// `fatal`, `panic` (any case). `RUST_LOG`, when set, wins.
-    #[arg(long, env = "LOG_LEVEL", default_value = "WARN", value_name = "LEVEL")]
+    /// Log level: `trace`, `debug`, `info` (the default: the start lines;
+    /// the Go service's default is `warn`, at which it writes its own start
+    /// lines), `warn`, `error`, `fatal`, `panic` (any case). `RUST_LOG`,
+    /// when set, wins.
+    #[arg(long, env = "LOG_LEVEL", default_value = "INFO", value_name = "LEVEL")]
     pub log_level: String,
     /// Log format: `json` (any case) for one JSON object per line, anything
     /// else for text.
@@ -522,7 +524,7 @@ mod tests {
         assert_eq!(defaults.redis_timeout, Duration::from_secs(10));
         assert_eq!(defaults.store_timeout, Duration::from_millis(50));
         assert_eq!(defaults.store_failure, None);
-        assert_eq!(defaults.log_level, "WARN");
+        assert_eq!(defaults.log_level, "INFO");
         assert!(defaults.check().is_ok());
     }
 

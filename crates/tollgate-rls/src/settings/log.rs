@@ -49,7 +49,7 @@ mod tests {
     #[test]
     fn levels_are_logrus_levels() {
         let mut arguments = RlsArguments::defaults();
-        assert_eq!(arguments.log_filter().unwrap(), "warn");
+        assert_eq!(arguments.log_filter().unwrap(), "info");
         arguments.log_level = "Debug".to_owned();
         assert_eq!(arguments.log_filter().unwrap(), "debug");
         arguments.log_level = "loud".to_owned();
