@@ -42,6 +42,11 @@ async fn every_go_variable_is_read_and_shown_in_force() {
         ("RUNTIME_IGNOREDOTFILES", "true".into(), "true".into()),
         ("RUNTIME_WATCH_ROOT", "false".into(), "false".into()),
         ("MERGE_DOMAIN_CONFIG", "T".into(), "true".into()),
+        (
+            "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
+            "true".into(),
+            "true".into(),
+        ),
         // Go-style: host:port, the password put into the URL, never shown.
         (
             "REDIS_URL",
@@ -105,7 +110,7 @@ async fn every_go_variable_is_read_and_shown_in_force() {
         ("TOLLGATE_WORKERS", "3".into(), "3".into()),
         ("TOLLGATE_IDLE_TIMEOUT", "45s".into(), "45s".into()),
     ];
-    assert_eq!(settings.len(), 49);
+    assert_eq!(settings.len(), 50);
     let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
     command
         .arg("rls")

@@ -179,6 +179,11 @@ fn inapplicable(arguments: &RlsArguments, defaults: &RlsArguments) -> Vec<&'stat
         arguments.use_prometheus != defaults.use_prometheus,
         "USE_PROMETHEUS",
     );
+    check(
+        arguments.healthy_with_at_least_one_config_loaded
+            != defaults.healthy_with_at_least_one_config_loaded,
+        "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
+    );
     set
 }
 

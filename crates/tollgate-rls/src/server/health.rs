@@ -13,38 +13,78 @@ use tonic_health::server::{HealthReporter, HealthService};
 pub const HEALTH_SERVICE_NAME: &str = "ratelimit";
 
 /// The service's health: serving from start (the store is open and a
-/// configuration loaded before the listeners serve) until [`Health::fail`]
-/// (SIGTERM, shutdown). Clones share it.
+/// configuration read before the listeners serve) until [`Health::fail`]
+/// (SIGTERM, shutdown); with `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`, also
+/// only while a configuration of at least one domain is in force
+/// ([`Health::config_loaded`]), as the Go service's `config` component.
+/// Clones share it.
 #[derive(Clone, Debug)]
 pub struct Health {
-    ok: Arc<AtomicBool>,
+    state: Arc<State>,
     reporter: HealthReporter,
+}
+
+#[derive(Debug)]
+struct State {
+    /// False once failed (SIGTERM, shutdown).
+    serving: AtomicBool,
+    /// Whether a configuration of at least one domain is in force.
+    config_loaded: AtomicBool,
+    /// Whether health waits for one (`HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`).
+    needs_config: bool,
 }
 
 impl Health {
     /// A health reporting `ratelimit` as serving.
     pub async fn serving() -> Health {
-        let reporter = HealthReporter::new();
-        reporter
-            .set_service_status(HEALTH_SERVICE_NAME, ServingStatus::Serving)
-            .await;
-        Health {
-            ok: Arc::new(AtomicBool::new(true)),
-            reporter,
-        }
+        Health::new(false, true).await
+    }
+
+    /// A health that, when `needs_config`, serves only while a
+    /// configuration of at least one domain is in force (`config_loaded`
+    /// at start).
+    pub async fn new(needs_config: bool, config_loaded: bool) -> Health {
+        let health = Health {
+            state: Arc::new(State {
+                serving: AtomicBool::new(true),
+                config_loaded: AtomicBool::new(config_loaded),
+                needs_config,
+            }),
+            reporter: HealthReporter::new(),
+        };
+        health.report().await;
+        health
     }
 
     /// Whether `/healthcheck` answers 200 `OK` (else 500).
     pub fn is_ok(&self) -> bool {
-        self.ok.load(Ordering::Acquire)
+        let state = &self.state;
+        state.serving.load(Ordering::Acquire)
+            && (!state.needs_config || state.config_loaded.load(Ordering::Acquire))
     }
 
     /// Reports `ratelimit` as not serving from now on, as the Go service does
     /// on SIGTERM.
     pub async fn fail(&self) {
-        self.ok.store(false, Ordering::Release);
+        self.state.serving.store(false, Ordering::Release);
+        self.report().await;
+    }
+
+    /// Notes whether the configuration now in force has at least one domain
+    /// (a reload that failed keeps the one in force, and changes nothing).
+    pub async fn config_loaded(&self, loaded: bool) {
+        self.state.config_loaded.store(loaded, Ordering::Release);
+        self.report().await;
+    }
+
+    async fn report(&self) {
+        let status = if self.is_ok() {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
         self.reporter
-            .set_service_status(HEALTH_SERVICE_NAME, ServingStatus::NotServing)
+            .set_service_status(HEALTH_SERVICE_NAME, status)
             .await;
     }
 

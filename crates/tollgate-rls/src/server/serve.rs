@@ -173,12 +173,17 @@ impl Rls {
         } else {
             None
         };
-        let health = Health::serving().await;
+        let health = Health::new(
+            arguments.healthy_with_at_least_one_config_loaded,
+            service.config_has_domains(),
+        )
+        .await;
         let pages = debug_pages(
             Arc::clone(&counter_source),
             Arc::clone(&service),
             arguments.settings_dump(),
         );
+        let health_of_reloads = health.clone();
         let server = listeners.serve(
             arguments.worker_count(),
             Arc::clone(&service) as Arc<dyn Decide>,
@@ -191,7 +196,10 @@ impl Rls {
             interval,
             files,
             Arc::clone(&counters),
-            Arc::clone(&service) as Arc<dyn crate::config::files::ReloadTarget>,
+            Arc::new(HealthyReloads {
+                service: Arc::clone(&service),
+                health: health_of_reloads,
+            }) as Arc<dyn crate::config::files::ReloadTarget>,
         )];
         if arguments.use_statsd && !arguments.disable_stats {
             let address = join_host_port(&arguments.statsd_host, arguments.statsd_port);
@@ -375,4 +383,24 @@ async fn serve_prometheus(
         ),
         (arguments.idle_timeout, connections),
     ))
+}
+
+/// Reloads put in force by the service, and the health told whether the
+/// configuration now in force has a domain (`HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`).
+struct HealthyReloads {
+    service: Arc<RateLimitService>,
+    health: Health,
+}
+
+impl crate::config::files::ReloadTarget for HealthyReloads {
+    fn reloaded(&self, config: crate::RateLimitConfig) {
+        let loaded = !config.is_empty();
+        self.service.reload(config);
+        let health = self.health.clone();
+        tokio::spawn(async move { health.config_loaded(loaded).await });
+    }
+
+    fn reload_failed(&self) {
+        self.service.reload_failed();
+    }
 }

@@ -181,6 +181,15 @@ impl RateLimitService {
         self.config.load().is_some()
     }
 
+    /// Whether a configuration of at least one domain is in force (the Go
+    /// service's health `config` component).
+    pub fn config_has_domains(&self) -> bool {
+        self.config
+            .load()
+            .as_ref()
+            .is_some_and(|config| !config.is_empty())
+    }
+
     /// The configuration in force as the debug listener's `/rlconfig` prints
     /// it ([`RateLimitConfig::dump`]); empty when none is loaded, as the Go
     /// service's page is.

@@ -87,6 +87,10 @@ impl RlsArguments {
                 self.limit_remaining_header.clone(),
             ),
             ("LIMIT_RESET_HEADER", self.limit_reset_header.clone()),
+            (
+                "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
+                self.healthy_with_at_least_one_config_loaded.to_string(),
+            ),
             ("DISABLE_STATS", self.disable_stats.to_string()),
             ("USE_STATSD", self.use_statsd.to_string()),
             ("STATSD_HOST", self.statsd_host.clone()),
@@ -162,7 +166,7 @@ mod tests {
             .map(|line| line.split_once(": ").unwrap().0.to_owned())
             .collect();
         dumped.sort();
-        assert_eq!(read.len(), 49);
+        assert_eq!(read.len(), 50);
         assert_eq!(dumped, read);
     }
 

@@ -115,11 +115,6 @@ pub const UNSUPPORTED: &[Unsupported] = &[
         reason: "Prometheus names are the statsd names made valid; no mapper",
     },
     Unsupported {
-        name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
-        accepts: false_or_empty,
-        reason: "the service starts only with a configuration that loads, so it is healthy once serving",
-    },
-    Unsupported {
         name: "TRACING_ENABLED",
         accepts: false_or_empty,
         reason: "OpenTelemetry tracing is not supported",
