@@ -120,12 +120,24 @@ async fn json_and_healthcheck_answer_as_the_go_service() {
     let json: serde_json::Value = second.json().await.unwrap();
     assert_eq!(json["overallCode"], "OVER_LIMIT");
 
-    for bad in [
-        "{",
-        "[]",
-        r#"{"domain": 5}"#,
-        r#"{"domain": ""}"#,
-        r#"{"nope": 1}"#,
+    // 400 with the Go service's status text, then why (which it only logs);
+    // never a value of the body (a descriptor's value may be a key).
+    for (bad, why) in [
+        (
+            "{",
+            "the body is not a RateLimitRequest (JSON line 1, column 1)",
+        ),
+        ("[]", "rate limit domain must not be empty"),
+        (
+            r#"{"domain": "sk_live_secret", "descriptors": 5}"#,
+            "the body is not a RateLimitRequest (JSON line 1, column 45)",
+        ),
+        (r#"{"domain": ""}"#, "rate limit domain must not be empty"),
+        // An unknown field, found as its name ends (column 7).
+        (
+            r#"{"nope": 1}"#,
+            "the body is not a RateLimitRequest (JSON line 1, column 7)",
+        ),
     ] {
         let answer = client
             .post(format!("http://{http}/json"))
@@ -134,7 +146,10 @@ async fn json_and_healthcheck_answer_as_the_go_service() {
             .await
             .unwrap();
         assert_eq!(answer.status(), 400, "{bad}");
-        assert_eq!(answer.text().await.unwrap(), "Bad Request\n");
+        assert_eq!(
+            answer.text().await.unwrap(),
+            format!("Bad Request: {why}\n")
+        );
     }
     let too_big = vec![b' '; tollgate_rls::server::MAX_JSON_BODY_BYTES + 1];
     let answer = client

@@ -56,21 +56,28 @@ pub(crate) fn router(
 async fn json(State(state): State<HttpState>, body: Body) -> http::Response<Body> {
     let reading = axum::body::to_bytes(body, MAX_JSON_BODY_BYTES);
     let Ok(Ok(bytes)) = tokio::time::timeout(state.body_timeout, reading).await else {
-        tracing::warn!("error: the /json body cannot be read, is too large or came too slowly");
-        return plain_error(StatusCode::BAD_REQUEST);
+        let reason = "the /json body cannot be read, is too large or came too slowly";
+        tracing::warn!("error: {reason}");
+        return bad_request(reason);
     };
     let request: RateLimitRequest = match serde_json::from_slice(&bytes) {
         Ok(request) => request,
         Err(error) => {
             tracing::warn!(%error, "error: the /json body is not a RateLimitRequest");
-            return plain_error(StatusCode::BAD_REQUEST);
+            // Where, not what: serde's text can quote the body's values
+            // (descriptor values may be API keys).
+            return bad_request(&format!(
+                "the body is not a RateLimitRequest (JSON line {}, column {})",
+                error.line(),
+                error.column()
+            ));
         }
     };
     let response = match decide_catching_panics(state.decider.as_ref(), &request).await {
         Ok(response) => response,
         Err(DecideError::Service(message)) => {
             tracing::warn!(error = %message, "error");
-            return plain_error(StatusCode::BAD_REQUEST);
+            return bad_request(&message);
         }
         Err(DecideError::Panicked) => return plain_error(StatusCode::INTERNAL_SERVER_ERROR),
     };
@@ -109,6 +116,18 @@ async fn not_found() -> http::Response<Body> {
 }
 
 /// Go's `http.Error(w, http.StatusText(code), code)`.
+/// 400 with the Go service's status text and, after it, why (the text the
+/// Go service only logs): `Bad Request: rate limit domain must not be
+/// empty`.
+fn bad_request(reason: &str) -> http::Response<Body> {
+    let mut answer = text(StatusCode::BAD_REQUEST, &format!("Bad Request: {reason}\n"));
+    answer.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    answer
+}
+
 fn plain_error(status: StatusCode) -> http::Response<Body> {
     let reason = status.canonical_reason().unwrap_or("Error");
     let mut answer = text(status, &format!("{reason}\n"));
