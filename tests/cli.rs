@@ -472,3 +472,23 @@ fn check_config_refuses_the_store_urls_a_start_refuses_in_the_same_words() {
         assert!(start_error.ends_with(&expected), "{url}: {start_error}");
     }
 }
+
+#[test]
+fn rls_run_names_a_configuration_error_once() {
+    let directory = std::env::temp_dir().join(format!("tollgate-rls-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    std::fs::write(directory.join("x.yaml"), "domain: [\n").unwrap();
+    let output = tollgate(
+        &["rls", "run", "--config", directory.to_str().unwrap(), "-"],
+        b"[]",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let error = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        error.matches("error loading config file").count(),
+        1,
+        "{error}"
+    );
+    assert!(error.starts_with("tollgate: the initial configuration does not load: x.yaml: "));
+    let _ = std::fs::remove_dir_all(&directory);
+}

@@ -53,12 +53,20 @@ pub enum HarnessError {
         /// What is wrong with it.
         message: String,
     },
-    /// The configuration files given at the start do not load.
+    /// The configuration files given at the start do not load. Its text
+    /// holds the configuration error's (not a source as well, so a chain of
+    /// causes prints it once).
     #[error("the initial configuration does not load: {0}")]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
     /// The in-memory store could not be built (never, with its defaults).
     #[error("the store cannot be built: {0}")]
     Store(String),
+}
+
+impl From<ConfigError> for HarnessError {
+    fn from(error: ConfigError) -> Self {
+        HarnessError::Config(error)
+    }
 }
 
 /// Runs `input` (a JSON array of steps) against a fresh service with the
