@@ -151,7 +151,7 @@ pub(crate) struct SimulateArguments {
     pub(crate) policies: Vec<String>,
     /// The traffic: `steady:RATE`, `bursts:SIZE/EVERY`, `idle-burst:IDLE,SIZE`,
     /// `poisson:RATE[,seed=N]` or `file:PATH` (a timestamp per line); a RATE
-    /// is COUNT/SPAN, as `10/s` or `600/1m`.
+    /// is COUNT/SPAN, as `10/s` or `600/1m`. At most 10,000,000 requests.
     #[arg(long, value_name = "PATTERN")]
     pub(crate) pattern: String,
     /// How long to run, as `60s` or `10m`: 60s by default; a file of
@@ -200,9 +200,10 @@ pub(crate) struct ReplayArguments {
     /// `.png`).
     #[arg(long, value_name = "FILE")]
     pub(crate) plot: Option<PathBuf>,
-    /// How many of the keys most often refused to list.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub(crate) top: usize,
+    /// How many of the keys most often refused to list, 1 to 1000.
+    #[arg(long, value_name = "N", default_value_t = 10,
+        value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub(crate) top: u16,
     /// How far out of order a log's lines are put back in order, as `60s`:
     /// its lines are held in memory meanwhile.
     #[arg(long, value_name = "SPAN", default_value = "60s")]

@@ -10,7 +10,7 @@ use tollgate_gateway::config::ServeConfig;
 use tollgate_replay::{
     Candidate, Format, NginxKey, Options, Replayer, Source, plot_panels, replay as run, table,
 };
-use tollgate_simulate::plot::{self, Panel};
+use tollgate_simulate::plot::{self, Axes, Panel};
 
 use crate::cli::ReplayArguments;
 
@@ -62,9 +62,18 @@ pub(crate) fn replay(arguments: &ReplayArguments) -> anyhow::Result<()> {
         .with_context(|| format!("--window {:?}: expected a span, as 60s", arguments.window))?;
     let options = Options {
         window,
-        most: arguments.top,
+        most: usize::from(arguments.top),
     };
     let report = run(sources, &format, &candidates, options);
+    if report.lines > 0 && report.bad_lines == report.lines {
+        bail!(
+            "none of the {} lines could be read as --log-format {} (the first: {}): is it the \
+             right format?",
+            report.lines,
+            arguments.log_format,
+            report.bad_examples.first().map_or("", String::as_str)
+        );
+    }
     if let Some(path) = &arguments.plot {
         let (buckets, step_ms) = plot_panels(&report);
         let titles: Vec<String> = report
@@ -89,10 +98,20 @@ pub(crate) fn replay(arguments: &ReplayArguments) -> anyhow::Result<()> {
                 remaining: false,
             })
             .collect();
-        let title = "requests allowed and refused over time (minutes from the first)";
+        let title = "requests allowed and refused over time";
+        let per = if step_ms == 60_000 {
+            "requests per minute".to_owned()
+        } else {
+            format!("requests per {} minutes", step_ms / 60_000)
+        };
+        let axes = Axes {
+            unit_ms: 60_000,
+            time: "minutes from the first",
+            requests: &per,
+        };
         match path.extension().and_then(|extension| extension.to_str()) {
-            Some("png") => plot::png(title, &panels, step_ms, path)?,
-            Some("svg") => std::fs::write(path, plot::svg(title, &panels, step_ms)?)
+            Some("png") => plot::png_on(title, &panels, step_ms, path, axes)?,
+            Some("svg") => std::fs::write(path, plot::svg_on(title, &panels, step_ms, axes)?)
                 .with_context(|| format!("--plot {}: cannot write it", path.display()))?,
             _ => bail!(
                 "--plot {}: the file's name ends in .svg or .png",

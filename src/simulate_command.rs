@@ -25,6 +25,17 @@ pub(crate) fn simulate(arguments: &SimulateArguments) -> anyhow::Result<()> {
         .iter()
         .map(|text| parse_policy(text).map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    for (index, policy) in policies.iter().enumerate() {
+        if policies[..index]
+            .iter()
+            .any(|earlier| earlier.name == policy.name)
+        {
+            bail!(
+                "--policy {}: two policies of that name; name each as NAME=...",
+                policy.name
+            );
+        }
+    }
     let format = format(arguments)?;
     let given_duration = arguments
         .duration
@@ -89,17 +100,25 @@ pub(crate) fn simulate(arguments: &SimulateArguments) -> anyhow::Result<()> {
 }
 
 fn format(arguments: &SimulateArguments) -> anyhow::Result<Format> {
-    let named = arguments.format.as_deref().or_else(|| {
-        arguments
-            .output
-            .as_deref()
-            .and_then(Path::extension)
-            .and_then(|extension| extension.to_str())
-    });
+    let (named, from_output) = match arguments.format.as_deref() {
+        Some(format) => (Some(format), false),
+        None => (
+            arguments
+                .output
+                .as_deref()
+                .and_then(Path::extension)
+                .and_then(|extension| extension.to_str()),
+            true,
+        ),
+    };
     match named {
         None | Some("json") => Ok(Format::Json),
         Some("svg") => Ok(Format::Svg),
         Some("png") => Ok(Format::Png),
+        Some(other) if from_output => bail!(
+            "--output's extension .{other} is not a format: end it in .json, .svg or .png, or \
+             give --format"
+        ),
         Some(other) => bail!("--format {other:?}: expected json, svg or png"),
     }
 }

@@ -492,3 +492,52 @@ fn rls_run_names_a_configuration_error_once() {
     assert!(error.starts_with("tollgate: the initial configuration does not load: x.yaml: "));
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+#[test]
+fn replay_and_simulate_refuse_what_cannot_be_meant() {
+    let directory = std::env::temp_dir().join(format!("tollgate-refuse-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let config = directory.join("g.toml");
+    std::fs::write(&config, "").unwrap();
+    let log = directory.join("access.log");
+    std::fs::write(&log, "{\"time\":\"x\"}\n{\"time\":\"y\"}\n").unwrap();
+    let (config, log) = (config.to_str().unwrap(), log.to_str().unwrap());
+    let stderr = |output: std::process::Output| {
+        assert_eq!(output.status.code(), Some(2));
+        String::from_utf8(output.stderr).unwrap()
+    };
+    // Every line bad: the wrong format, said so.
+    let all_bad = stderr(tollgate(
+        &["replay", "--config", config, "--log-format", "nginx", log],
+        b"",
+    ));
+    assert!(
+        all_bad.starts_with("tollgate: none of the 2 lines could be read as --log-format nginx"),
+        "{all_bad}"
+    );
+    let top = stderr(tollgate(
+        &["replay", "--config", config, "--top", "0", log],
+        b"",
+    ));
+    assert!(top.contains("--top"), "{top}");
+    let simulate = |extra: &[&str]| {
+        let mut arguments = vec!["simulate", "--pattern", "steady:1/s"];
+        arguments.extend_from_slice(extra);
+        stderr(tollgate(&arguments, b""))
+    };
+    assert_eq!(
+        simulate(&["--policy", "fixed_window:1/1s", "--output", "x.gif"]),
+        "tollgate: --output's extension .gif is not a format: end it in .json, .svg or .png, or \
+         give --format\n"
+    );
+    assert_eq!(
+        simulate(&[
+            "--policy",
+            "a=fixed_window:1/1s",
+            "--policy",
+            "a=sliding_log:1/1s"
+        ]),
+        "tollgate: --policy a: two policies of that name; name each as NAME=...\n"
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}

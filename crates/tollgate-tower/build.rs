@@ -2,4 +2,4 @@
 //! (`tests/redis.rs`), set as for the Redis store's own tests: see
 //! `crates/tollgate-redis/build.rs`.
 
-include!("../tollgate-redis/build/redis_peers.rs");
+include!("build/redis_peers.rs");

@@ -14,7 +14,7 @@ mod tally;
 
 pub use formats::{Format, NginxKey};
 pub use line::{LogLine, Logged};
-pub use replayer::{Replayed, Replayer, SetupError};
+pub use replayer::{Replayed, Replayer, SetupError, Skip};
 pub use run::{
     Agreement, Candidate, ConfigReport, Options, REORDER_WINDOW, Report, Source, replay,
 };

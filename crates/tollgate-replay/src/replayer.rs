@@ -52,11 +52,53 @@ pub enum Replayed {
     },
     /// An exempt key: no limit.
     Exempt,
-    /// Not replayed, and why: no route matches, no key on a route that
-    /// requires one, a route budget keyed by a header the log does not
-    /// hold, or a line whose request reached no rate (its decision `none`,
-    /// `in_flight_refused`, `unavailable`).
-    Skipped(&'static str),
+    /// Not replayed, and why.
+    Skipped(Skip),
+}
+
+/// Why a line is not replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Skip {
+    /// Its request reached no rate (logged `none`, `in_flight_refused` or
+    /// `unavailable`).
+    Undecided,
+    /// No route matches its path, or its route is not configured.
+    NoRoute,
+    /// No API key on a route that requires one (the gateway answered 401).
+    NoKey,
+    /// A route budget keyed by a header, which no log holds.
+    HeaderBudget,
+    /// The route budget's key (a client address, a tenant) is not in the line.
+    BudgetKeyMissing,
+    /// A request without a key that no budget applies to.
+    NoBudget,
+}
+
+impl Skip {
+    /// Its name in the JSON report (`skipped`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Skip::Undecided => "undecided",
+            Skip::NoRoute => "no_route",
+            Skip::NoKey => "no_key",
+            Skip::HeaderBudget => "header_budget",
+            Skip::BudgetKeyMissing => "budget_key_missing",
+            Skip::NoBudget => "no_budget",
+        }
+    }
+
+    /// In words, for the table.
+    pub fn describe(code: &str) -> &'static str {
+        match code {
+            "undecided" => "no rate was decided (logged none, in_flight_refused or unavailable)",
+            "no_route" => "no route matches",
+            "no_key" => "no API key on a route that requires one",
+            "header_budget" => "a route budget keyed by a header the log does not hold",
+            "budget_key_missing" => "the route budget's key is not in the log",
+            "no_budget" => "no budget applies to a request without a known API key",
+            _ => "another reason",
+        }
+    }
 }
 
 impl std::fmt::Debug for Replayed {
@@ -144,9 +186,7 @@ impl Replayer {
     /// Decides `line` at its time.
     pub fn replay(&self, line: &LogLine) -> Replayed {
         if line.logged == Some(Logged::Undecided) {
-            return Replayed::Skipped(
-                "no rate was decided (logged none, in_flight_refused or unavailable)",
-            );
+            return Replayed::Skipped(Skip::Undecided);
         }
         let demo = ReplayRoute {
             name: DEMO_ROUTE.to_owned(),
@@ -160,7 +200,7 @@ impl Replayer {
         let route = match self.find(line) {
             Some(route) => route,
             None if self.routes.is_empty() => &demo,
-            None => return Replayed::Skipped("no route matches"),
+            None => return Replayed::Skipped(Skip::NoRoute),
         };
         let key = if route.api_key.reads_keys() {
             line.key.as_deref()
@@ -175,7 +215,7 @@ impl Replayer {
             // key's, when tollgate logged its decision; else a 401.
             (None, ApiKeyRequirement::Required) if line.logged.is_some() => Some(Keyless::Unknown),
             (None, ApiKeyRequirement::Required) => {
-                return Replayed::Skipped("no API key on a route that requires one");
+                return Replayed::Skipped(Skip::NoKey);
             }
         };
         if key.is_some_and(|key| self.exempt.contains(key)) {
@@ -214,19 +254,17 @@ impl Replayer {
                     RouteKeyKind::Tenant => tenant.cloned(),
                     RouteKeyKind::Ip => line.client.clone(),
                     RouteKeyKind::Custom => {
-                        return Replayed::Skipped(
-                            "a route budget keyed by a header the log does not hold",
-                        );
+                        return Replayed::Skipped(Skip::HeaderBudget);
                     }
                 };
                 let Some(value) = value else {
-                    return Replayed::Skipped("the route budget's key is not in the log");
+                    return Replayed::Skipped(Skip::BudgetKeyMissing);
                 };
                 Some((budget, route_store_key(&route.name, kind, &value)))
             }
         };
         if key.is_none() && budget.is_none() {
-            return Replayed::Skipped("no budget applies to a request without a known API key");
+            return Replayed::Skipped(Skip::NoBudget);
         }
         let mut limits = Vec::with_capacity(2);
         if let Some(key) = key {

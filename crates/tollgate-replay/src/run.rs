@@ -14,7 +14,7 @@ use tollgate_core::Fingerprinter;
 
 use crate::formats::Format;
 use crate::line::{LogLine, Logged};
-use crate::replayer::{Replayed, Replayer};
+use crate::replayer::{Replayed, Replayer, Skip};
 use crate::tally::{Figures, OverTime, Tally};
 
 /// How far out of order a log's lines may be and still be decided in order,
@@ -74,7 +74,9 @@ pub struct ConfigReport {
     pub routes: BTreeMap<String, Figures>,
     /// Requests of exempt keys (no limit).
     pub exempt: u64,
-    /// Requests not replayed, by reason.
+    /// Requests not replayed, by reason ([`Skip::code`](crate::Skip::code):
+    /// `undecided`, `no_route`, `no_key`, `header_budget`,
+    /// `budget_key_missing`, `no_budget`).
     pub skipped: BTreeMap<String, u64>,
     /// For tollgate's own log: how many decisions the replay reproduced.
     pub agreement: Option<Agreement>,
@@ -101,7 +103,7 @@ struct Counts {
     tiers: BTreeMap<String, Tally>,
     routes: BTreeMap<String, Tally>,
     exempt: u64,
-    skipped: BTreeMap<&'static str, u64>,
+    skipped: BTreeMap<Skip, u64>,
     agreement: Agreement,
     over_time: OverTime,
 }
@@ -311,7 +313,7 @@ pub fn replay(
                 skipped: counts
                     .skipped
                     .into_iter()
-                    .map(|(reason, count)| (reason.to_owned(), count))
+                    .map(|(reason, count)| (reason.code().to_owned(), count))
                     .collect(),
                 agreement: (*format == Format::Tollgate).then_some(counts.agreement),
                 per_minute: counts

@@ -122,7 +122,11 @@ pub fn table(report: &Report) -> String {
         let _ = writeln!(out, "{}:", config.config);
         let _ = writeln!(out, "  exempt requests: {}", config.exempt);
         for (reason, count) in &config.skipped {
-            let _ = writeln!(out, "  not replayed, {reason}: {count}");
+            let _ = writeln!(
+                out,
+                "  not replayed, {}: {count}",
+                crate::replayer::Skip::describe(reason)
+            );
         }
         if let Some(agreement) = &config.agreement {
             let _ = writeln!(

@@ -24,6 +24,27 @@ pub struct Panel<'a> {
     pub remaining: bool,
 }
 
+/// What the axes count: the time axis's unit (in milliseconds) and name,
+/// and the requests axis's name.
+#[derive(Clone, Copy, Debug)]
+pub struct Axes<'a> {
+    /// Milliseconds in one unit of the time axis.
+    pub unit_ms: u64,
+    /// The time axis's name.
+    pub time: &'a str,
+    /// The requests axis's name.
+    pub requests: &'a str,
+}
+
+impl Axes<'_> {
+    /// Seconds from the start, requests per step: a simulation's.
+    pub const SECONDS: Axes<'static> = Axes {
+        unit_ms: 1000,
+        time: "seconds",
+        requests: "requests per step",
+    };
+}
+
 /// A picture that could not be drawn or written.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw the picture: {0}")]
@@ -43,11 +64,25 @@ fn size(panels: usize) -> (u32, u32) {
 ///
 /// [`PlotError`] when plotters fails.
 pub fn svg(title: &str, panels: &[Panel<'_>], step_ms: u64) -> Result<String, PlotError> {
+    svg_on(title, panels, step_ms, Axes::SECONDS)
+}
+
+/// [`svg`] with `axes` of its own (a replay's minutes, say).
+///
+/// # Errors
+///
+/// [`PlotError`] when plotters fails.
+pub fn svg_on(
+    title: &str,
+    panels: &[Panel<'_>],
+    step_ms: u64,
+    axes: Axes<'_>,
+) -> Result<String, PlotError> {
     fonts()?;
     let mut text = String::new();
     {
         let root = SVGBackend::with_string(&mut text, size(panels.len())).into_drawing_area();
-        draw(&root, title, panels, step_ms)?;
+        draw(&root, title, panels, step_ms, axes)?;
         root.present()
             .map_err(|error| PlotError(error.to_string()))?;
     }
@@ -60,9 +95,24 @@ pub fn svg(title: &str, panels: &[Panel<'_>], step_ms: u64) -> Result<String, Pl
 ///
 /// [`PlotError`] when plotters fails or the file cannot be written.
 pub fn png(title: &str, panels: &[Panel<'_>], step_ms: u64, path: &Path) -> Result<(), PlotError> {
+    png_on(title, panels, step_ms, path, Axes::SECONDS)
+}
+
+/// [`png`] with `axes` of its own.
+///
+/// # Errors
+///
+/// [`PlotError`] when plotters fails or the file cannot be written.
+pub fn png_on(
+    title: &str,
+    panels: &[Panel<'_>],
+    step_ms: u64,
+    path: &Path,
+    axes: Axes<'_>,
+) -> Result<(), PlotError> {
     fonts()?;
     let root = BitMapBackend::new(path, size(panels.len())).into_drawing_area();
-    draw(&root, title, panels, step_ms)?;
+    draw(&root, title, panels, step_ms, axes)?;
     root.present().map_err(|error| PlotError(error.to_string()))
 }
 
@@ -84,12 +134,13 @@ fn draw<DB: DrawingBackend>(
     title: &str,
     panels: &[Panel<'_>],
     step_ms: u64,
+    axes: Axes<'_>,
 ) -> Result<(), PlotError> {
     let failed = |error: DrawingAreaErrorKind<DB::ErrorType>| PlotError(error.to_string());
     root.fill(&WHITE).map_err(failed)?;
     let root = root.titled(title, ("sans-serif", 22)).map_err(failed)?;
     let areas = root.split_evenly((panels.len().max(1), 1));
-    let seconds = |ms: u64| ms as f64 / 1000.0;
+    let seconds = |ms: u64| ms as f64 / axes.unit_ms.max(1) as f64;
     let end = panels
         .iter()
         .filter_map(|panel| panel.buckets.last())
@@ -121,8 +172,8 @@ fn draw<DB: DrawingBackend>(
             .set_secondary_coord(0.0..end, 0.0..most_remaining * 1.15);
         chart
             .configure_mesh()
-            .x_desc("seconds")
-            .y_desc("requests per step")
+            .x_desc(axes.time)
+            .y_desc(axes.requests)
             .x_label_formatter(&|seconds| format_number(*seconds))
             .y_label_formatter(&|count| format_number(*count))
             .light_line_style(WHITE)

@@ -54,12 +54,14 @@ pub(crate) async fn page() -> Response {
     response
 }
 
-/// `GET /admin/summary`: `{"lines": [...]}`, what the configuration in force
-/// puts in force, one line each (as `tollgate check-config` prints it: no
-/// key, token or credential).
+/// `GET /admin/summary`: `{"lines": [...], "warnings": [...]}`, what the
+/// configuration in force puts in force, one line each, and its warnings,
+/// as `tollgate check-config` prints them (no key, token or credential).
 pub(crate) async fn summary(State(app): State<Arc<App>>) -> Response {
-    let lines = app.in_force.load().config.summary();
-    axum::Json(serde_json::json!({ "lines": lines })).into_response()
+    let in_force = app.in_force.load();
+    let lines = in_force.config.summary();
+    let warnings = in_force.config.start_warnings();
+    axum::Json(serde_json::json!({ "lines": lines, "warnings": warnings })).into_response()
 }
 
 /// A simulation asked for.
@@ -68,12 +70,12 @@ pub(crate) async fn summary(State(app): State<Arc<App>>) -> Response {
 pub(crate) struct SimulateBody {
     policies: Vec<String>,
     pattern: String,
-    duration: String,
+    duration: Option<String>,
     step: Option<String>,
 }
 
 /// `POST /admin/simulate`: the SVG picture of `policies` against `pattern`
-/// over `duration` (at most 4 policies, 24 h, 1,000,000 requests and
+/// over `duration` (60 s by default; at most 4 policies, 24 h, 1,000,000 requests and
 /// `tollgate-simulate`'s most steps); 400 with the reason otherwise.
 pub(crate) async fn simulate_policy(body: Bytes) -> Response {
     let body: SimulateBody = match serde_json::from_slice(&body) {
@@ -113,7 +115,8 @@ fn draw(body: &SimulateBody) -> Result<String, String> {
         Ok(span) if !span.is_zero() && span <= LONGEST => Ok(span),
         _ => Err(format!("{what} must be a span from 1 ms to 24 h, as 60s")),
     };
-    let duration = span(&body.duration, "duration")?;
+    let duration_text = body.duration.as_deref().unwrap_or("60s");
+    let duration = span(duration_text, "duration")?;
     let step = match &body.step {
         Some(step) => span(step, "step")?,
         None => Duration::from_millis(
@@ -141,7 +144,7 @@ fn draw(body: &SimulateBody) -> Result<String, String> {
     };
     let titles = report.titles();
     plot::svg(
-        &format!("{} over {}", body.pattern, body.duration),
+        &format!("{} over {duration_text}", body.pattern),
         &report.panels(&titles),
         report.step_ms,
     )

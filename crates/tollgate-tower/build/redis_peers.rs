@@ -1,0 +1,1 @@
+../../tollgate-redis/build/redis_peers.rs
