@@ -15,24 +15,55 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::process::{Child, Command};
-use tollgate_test_support::gateway::{self, Gateway, header};
+use tollgate_test_support::gateway::{Gateway, header};
 use tollgate_test_support::loopback::{Upstream, free_port};
 
 /// The start of a window of 60 s, far from today.
 const START_S: u64 = 6_000_000_000;
 const DECIDE: &str = "/_tollgate/decide";
 
-fn gateway_config(upstream: &Upstream, forward_auth: &str) -> String {
-    gateway::config(&format!(
-        "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow_s = 60\n\
-         [client_ip]\ntrusted_proxies = [\"127.0.0.1/32\"]\n\
-         [forward_auth]\npath = \"{DECIDE}\"\n{forward_auth}\n\
-         [[routes]]\nname = \"fa_api\"\nprefix = \"/api\"\nupstream = \"http://{}\"\n\
+/// A file of `examples/`.
+fn example(path: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(path);
+    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// `text` with each of `moves` (the example's address, the test's) made,
+/// each found exactly `times` times: an example that changed fails here.
+fn moved(text: &str, moves: &[(&str, &str, usize)]) -> String {
+    let mut text = text.to_owned();
+    for (from, to, times) in moves {
+        assert_eq!(text.matches(from).count(), *times, "{from} in the example");
+        text = text.replace(from, to);
+    }
+    text
+}
+
+/// The gateway of an example (`examples/nginx/tollgate.toml` or
+/// `examples/caddy/tollgate.toml`), on free loopback ports, with the test's
+/// routes.
+fn gateway_config(upstream: &Upstream, example_file: &str) -> String {
+    let settings = moved(
+        &example(example_file),
+        &[
+            ("listen = \"127.0.0.1:8080\"", "listen = \"127.0.0.1:0\"", 1),
+            (
+                "[admin]\nlisten = \"127.0.0.1:8081\"",
+                "[admin]\nlisten = \"127.0.0.1:0\"\ntoken = \"secret\"",
+                1,
+            ),
+        ],
+    );
+    format!(
+        "{settings}\
+         [[routes]]\nname = \"fa_api\"\nprefix = \"/api\"\nupstream = \"http://{0}\"\n\
          preflight = \"pass\"\n\
-         [[routes]]\nname = \"fa_search\"\nprefix = \"/search\"\nupstream = \"http://{}\"\n\
+         [[routes]]\nname = \"fa_search\"\nprefix = \"/search\"\nupstream = \"http://{0}\"\n\
          key = \"ip\"\nrpm = 2\nburst = 2\n",
-        upstream.address, upstream.address
-    ))
+        upstream.address
+    )
 }
 
 /// `name` on the PATH (or in /usr/sbin) for a test that runs. Panics,
@@ -101,61 +132,14 @@ impl Drop for Proxy {
 
 async fn start_nginx(binary: &Path, directory: &Path, tollgate: &str, upstream: &str) -> Proxy {
     let port = free_port();
-    let root = directory.display();
-    let config = format!(
-        "daemon off;
-master_process off;
-pid {root}/nginx.pid;
-error_log {root}/error.log info;
-events {{ worker_connections 64; }}
-http {{
-  access_log off;
-  client_body_temp_path {root}/body;
-  proxy_temp_path {root}/proxy;
-  fastcgi_temp_path {root}/fastcgi;
-  uwsgi_temp_path {root}/uwsgi;
-  scgi_temp_path {root}/scgi;
-  server {{
-    listen 127.0.0.1:{port};
-    location / {{
-      auth_request {DECIDE};
-      auth_request_set $ratelimit $upstream_http_ratelimit;
-      auth_request_set $ratelimit_policy $upstream_http_ratelimit_policy;
-      auth_request_set $retry_after $upstream_http_retry_after;
-      auth_request_set $x_limit $upstream_http_x_ratelimit_limit;
-      auth_request_set $x_remaining $upstream_http_x_ratelimit_remaining;
-      auth_request_set $x_reset $upstream_http_x_ratelimit_reset;
-      add_header RateLimit $ratelimit always;
-      add_header RateLimit-Policy $ratelimit_policy always;
-      add_header X-RateLimit-Limit $x_limit always;
-      add_header X-RateLimit-Remaining $x_remaining always;
-      add_header X-RateLimit-Reset $x_reset always;
-      error_page 403 = @rate_limited;
-      error_page 500 = @tollgate_down;
-      proxy_pass http://{upstream};
-    }}
-    location = {DECIDE} {{
-      internal;
-      proxy_pass http://{tollgate}{DECIDE};
-      proxy_pass_request_body off;
-      proxy_set_header Content-Length \"\";
-      proxy_set_header X-Original-URI $request_uri;
-      proxy_set_header X-Forwarded-Method $request_method;
-      proxy_set_header X-Forwarded-For $remote_addr;
-    }}
-    location @rate_limited {{
-      add_header Retry-After $retry_after always;
-      add_header RateLimit $ratelimit always;
-      add_header RateLimit-Policy $ratelimit_policy always;
-      default_type application/problem+json;
-      return 429 '{{\"title\":\"Too Many Requests\",\"status\":429}}';
-    }}
-    location @tollgate_down {{
-      return 503;
-    }}
-  }}
-}}
-"
+    // examples/nginx/nginx.conf itself, its addresses moved.
+    let config = moved(
+        &example("nginx/nginx.conf"),
+        &[
+            ("127.0.0.1:9080", &format!("127.0.0.1:{port}"), 2),
+            ("127.0.0.1:8080", tollgate, 2),
+            ("127.0.0.1:8000", upstream, 2),
+        ],
     );
     let path = directory.join("nginx.conf");
     std::fs::write(&path, config).unwrap();
@@ -182,25 +166,14 @@ http {{
 
 async fn start_caddy(binary: &Path, directory: &Path, tollgate: &str, upstream: &str) -> Proxy {
     let port = free_port();
-    // `route` keeps the written order: decide, copy the headers the decision
-    // put on the request onto the response, then proxy.
-    let config = format!(
-        "{{
-  admin off
-  auto_https off
-}}
-http://127.0.0.1:{port} {{
-  route {{
-    forward_auth {tollgate} {{
-      uri {DECIDE}
-      copy_headers RateLimit RateLimit-Policy
-    }}
-    header RateLimit {{http.request.header.RateLimit}}
-    header RateLimit-Policy {{http.request.header.RateLimit-Policy}}
-    reverse_proxy {upstream}
-  }}
-}}
-"
+    // examples/caddy/Caddyfile itself, its addresses moved.
+    let config = moved(
+        &example("caddy/Caddyfile"),
+        &[
+            ("127.0.0.1:9080", &format!("127.0.0.1:{port}"), 3),
+            ("127.0.0.1:8080", tollgate, 2),
+            ("127.0.0.1:8000", upstream, 2),
+        ],
     );
     let path = directory.join("Caddyfile");
     std::fs::write(&path, config).unwrap();
@@ -299,14 +272,7 @@ async fn five_of_seven_pass(proxy: &Proxy, upstream: &Upstream) {
 async fn nginx_auth_request_is_limited_by_the_gateway() {
     let nginx = binary("nginx");
     let upstream = Upstream::start().await;
-    let gateway = Gateway::start(
-        &gateway_config(
-            &upstream,
-            "refused_status = 403\nuri_header = \"x-original-uri\"",
-        ),
-        START_S,
-    )
-    .await;
+    let gateway = Gateway::start(&gateway_config(&upstream, "nginx/tollgate.toml"), START_S).await;
     let directory = tempfile::tempdir().unwrap();
     let tollgate = gateway.running.address.to_string();
     let proxy = start_nginx(
@@ -345,7 +311,7 @@ async fn nginx_auth_request_is_limited_by_the_gateway() {
 async fn caddy_forward_auth_is_limited_by_the_gateway() {
     let caddy = binary("caddy");
     let upstream = Upstream::start().await;
-    let gateway = Gateway::start(&gateway_config(&upstream, ""), START_S).await;
+    let gateway = Gateway::start(&gateway_config(&upstream, "caddy/tollgate.toml"), START_S).await;
     let directory = tempfile::tempdir().unwrap();
     let tollgate = gateway.running.address.to_string();
     let proxy = start_caddy(
@@ -378,7 +344,7 @@ async fn caddy_forward_auth_is_limited_by_the_gateway() {
 #[tokio::test]
 async fn the_decision_endpoint_decides_as_proxying_does() {
     let upstream = Upstream::start().await;
-    let gateway = Gateway::start(&gateway_config(&upstream, ""), START_S).await;
+    let gateway = Gateway::start(&gateway_config(&upstream, "caddy/tollgate.toml"), START_S).await;
     let ask = |uri: Option<&'static str>, client: &'static str| {
         let mut request = gateway
             .client
