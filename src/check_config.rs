@@ -22,8 +22,22 @@ pub(crate) fn check(arguments: &CheckConfigArguments) -> anyhow::Result<()> {
         }
         None => (None, None),
     };
+    // With Redis, the policy Redis shares wins over the file's: say which.
+    let in_force = match config.store.url {
+        Some(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?
+            .block_on(tollgate_gateway::default_policy_in_force(&config)),
+        None => None,
+    };
     let mut report = String::new();
-    for line in config.summary().into_iter().chain(known_keys_line) {
+    for line in config
+        .summary()
+        .into_iter()
+        .chain(known_keys_line)
+        .chain(in_force)
+    {
         report.push_str(&line);
         report.push('\n');
     }

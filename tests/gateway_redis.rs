@@ -130,3 +130,92 @@ async fn three_gateways_on_a_redis_cluster_share_plan_and_route_budgets() {
     assert_eq!(plan.state.unwrap().remaining, Some(10), "20 - 10");
     redis_support::cleanup(&url, &prefix);
 }
+
+/// Redis's shared default policy wins over a file's (issue #28): a second
+/// gateway whose file says otherwise warns at start, naming both, and
+/// `check-config --store` says which is in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+async fn a_file_whose_policy_redis_overrides_is_told_so() {
+    let url = redis_support::require_redis_url();
+    let prefix = redis_support::prefix("policy-override");
+    let upstream = Upstream::start().await;
+    let file = |name: &str, limit: u64| {
+        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("override-{name}.toml"));
+        std::fs::write(
+            &path,
+            config(&format!(
+                "[store]\nurl = \"{url}\"\nprefix = \"{prefix}\"\ntimeout = \"2s\"\n\
+                 [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = {limit}\n\
+                 window_s = 60\n\
+                 [[routes]]\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+                upstream.address
+            )),
+        )
+        .unwrap();
+        path
+    };
+    let check = |path: &PathBuf| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .arg("check-config")
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .find(|line| line.starts_with("default policy in force: "))
+            .unwrap()
+            .to_owned()
+    };
+    let (first, second) = (file("first", 3), file("second", 9));
+    // Nothing in Redis yet: the file's goes in at the first start.
+    assert!(check(&first).starts_with("default policy in force: this file's, which the first"));
+    let mut gateway = Process::start(&first).await;
+    // The first gateway's policy is now Redis's.
+    assert!(check(&first).starts_with("default policy in force: this file's, as Redis"));
+    assert_eq!(
+        check(&second),
+        format!(
+            "default policy in force: Redis's ({url}, prefix {prefix}): fixed_window 3 per 60 s; \
+             this file's (fixed_window 9 per 60 s) is not applied: PUT /admin/policy puts a \
+             policy in force on every gateway"
+        )
+    );
+    let mut overridden = Process::start(&second).await;
+    // Said at the first read of Redis's policy: before or after the line
+    // that says where it listens.
+    let said = |entry: &serde_json::Value| {
+        entry["fields"]["message"]
+            .as_str()
+            .is_some_and(|text| text.contains("not this configuration's"))
+    };
+    let warning = match overridden.early.iter().find(|entry| said(entry)) {
+        Some(entry) => entry.clone(),
+        None => Process::wait_for(&mut overridden.logs, "not this configuration's").await,
+    };
+    assert_eq!(warning["level"], "WARN");
+    assert_eq!(
+        warning["fields"]["in_force"],
+        r#"{"algorithm":"fixed_window","limit":3,"window_s":60}"#
+    );
+    assert_eq!(
+        warning["fields"]["configured"],
+        r#"{"algorithm":"fixed_window","limit":9,"window_s":60}"#
+    );
+    // It decides on Redis's: 3 a minute.
+    let statuses: Vec<u16> = four_statuses(&overridden).await;
+    assert_eq!(statuses, [200, 200, 200, 429]);
+    let _ = gateway.child.kill().await;
+    let _ = overridden.child.kill().await;
+    redis_support::cleanup(&url, &prefix);
+}
+
+async fn four_statuses(gateway: &Process) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(gateway.get("/").await.status().as_u16());
+    }
+    statuses
+}

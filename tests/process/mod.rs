@@ -12,6 +12,8 @@ use tokio::process::{Child, ChildStderr, Command};
 pub struct Process {
     pub child: Child,
     pub logs: Lines<BufReader<ChildStderr>>,
+    /// The log lines before the one that says where it listens.
+    pub early: Vec<serde_json::Value>,
     pub address: String,
     pub admin_address: String,
 }
@@ -29,7 +31,8 @@ impl Process {
             .spawn()
             .unwrap();
         let mut logs = BufReader::new(child.stderr.take().unwrap()).lines();
-        let serving = Process::wait_for(&mut logs, "tollgate serving").await;
+        let mut early = Vec::new();
+        let serving = Process::wait_keeping(&mut logs, "tollgate serving", &mut early).await;
         let address = serving["fields"]["address"].as_str().unwrap().to_owned();
         let admin_address = serving["fields"]["admin_address"]
             .as_str()
@@ -38,6 +41,7 @@ impl Process {
         Process {
             child,
             logs,
+            early,
             address,
             admin_address,
         }
@@ -48,6 +52,15 @@ impl Process {
         logs: &mut Lines<BufReader<ChildStderr>>,
         message: &str,
     ) -> serde_json::Value {
+        Process::wait_keeping(logs, message, &mut Vec::new()).await
+    }
+
+    /// [`Process::wait_for`], keeping the lines passed over in `passed`.
+    pub async fn wait_keeping(
+        logs: &mut Lines<BufReader<ChildStderr>>,
+        message: &str,
+        passed: &mut Vec<serde_json::Value>,
+    ) -> serde_json::Value {
         let read = async {
             while let Some(line) = logs.next_line().await.unwrap() {
                 let entry: serde_json::Value = serde_json::from_str(&line).unwrap();
@@ -57,6 +70,7 @@ impl Process {
                 {
                     return entry;
                 }
+                passed.push(entry);
             }
             panic!("the log ended before {message:?}");
         };

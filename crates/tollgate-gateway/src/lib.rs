@@ -65,6 +65,39 @@ pub fn check_store_url(
     }
 }
 
+/// What `tollgate check-config --store` says of the default policy with a
+/// Redis store: the one Redis shares wins over the file's (a gateway puts
+/// the file's in Redis only when Redis holds none), so it reads Redis's
+/// and says which is in force. `None` without `[store] url`. Never shows
+/// the URL's credentials or the client's text.
+pub async fn default_policy_in_force(config: &ServeConfig) -> Option<String> {
+    let url = config.store.url.as_deref()?;
+    let shown = tollgate_redis::redacted_url(url);
+    let file = config::describe_plan(&config.limits.default_plan());
+    let timeout = config.store.timeout.max(std::time::Duration::from_secs(2));
+    Some(
+        match tollgate_redis::shared_default_policy(url, &config.store.prefix, timeout).await {
+            Ok(Some(shared)) if shared == config.limits.default_plan() => {
+                format!("default policy in force: this file's, as Redis ({shown}) shares it")
+            }
+            Ok(Some(shared)) => format!(
+                "default policy in force: Redis's ({shown}, prefix {}): {}; this file's ({file}) \
+                 is not applied: PUT /admin/policy puts a policy in force on every gateway",
+                config.store.prefix,
+                config::describe_plan(&shared)
+            ),
+            Ok(None) => format!(
+                "default policy in force: this file's, which the first gateway to start puts in \
+                 Redis ({shown} holds none yet)"
+            ),
+            Err(_) => format!(
+                "default policy in force: not known, Redis ({shown}) did not answer: Redis's \
+                 shared policy wins over this file's once one is there"
+            ),
+        },
+    )
+}
+
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]

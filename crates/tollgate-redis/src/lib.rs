@@ -58,6 +58,7 @@ mod store;
 
 pub use config::{RedisConfig, TimeSource};
 pub use connection::check_url;
+pub use policy_sync::shared_default_policy;
 pub use records::RedisRecords;
 pub use redaction::{UNREADABLE_URL, redacted_url};
 pub use slots::RedisSlots;

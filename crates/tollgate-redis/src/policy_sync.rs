@@ -74,6 +74,7 @@ pub(crate) async fn sync_default_policy(
     let mut sync = PolicySync {
         key: config_key(&prefix),
         json: serde_json::to_string(&configured).unwrap_or_default(),
+        configured,
         plans,
         last_read: None,
     };
@@ -152,6 +153,8 @@ pub(crate) async fn sync_default_policy(
 struct PolicySync {
     key: String,
     json: String,
+    /// The configuration's default policy, to say so when Redis's differs.
+    configured: PlanPolicies,
     plans: Arc<ArcSwap<Plans>>,
     /// The generation of the last policy read from Redis; `None` before the
     /// first read.
@@ -200,6 +203,18 @@ impl PolicySync {
                      again; the tier assignments and limit state kept in Redis are likely \
                      lost too: keys start afresh, on the default policy until their tiers \
                      are assigned again"
+                );
+            }
+            if self.last_read.is_none() && policy != self.configured {
+                // The first read: Redis's shared policy wins over the file's.
+                tracing::warn!(
+                    key = %self.key,
+                    in_force = %serde_json::to_string(&policy).unwrap_or_default(),
+                    configured = %self.json,
+                    "the default policy in force is the one shared in Redis (set by a gateway's \
+                     first start or PUT /admin/policy), not this configuration's, which is not \
+                     applied: PUT /admin/policy puts a policy in force on every gateway on this \
+                     Redis"
                 );
             }
             self.last_read = Some(generation);
@@ -297,4 +312,36 @@ async fn follow_channel(
             }
         }
     }
+}
+
+/// The default policy shared in Redis under `prefix` (`PREFIX:config`), if
+/// one is: the one every gateway on that Redis puts in force, whatever its
+/// file says. For `tollgate check-config --store`.
+///
+/// # Errors
+///
+/// The Redis client's error when `url` cannot be used or Redis does not
+/// answer within `timeout` (its text may hold part of the URL: show it
+/// nowhere), or a stored policy that is not one.
+pub async fn shared_default_policy(
+    url: &str,
+    prefix: &str,
+    timeout: Duration,
+) -> Result<Option<PlanPolicies>, String> {
+    let target = crate::connection::Target::parse(url)?;
+    let (mut connection, _) =
+        Connection::open_with(&target, timeout, None).map_err(|error| error.to_string())?;
+    let mut command = redis::cmd("HGET");
+    command.arg(config_key(prefix)).arg(CONFIG_POLICY);
+    let read = command.query_async::<Option<String>>(&mut connection);
+    let stored = tokio::time::timeout(timeout, read)
+        .await
+        .map_err(|_| format!("no answer within {} ms", timeout.as_millis()))?
+        .map_err(|error| error.to_string())?;
+    stored
+        .map(|text| {
+            PlanPolicies::from_deserializer(&mut serde_json::Deserializer::from_str(&text))
+                .map_err(|error| format!("the shared policy is not one: {error}"))
+        })
+        .transpose()
 }

@@ -52,6 +52,7 @@ pub use refusal::RefusalConfig;
 pub use routes::{InFlightKey, MAX_UPSTREAMS, Preflight, RouteConfig, RouteKey};
 pub(crate) use start_only::{InForce, kept_until_restart, removed_tiers};
 pub use store::{FailurePolicy, StoreConfig, StoreTime};
+pub use summary::describe_plan;
 pub use tls::TlsConfig;
 pub use upstream::UpstreamConfig;
 pub use upstream_tls::UpstreamTlsConfig;

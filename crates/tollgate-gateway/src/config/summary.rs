@@ -231,7 +231,9 @@ impl ServeConfig {
 
 /// A plan: its one policy, or each named policy of its list, all held at
 /// once (`second: fixed_window 2 per 1 s and minute: ...`).
-fn describe_plan(plan: &PlanPolicies) -> String {
+/// A plan in words, as `check-config` says it: `fixed_window 5 per 60 s`,
+/// or each named policy of a list.
+pub fn describe_plan(plan: &PlanPolicies) -> String {
     let described: Vec<String> = plan
         .policies()
         .map(|(name, policy)| match name {
