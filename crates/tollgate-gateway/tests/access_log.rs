@@ -486,3 +486,42 @@ async fn an_enforced_refusal_names_the_enforced_limit_not_a_shadow_one() {
         (&json!("refused"), &json!("default"), &json!(0))
     );
 }
+
+#[tokio::test]
+async fn a_request_the_failure_policy_decided_is_logged_and_counted_so() {
+    // A Redis that never answers (nothing listens on port 1), failing open:
+    // the request passes uncounted, and says so in the log and the metric.
+    let upstream = Upstream::start().await;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("access.log");
+    let gateway = Gateway::start(
+        &gateway::config(&format!(
+            "[store]\nurl = \"redis://127.0.0.1:1\"\nfailure = \"fail_open\"\ntimeout = \"20ms\"\n\
+             [access_log]\nenabled = true\npath = \"{}\"\n\
+             [[routes]]\nname = \"al_unavailable\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+            path.display(),
+            upstream.address
+        )),
+        START_S,
+    )
+    .await;
+    assert_eq!(gateway.status("/x", "sk_unavailable").await, 200);
+    let line: Value = serde_json::from_str(&lines_of(&path, 1).await[0]).unwrap();
+    assert_eq!(
+        (&line["decision"], &line["policy"], &line["status"]),
+        (&json!("unavailable"), &Value::Null, &json!(200))
+    );
+    assert_eq!(
+        gateway
+            .route_sample(
+                "tollgate_store_failures_total",
+                &[
+                    ("plugin", "tollgate"),
+                    ("route", "al_unavailable"),
+                    ("policy", "fail_open")
+                ]
+            )
+            .await,
+        Some(1.0)
+    );
+}
