@@ -56,6 +56,7 @@ async fn every_go_variable_is_read_and_shown_in_force() {
         ("REDIS_TYPE", "single".into(), "single".into()),
         ("REDIS_SOCKET_TYPE", "tcp".into(), "tcp".into()),
         ("REDIS_AUTH", "pw-not-shown".into(), "(set)".into()),
+        ("REDIS_SENTINEL_AUTH", "s-not-shown".into(), "(set)".into()),
         ("REDIS_TLS", "1".into(), "true".into()),
         ("REDIS_TLS_CACERT", CA_BUNDLE.into(), CA_BUNDLE.into()),
         ("REDIS_TIMEOUT", "7s".into(), "7s".into()),
@@ -110,7 +111,7 @@ async fn every_go_variable_is_read_and_shown_in_force() {
         ("TOLLGATE_WORKERS", "3".into(), "3".into()),
         ("TOLLGATE_IDLE_TIMEOUT", "45s".into(), "45s".into()),
     ];
-    assert_eq!(settings.len(), 50);
+    assert_eq!(settings.len(), 51);
     let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
     command
         .arg("rls")
@@ -152,7 +153,9 @@ async fn every_go_variable_is_read_and_shown_in_force() {
     page_lines.sort_unstable();
     expected_lines.sort_unstable();
     assert_eq!(page_lines, expected_lines);
-    assert!(!page.contains("pw-not-shown") && !logs.contains("pw-not-shown"));
+    for secret in ["pw-not-shown", "s-not-shown"] {
+        assert!(!page.contains(secret) && !logs.contains(secret), "{secret}");
+    }
     let _ = child.start_kill();
     let _ = child.wait().await;
 }

@@ -14,6 +14,8 @@ use redis::{Cmd, IntoConnectionInfo as _, Pipeline, RedisFuture, Value};
 use tokio::sync::OnceCell;
 use tollgate_core::StoreError;
 
+use crate::sentinel::{SENTINEL_SCHEME, SentinelConnection, SentinelTarget};
+
 /// The scheme of a cluster URL: `redis-cluster://host:port[,host:port...]`.
 pub(crate) const CLUSTER_SCHEME: &str = "redis-cluster://";
 
@@ -28,6 +30,8 @@ pub(crate) enum Target {
     Standalone(String),
     /// A Redis Cluster: `redis://` (or `rediss://`) URLs of its seed nodes.
     Cluster(Vec<String>),
+    /// A Redis whose primary Redis Sentinel names (`redis-sentinel://`).
+    Sentinel(SentinelTarget),
 }
 
 /// Whether the store can use `url` (`redis://`, `rediss://`,
@@ -44,6 +48,11 @@ pub fn check_url(url: &str) -> Result<(), crate::RedisStoreError> {
     let nodes = match &target {
         Target::Standalone(url) => std::slice::from_ref(url),
         Target::Cluster(nodes) => nodes.as_slice(),
+        Target::Sentinel(sentinel) => {
+            return sentinel
+                .check()
+                .map_err(|error| crate::RedisStoreError::Url(error.to_string()));
+        }
     };
     for node in nodes {
         with_nodelay(node).map_err(|error| crate::RedisStoreError::Url(error.to_string()))?;
@@ -63,6 +72,9 @@ impl Target {
                         percent-encode them (%2F, %3F, %23, and '@' as %40)"
                     .to_owned(),
             );
+        }
+        if let Some(rest) = url.strip_prefix(SENTINEL_SCHEME) {
+            return SentinelTarget::parse(rest).map(Target::Sentinel);
         }
         let (nodes, node_scheme, scheme) = match (
             url.strip_prefix(CLUSTER_SCHEME),
@@ -137,6 +149,7 @@ fn with_nodelay(url: &str) -> redis::RedisResult<redis::ConnectionInfo> {
 pub(crate) enum Connection {
     Standalone(ConnectionManager),
     Cluster(Arc<LazyCluster>),
+    Sentinel(Arc<SentinelConnection>),
 }
 
 /// A cluster connection made on first use (a failed attempt is retried by
@@ -225,6 +238,12 @@ impl Connection {
                 };
                 Ok((Connection::Cluster(Arc::new(lazy)), pubsub))
             }
+            // No client to subscribe on (the primary moves): the default
+            // policy is read again every `policy_reread_after` instead.
+            Target::Sentinel(sentinel) => Ok((
+                Connection::Sentinel(Arc::new(SentinelConnection::open(sentinel, timeout)?)),
+                Vec::new(),
+            )),
         }
     }
 
@@ -236,7 +255,7 @@ impl Connection {
     /// The cluster connection, made now if it is not yet.
     pub(crate) async fn cluster(&self) -> redis::RedisResult<Option<ClusterConnection>> {
         match self {
-            Connection::Standalone(_) => Ok(None),
+            Connection::Standalone(_) | Connection::Sentinel(_) => Ok(None),
             Connection::Cluster(lazy) => lazy.connect().await.map(Some),
         }
     }
@@ -248,6 +267,7 @@ impl Target {
         match self {
             Target::Standalone(url) => url.starts_with("rediss://"),
             Target::Cluster(nodes) => nodes.iter().any(|node| node.starts_with("rediss://")),
+            Target::Sentinel(_) => false,
         }
     }
 }
@@ -265,6 +285,7 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Standalone(connection) => connection.req_packed_command(cmd),
+            Connection::Sentinel(sentinel) => sentinel.send(cmd),
             Connection::Cluster(lazy) => Box::pin(async move {
                 let mut connection = lazy.connect().await?;
                 connection.req_packed_command(cmd).await
@@ -282,6 +303,7 @@ impl ConnectionLike for Connection {
             Connection::Standalone(connection) => {
                 connection.req_packed_commands(pipeline, offset, count)
             }
+            Connection::Sentinel(sentinel) => sentinel.send_pipeline(pipeline, offset, count),
             Connection::Cluster(lazy) => Box::pin(async move {
                 let mut connection = lazy.connect().await?;
                 connection
@@ -295,6 +317,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Standalone(connection) => connection.get_db(),
             Connection::Cluster(_) => 0,
+            Connection::Sentinel(_) => 0,
         }
     }
 }

@@ -52,6 +52,7 @@ mod refund;
 mod reserve;
 mod script;
 mod script_limits;
+mod sentinel;
 mod slots;
 mod split;
 mod store;

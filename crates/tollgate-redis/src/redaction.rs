@@ -55,6 +55,31 @@ pub fn redacted_url(url: &str) -> String {
                 None => UNREADABLE_URL.to_owned(),
             }
         }
+        Ok(Target::Sentinel(sentinel)) => {
+            let hosts: Option<Vec<String>> = sentinel
+                .sentinels
+                .iter()
+                .map(|node| {
+                    let info = node.as_str().into_connection_info().ok()?;
+                    match info.addr() {
+                        ConnectionAddr::Tcp(host, port) => Some(host_port(host, *port)),
+                        _ => None,
+                    }
+                })
+                .collect();
+            match hosts {
+                Some(hosts) if sentinel.db == 0 => {
+                    format!("redis-sentinel://{}/{}", hosts.join(","), sentinel.master)
+                }
+                Some(hosts) => format!(
+                    "redis-sentinel://{}/{}/{}",
+                    hosts.join(","),
+                    sentinel.master,
+                    sentinel.db
+                ),
+                None => UNREADABLE_URL.to_owned(),
+            }
+        }
         Err(_) => UNREADABLE_URL.to_owned(),
     }
 }

@@ -112,7 +112,8 @@ pub struct RlsArguments {
     /// over TLS).
     #[arg(long, env = "REDIS_URL", hide_env_values = true, value_name = "URL")]
     pub redis_url: Option<Secret>,
-    /// `SINGLE` or `CLUSTER` (any case); `SENTINEL` is refused.
+    /// `SINGLE`, `CLUSTER` or `SENTINEL` (any case; with `SENTINEL`,
+    /// `REDIS_URL` is `MASTER_NAME,host:port,...`, the sentinels).
     #[arg(
         long,
         env = "REDIS_TYPE",
@@ -138,6 +139,16 @@ pub struct RlsArguments {
         value_name = "AUTH"
     )]
     pub redis_auth: Secret,
+    /// The sentinels' credentials with `REDIS_TYPE=sentinel`: `password` or
+    /// `user:password`.
+    #[arg(
+        long,
+        env = "REDIS_SENTINEL_AUTH",
+        default_value = "",
+        hide_env_values = true,
+        value_name = "AUTH"
+    )]
+    pub redis_sentinel_auth: Secret,
     /// TLS to Redis (rustls): a `host:port` or `redis://` `REDIS_URL` is
     /// reached as `rediss://` (`rediss-cluster://` for a cluster).
     #[arg(long, env = "REDIS_TLS", value_parser = go_bool, num_args = 0..=1,

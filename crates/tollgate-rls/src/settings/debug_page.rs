@@ -58,6 +58,14 @@ impl RlsArguments {
                     "(set)".to_owned()
                 },
             ),
+            (
+                "REDIS_SENTINEL_AUTH",
+                if self.redis_sentinel_auth.expose().is_empty() {
+                    String::new()
+                } else {
+                    "(set)".to_owned()
+                },
+            ),
             ("REDIS_TLS", self.redis_tls.to_string()),
             ("REDIS_TLS_CACERT", self.redis_tls_cacert.clone()),
             ("REDIS_TIMEOUT", go_duration(self.redis_timeout)),
@@ -166,7 +174,7 @@ mod tests {
             .map(|line| line.split_once(": ").unwrap().0.to_owned())
             .collect();
         dumped.sort();
-        assert_eq!(read.len(), 50);
+        assert_eq!(read.len(), 51);
         assert_eq!(dumped, read);
     }
 

@@ -8,7 +8,7 @@
 //! A flag given on the command line wins over its environment variable.
 //!
 //! Settings the Go service has and tollgate does not support (memcache, xDS,
-//! Redis Sentinel, TLS on the listeners, ...) are refused at start, by name,
+//! TLS on the listeners, ...) are refused at start, by name,
 //! when they are set to anything but their default ([`refuse_unsupported`]).
 
 mod arguments;

@@ -82,13 +82,7 @@ impl RlsArguments {
         let cluster = match self.redis_type.to_ascii_lowercase().as_str() {
             "single" => false,
             "cluster" => true,
-            "sentinel" => {
-                return Err(SettingsError::Unsupported {
-                    name: "REDIS_TYPE",
-                    value: self.redis_type.clone(),
-                    reason: "Redis Sentinel is not supported; use SINGLE or CLUSTER",
-                });
-            }
+            "sentinel" => return self.sentinel_settings(given),
             _ => return Err(SettingsError::RedisType(self.redis_type.clone())),
         };
         let url = if given.contains("://") {
@@ -149,6 +143,56 @@ impl RlsArguments {
         Ok(StoreSettings::Redis {
             url,
             ca_file,
+            timeout: self.redis_timeout.min(self.store_timeout),
+        })
+    }
+}
+
+impl RlsArguments {
+    /// `REDIS_TYPE=sentinel`, as the Go service reads it: `REDIS_URL` is
+    /// `MASTER_NAME,host:port,...` (the sentinels), `REDIS_AUTH` the
+    /// primary's credentials, `REDIS_SENTINEL_AUTH` the sentinels'. Given
+    /// to the store as `redis-sentinel://[AUTH@]host:port,.../MASTER[?sentinel_auth=...]`.
+    fn sentinel_settings(&self, given: &str) -> Result<StoreSettings, SettingsError> {
+        let shape = || {
+            SettingsError::RedisUrl(
+                "REDIS_TYPE=sentinel takes REDIS_URL as <master name>,<sentinel host:port>,... \
+                 (as the Go service)"
+                    .to_owned(),
+            )
+        };
+        let mut parts = given.split(',').map(str::trim);
+        let master = parts
+            .next()
+            .filter(|master| !master.is_empty())
+            .ok_or_else(shape)?;
+        let sentinels: Vec<&str> = parts.filter(|node| !node.is_empty()).collect();
+        if sentinels.is_empty() || given.contains("://") {
+            return Err(shape());
+        }
+        if self.redis_tls {
+            return Err(SettingsError::RedisUrl(
+                "REDIS_TLS with REDIS_TYPE=sentinel is not supported".to_owned(),
+            ));
+        }
+        let sentinel_auth = self.redis_sentinel_auth.expose();
+        let query = if sentinel_auth.is_empty() {
+            String::new()
+        } else {
+            match sentinel_auth.split_once(':') {
+                Some((user, password)) => {
+                    format!("?sentinel_auth={}:{}", encode(user), encode(password))
+                }
+                None => format!("?sentinel_auth={}", encode(sentinel_auth)),
+            }
+        };
+        Ok(StoreSettings::Redis {
+            url: format!(
+                "redis-sentinel://{}{}/{master}{query}",
+                credentials(self.redis_auth.expose()),
+                sentinels.join(",")
+            ),
+            ca_file: None,
             timeout: self.redis_timeout.min(self.store_timeout),
         })
     }
@@ -293,14 +337,29 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_stores_are_refused() {
+    fn sentinel_is_the_go_services_form() {
+        let mut arguments = RlsArguments::defaults();
+        arguments.redis_url = Some(Secret::new("mymaster, 10.0.0.1:26379,10.0.0.2:26379"));
+        arguments.redis_type = "SENTINEL".to_owned();
+        arguments.redis_auth = Secret::new("pw");
+        arguments.redis_sentinel_auth = Secret::new("s@ntinel");
+        match arguments.store_settings().unwrap() {
+            StoreSettings::Redis { url, .. } => assert_eq!(
+                url,
+                "redis-sentinel://:pw@10.0.0.1:26379,10.0.0.2:26379/mymaster\
+                 ?sentinel_auth=s%40ntinel"
+            ),
+            StoreSettings::Memory => panic!("in memory"),
+        }
+        arguments.redis_url = Some(Secret::new("mymaster"));
         assert!(matches!(
-            store("h:1,h:2", "SENTINEL", "tcp", ""),
-            Err(SettingsError::Unsupported {
-                name: "REDIS_TYPE",
-                ..
-            })
+            arguments.store_settings(),
+            Err(SettingsError::RedisUrl(_))
         ));
+    }
+
+    #[test]
+    fn unsupported_stores_are_refused() {
         assert!(matches!(
             store("h:1", "MASTER", "tcp", ""),
             Err(SettingsError::RedisType(_))

@@ -85,11 +85,6 @@ pub const UNSUPPORTED: &[Unsupported] = &[
                  with REDIS_TLS_CACERT",
     },
     Unsupported {
-        name: "REDIS_SENTINEL_AUTH",
-        accepts: empty,
-        reason: "Redis Sentinel is not supported; use SINGLE or CLUSTER",
-    },
-    Unsupported {
         name: "MEMCACHE_HOST_PORT",
         accepts: empty,
         reason: "memcache is not supported",
@@ -189,10 +184,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("CONFIG_TYPE=GRPC_XDS_SOTW") && error.contains("xDS"));
-        let error = check(&[("REDIS_SENTINEL_AUTH", "hunter2")])
-            .unwrap_err()
-            .to_string();
-        assert!(!error.contains("hunter2"), "{error}");
         assert!(check(&[("TRACING_ENABLED", "true")]).is_err());
     }
 }
