@@ -13,4 +13,4 @@ if [ -z "${NO_BUILD:-}" ]; then
 fi
 bash deploy/image/stage.sh
 podman build --quiet -t "$TAG" -f Containerfile .
-podman image inspect "$TAG" --format '{{.Size}}' | awk '{printf "image %s: %.1f MB\n", "'"$TAG"'", $1 / 1e6}'
+podman image inspect "$TAG" --format '{{.Size}}' | awk -v tag="$TAG" '{printf "image %s: %.1f MB\n", tag, $1 / 1e6}'

@@ -14,10 +14,19 @@ mkdir -p "$ROOT/usr/local/bin" "$ROOT/etc/ssl/certs" "$ROOT/etc/tollgate" "$ROOT
 chmod 1777 "$ROOT/tmp"
 install -m 0755 "$BINARY" "$ROOT/usr/local/bin/tollgate"
 # The libraries the dynamic loader will look for, and the loader itself.
-ldd "$BINARY" | awk '/=> \// {print $3} /^\s*\/[^ ]+ \(/ {print $1}' | while read -r library; do
+# (POSIX classes only: Debian's default awk, mawk, has no \s. A static
+# binary has no libraries, and ldd says so with an exit status of 1.)
+libraries="$(ldd "$BINARY" 2>/dev/null || true)"
+echo "$libraries" | awk '/=> \// {print $3} /^[[:space:]]*\/[^ ]+ \(/ {print $1}' | while read -r library; do
     mkdir -p "$ROOT$(dirname "$library")"
     cp -L "$library" "$ROOT$library"
 done
+# A dynamic binary's loader must be in the image, or nothing starts.
+interpreter="$(echo "$libraries" | awk '/^[[:space:]]*\/[^ ]+ \(/ {print $1}')"
+if [ -n "$interpreter" ] && [ ! -f "$ROOT$interpreter" ]; then
+    echo "the dynamic loader $interpreter was not staged" >&2
+    exit 1
+fi
 if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
     cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/"
 fi

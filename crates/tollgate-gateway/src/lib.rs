@@ -76,7 +76,14 @@ pub async fn default_policy_in_force(config: &ServeConfig) -> Option<String> {
     let file = config::describe_plan(&config.limits.default_plan());
     let timeout = config.store.timeout.max(std::time::Duration::from_secs(2));
     Some(
-        match tollgate_redis::shared_default_policy(url, &config.store.prefix, timeout).await {
+        match tollgate_redis::shared_default_policy(
+            url,
+            &config.store.prefix,
+            timeout,
+            config.store.ca_file.as_deref(),
+        )
+        .await
+        {
             Ok(Some(shared)) if shared == config.limits.default_plan() => {
                 format!("default policy in force: this file's, as Redis ({shown}) shares it")
             }

@@ -23,8 +23,9 @@ pub(crate) const CLUSTER_SCHEME: &str = "redis-cluster://";
 /// `rediss-cluster://host:port[,host:port...]`.
 pub(crate) const TLS_CLUSTER_SCHEME: &str = "rediss-cluster://";
 
-/// Where the store connects.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where the store connects. Its `Debug` shows no URL (URLs may hold
+/// credentials).
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Target {
     /// One Redis server: a `redis://` (or `rediss://`, TLS) URL.
     Standalone(String),
@@ -32,6 +33,16 @@ pub(crate) enum Target {
     Cluster(Vec<String>),
     /// A Redis whose primary Redis Sentinel names (`redis-sentinel://`).
     Sentinel(SentinelTarget),
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Standalone(_) => formatter.write_str("Standalone"),
+            Target::Cluster(nodes) => write!(formatter, "Cluster({} nodes)", nodes.len()),
+            Target::Sentinel(sentinel) => sentinel.fmt(formatter),
+        }
+    }
 }
 
 /// Whether the store can use `url` (`redis://`, `rediss://`,

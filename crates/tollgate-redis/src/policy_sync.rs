@@ -316,7 +316,8 @@ async fn follow_channel(
 
 /// The default policy shared in Redis under `prefix` (`PREFIX:config`), if
 /// one is: the one every gateway on that Redis puts in force, whatever its
-/// file says. For `tollgate check-config --store`.
+/// file says. For `tollgate check-config --store`; `ca_file` as
+/// [`RedisConfig::ca_file`](crate::RedisConfig).
 ///
 /// # Errors
 ///
@@ -327,10 +328,12 @@ pub async fn shared_default_policy(
     url: &str,
     prefix: &str,
     timeout: Duration,
+    ca_file: Option<&std::path::Path>,
 ) -> Result<Option<PlanPolicies>, String> {
     let target = crate::connection::Target::parse(url)?;
-    let (mut connection, _) =
-        Connection::open_with(&target, timeout, None).map_err(|error| error.to_string())?;
+    let roots = ca_file.map(crate::ca_file::read_ca_file).transpose()?;
+    let (mut connection, _) = Connection::open_with(&target, timeout, roots.as_deref())
+        .map_err(|error| error.to_string())?;
     let mut command = redis::cmd("HGET");
     command.arg(config_key(prefix)).arg(CONFIG_POLICY);
     let read = command.query_async::<Option<String>>(&mut connection);

@@ -18,8 +18,9 @@ use tokio::sync::Mutex;
 /// The scheme of a Redis found through its sentinels.
 pub(crate) const SENTINEL_SCHEME: &str = "redis-sentinel://";
 
-/// Where the sentinels are, and what they watch.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where the sentinels are, and what they watch. Its `Debug` shows no
+/// credential.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct SentinelTarget {
     /// The sentinels, as `redis://host:port` URLs.
     pub(crate) sentinels: Vec<String>,
@@ -28,6 +29,17 @@ pub(crate) struct SentinelTarget {
     /// `user:password@` of the primary (or empty), and its database.
     pub(crate) credentials: String,
     pub(crate) db: i64,
+}
+
+impl std::fmt::Debug for SentinelTarget {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SentinelTarget")
+            .field("sentinels", &self.sentinels.len())
+            .field("master", &self.master)
+            .field("db", &self.db)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The sentinels' URLs with `auth` (`[user:]password`, percent-encoded) as
@@ -110,20 +122,47 @@ impl SentinelTarget {
     }
 }
 
-/// A connection to the primary the sentinels name, found again after a
-/// failure.
+/// A connection to the primary the sentinels name. A lookup runs in a task
+/// of its own (a call that gives up does not cancel it), and a watcher asks
+/// the sentinels every [`WATCH_EVERY`] which server is the primary: when it
+/// changed (a failover the old primary has not yet noticed, still taking
+/// writes), the connection kept is dropped, so no call decides on a server
+/// the sentinels no longer name for longer than that. A call that fails for
+/// the connection's sake, finds a replica (`READONLY`), or is dropped before
+/// its answer (the store's timeout) drops it too: the next call looks again.
 pub(crate) struct SentinelConnection {
+    shared: std::sync::Arc<Shared>,
+}
+
+/// How often the watcher asks the sentinels which server is the primary.
+const WATCH_EVERY: Duration = Duration::from_millis(500);
+
+struct Shared {
     sentinels: Mutex<SentinelClient>,
-    primary: Mutex<Option<ConnectionManager>>,
+    /// The primary in use: its address, its connection, and a generation
+    /// (so an error of an older connection never drops a newer one).
+    primary: parking_lot::Mutex<Option<Primary>>,
+    generation: std::sync::atomic::AtomicU64,
     config: ConnectionManagerConfig,
+    timeout: Duration,
+    watching: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Clone)]
+struct Primary {
+    address: String,
+    connection: ConnectionManager,
+    generation: u64,
 }
 
 impl SentinelConnection {
     /// A connection to `target`'s primary, found on first use; `timeout`
-    /// bounds each connection attempt and response.
+    /// bounds each connection attempt, response and lookup.
     pub(crate) fn open(target: &SentinelTarget, timeout: Duration) -> redis::RedisResult<Self> {
+        let nodelay = redis::io::tcp::TcpSettings::default().set_nodelay(true);
         let node = SentinelNodeConnectionInfo::default()
-            .set_redis_connection_info(target.primary_settings()?);
+            .set_redis_connection_info(target.primary_settings()?)
+            .set_tcp_settings(nodelay);
         let sentinels = SentinelClient::build(
             target.sentinels.clone(),
             target.master.clone(),
@@ -136,45 +175,42 @@ impl SentinelConnection {
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
         Ok(SentinelConnection {
-            sentinels: Mutex::new(sentinels),
-            primary: Mutex::new(None),
-            config,
+            shared: std::sync::Arc::new(Shared {
+                sentinels: Mutex::new(sentinels),
+                primary: parking_lot::Mutex::new(None),
+                generation: std::sync::atomic::AtomicU64::new(0),
+                config,
+                timeout,
+                watching: std::sync::atomic::AtomicBool::new(false),
+            }),
         })
     }
 
-    /// The connection to the primary: the one kept, or one to the primary
-    /// the sentinels name now.
-    async fn primary(&self) -> redis::RedisResult<ConnectionManager> {
-        let mut primary = self.primary.lock().await;
-        if let Some(connection) = primary.as_ref() {
-            return Ok(connection.clone());
+    /// The primary in use, or one looked up now (in a task of its own).
+    async fn primary(&self) -> redis::RedisResult<Primary> {
+        if !self
+            .shared
+            .watching
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            tokio::spawn(watch(std::sync::Arc::downgrade(&self.shared)));
         }
-        let client = self.sentinels.lock().await.async_get_client().await?;
-        let connection = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
-        *primary = Some(connection.clone());
-        Ok(connection)
-    }
-
-    /// Forgets the primary after `error` when it means the primary moved or
-    /// went: the next call asks the sentinels again.
-    async fn after(&self, error: &redis::RedisError) {
-        let moved = error.is_io_error()
-            || error.is_connection_refusal()
-            || error.is_connection_dropped()
-            || error.is_timeout()
-            || error.to_string().contains("READONLY");
-        if moved {
-            *self.primary.lock().await = None;
+        if let Some(primary) = self.shared.primary.lock().clone() {
+            return Ok(primary);
         }
+        let shared = std::sync::Arc::clone(&self.shared);
+        tokio::spawn(async move { shared.look_up().await })
+            .await
+            .map_err(|_| lookup_error("the primary's lookup ended"))?
     }
 
     pub(crate) fn send<'a>(&'a self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let mut connection = self.primary().await?;
+            let primary = self.primary().await?;
+            let mut guard = Pending::new(&self.shared, primary.generation);
+            let mut connection = primary.connection;
             let result = connection.req_packed_command(cmd).await;
-            if let Err(error) = &result {
-                self.after(error).await;
-            }
+            guard.answered(moved(&result));
             result
         })
     }
@@ -186,16 +222,143 @@ impl SentinelConnection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let mut connection = self.primary().await?;
+            let primary = self.primary().await?;
+            let mut guard = Pending::new(&self.shared, primary.generation);
+            let mut connection = primary.connection;
             let result = connection
                 .req_packed_commands(pipeline, offset, count)
                 .await;
-            if let Err(error) = &result {
-                self.after(error).await;
-            }
+            let replica = matches!(&result, Ok(values) if values.iter().any(is_read_only));
+            let failed = match &result {
+                Err(error) => moved_error(error),
+                Ok(_) => replica,
+            };
+            guard.answered(failed);
             result
         })
     }
+}
+
+impl Shared {
+    /// Asks the sentinels for the primary (one lookup at a time) and keeps
+    /// a connection to it.
+    async fn look_up(&self) -> redis::RedisResult<Primary> {
+        let mut sentinels = self.sentinels.lock().await;
+        if let Some(primary) = self.primary.lock().clone() {
+            return Ok(primary);
+        }
+        let client = tokio::time::timeout(self.timeout * 4, sentinels.async_get_client())
+            .await
+            .map_err(|_| lookup_error("no sentinel named the primary in time"))??;
+        let address = client.get_connection_info().addr().to_string();
+        let connection = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
+        let generation = self
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            + 1;
+        let primary = Primary {
+            address,
+            connection,
+            generation,
+        };
+        *self.primary.lock() = Some(primary.clone());
+        Ok(primary)
+    }
+
+    /// Drops the primary of `generation`, if it is still the one in use.
+    fn forget(&self, generation: u64) {
+        let mut primary = self.primary.lock();
+        if primary
+            .as_ref()
+            .is_some_and(|primary| primary.generation == generation)
+        {
+            *primary = None;
+        }
+    }
+}
+
+/// Every [`WATCH_EVERY`], the primary the sentinels name; the connection
+/// kept is dropped when it is another. Ends with the connection.
+async fn watch(shared: std::sync::Weak<Shared>) {
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let Some(current) = shared.primary.lock().clone() else {
+            continue;
+        };
+        let named = {
+            let mut sentinels = shared.sentinels.lock().await;
+            tokio::time::timeout(shared.timeout * 4, sentinels.async_get_client()).await
+        };
+        if let Ok(Ok(client)) = named
+            && client.get_connection_info().addr().to_string() != current.address
+        {
+            shared.forget(current.generation);
+        }
+    }
+}
+
+/// A call under way on the primary of `generation`: dropped before its
+/// answer (the caller gave up) or answered with a sign that the primary
+/// moved, it drops that primary.
+struct Pending<'a> {
+    shared: &'a Shared,
+    generation: u64,
+    done: bool,
+}
+
+impl<'a> Pending<'a> {
+    fn new(shared: &'a Shared, generation: u64) -> Self {
+        Pending {
+            shared,
+            generation,
+            done: false,
+        }
+    }
+
+    fn answered(&mut self, moved: bool) {
+        self.done = true;
+        if moved {
+            self.shared.forget(self.generation);
+        }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared.forget(self.generation);
+        }
+    }
+}
+
+/// Whether a call's outcome means the primary moved or went: a connection
+/// error, or an answer from a replica (`READONLY`, which the redis crate
+/// hands back as a value).
+fn moved(result: &redis::RedisResult<Value>) -> bool {
+    match result {
+        Err(error) => moved_error(error),
+        Ok(value) => is_read_only(value),
+    }
+}
+
+fn moved_error(error: &redis::RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_refusal()
+        || error.is_connection_dropped()
+        || error.is_timeout()
+        || error.to_string().contains("READONLY")
+}
+
+fn is_read_only(value: &Value) -> bool {
+    matches!(value, Value::ServerError(error)
+        if error.kind() == Some(redis::ServerErrorKind::ReadOnly))
+}
+
+fn lookup_error(text: &'static str) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Io, text))
 }
 
 #[cfg(test)]

@@ -73,7 +73,19 @@ impl Health {
     /// Notes whether the configuration now in force has at least one domain
     /// (a reload that failed keeps the one in force, and changes nothing).
     pub async fn config_loaded(&self, loaded: bool) {
+        self.set_config_loaded(loaded);
+        self.report().await;
+    }
+
+    /// [`Health::config_loaded`] without reporting to gRPC health yet
+    /// (`/healthcheck` sees it at once): for a caller that cannot wait,
+    /// which then calls [`Health::report_now`].
+    pub fn set_config_loaded(&self, loaded: bool) {
         self.state.config_loaded.store(loaded, Ordering::Release);
+    }
+
+    /// Reports the health as it is now to gRPC health.
+    pub async fn report_now(&self) {
         self.report().await;
     }
 

@@ -63,7 +63,11 @@ async fn json(State(state): State<HttpState>, body: Body) -> http::Response<Body
     let request: RateLimitRequest = match serde_json::from_slice(&bytes) {
         Ok(request) => request,
         Err(error) => {
-            tracing::warn!(%error, "error: the /json body is not a RateLimitRequest");
+            tracing::warn!(
+                line = error.line(),
+                column = error.column(),
+                "error: the /json body is not a RateLimitRequest"
+            );
             // Where, not what: serde's text can quote the body's values
             // (descriptor values may be API keys).
             return bad_request(&format!(
@@ -77,7 +81,18 @@ async fn json(State(state): State<HttpState>, body: Body) -> http::Response<Body
         Ok(response) => response,
         Err(DecideError::Service(message)) => {
             tracing::warn!(error = %message, "error");
-            return bad_request(&message);
+            // The request's own faults say why; a store's error (a Redis
+            // client's text) stays in the log.
+            let said = [
+                "rate limit domain must not be empty",
+                "rate limit descriptor list must not be empty",
+                "no rate limit configuration loaded",
+                "descriptor ",
+            ];
+            if said.iter().any(|text| message.starts_with(text)) {
+                return bad_request(&message);
+            }
+            return bad_request("the service cannot decide now (its log says why)");
         }
         Err(DecideError::Panicked) => return plain_error(StatusCode::INTERNAL_SERVER_ERROR),
     };

@@ -396,8 +396,10 @@ impl crate::config::files::ReloadTarget for HealthyReloads {
     fn reloaded(&self, config: crate::RateLimitConfig) {
         let loaded = !config.is_empty();
         self.service.reload(config);
+        // The flag now, in reload order; the gRPC status after.
+        self.health.set_config_loaded(loaded);
         let health = self.health.clone();
-        tokio::spawn(async move { health.config_loaded(loaded).await });
+        tokio::spawn(async move { health.report_now().await });
     }
 
     fn reload_failed(&self) {

@@ -67,7 +67,7 @@ impl RlsArguments {
     ///
     /// # Errors
     ///
-    /// [`SettingsError::Unsupported`] for `REDIS_TYPE=sentinel`, [`SettingsError::RedisType`] for an unknown
+    /// [`SettingsError::RedisType`] for an unknown
     /// type, [`SettingsError::RedisSocketType`], [`SettingsError::RedisUrl`].
     pub fn store_settings(&self) -> Result<StoreSettings, SettingsError> {
         let Some(given) = self
@@ -121,11 +121,13 @@ impl RlsArguments {
                 // `host:port` read as a socket path would fail with the Redis
                 // client's unhelpful text: say what to set instead.
                 "unix" if !given.contains('/') && given.contains(':') => {
-                    return Err(SettingsError::RedisUrl(format!(
-                        "'{given}' looks like host:port, but REDIS_SOCKET_TYPE is unix (the \
-                         Go service's default), which reads it as a socket path: set \
-                         REDIS_SOCKET_TYPE=tcp, or give redis://{given}"
-                    )));
+                    // Not the value itself: it may hold credentials.
+                    return Err(SettingsError::RedisUrl(
+                        "it looks like host:port, but REDIS_SOCKET_TYPE is unix (the Go \
+                         service's default), which reads it as a socket path: set \
+                         REDIS_SOCKET_TYPE=tcp, or give a redis:// URL"
+                            .to_owned(),
+                    ));
                 }
                 "unix" => unix_url(given, self.redis_auth.expose()),
                 _ => {
@@ -318,9 +320,9 @@ mod tests {
             store("127.0.0.1:6379", "SINGLE", "unix", "")
                 .unwrap_err()
                 .to_string(),
-            "REDIS_URL is not usable: '127.0.0.1:6379' looks like host:port, but \
-             REDIS_SOCKET_TYPE is unix (the Go service's default), which reads it as a socket \
-             path: set REDIS_SOCKET_TYPE=tcp, or give redis://127.0.0.1:6379"
+            "REDIS_URL is not usable: it looks like host:port, but REDIS_SOCKET_TYPE is unix \
+             (the Go service's default), which reads it as a socket path: set \
+             REDIS_SOCKET_TYPE=tcp, or give a redis:// URL"
         );
         let unix = store("/run/redis.sock", "SINGLE", "unix", "pw").unwrap();
         assert_eq!(url_of(unix.clone()), "redis+unix:///run/redis.sock?pass=pw");
