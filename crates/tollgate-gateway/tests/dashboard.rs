@@ -114,6 +114,14 @@ async fn text_when(client: &Client, id: &str, ready: impl Fn(&str) -> bool) -> S
     panic!("#{id} shows {last:?}");
 }
 
+/// Types `token` into the sign-in form and sends it.
+async fn sign_in(client: &Client, token: &str) {
+    let field = client.find(Locator::Id("token")).await.unwrap();
+    field.send_keys(token).await.unwrap();
+    let button = client.find(Locator::Id("login-button")).await.unwrap();
+    button.click().await.unwrap();
+}
+
 async fn visible(client: &Client, id: &str) -> bool {
     let script = format!("return !document.getElementById('{id}').hidden;");
     client.execute(&script, vec![]).await.unwrap() == json!(true)
@@ -150,20 +158,7 @@ async fn the_dashboard_shows_the_gateways_numbers_in_a_real_browser() {
     let client = browser(&driver, profile.path()).await;
     client.goto(&gateway.admin_url("/dashboard")).await.unwrap();
     assert!(visible(&client, "login").await && !visible(&client, "dashboard").await);
-    client
-        .find(Locator::Id("token"))
-        .await
-        .unwrap()
-        .send_keys("secret")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("login-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    sign_in(&client, "secret").await;
     // The numbers /admin/stats gives.
     let number = |value: &Value| value.to_string();
     text_when(&client, "stats-allowed", |text| {
@@ -248,20 +243,7 @@ async fn the_dashboard_shows_the_gateways_numbers_in_a_real_browser() {
         .await
         .unwrap();
     assert!(visible(&client, "login").await);
-    client
-        .find(Locator::Id("token"))
-        .await
-        .unwrap()
-        .send_keys("not-the-token")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("login-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    sign_in(&client, "not-the-token").await;
     let refusal = text_when(&client, "login-error", |text| !text.is_empty()).await;
     assert_eq!(refusal, "that token was refused");
     assert!(visible(&client, "login").await && !visible(&client, "dashboard").await);

@@ -6,42 +6,13 @@
 //! malformed request body, the access log on, and (a second gateway, whose
 //! Redis never answers, failing open) a store failure. Route names gf_*.
 
-use std::collections::BTreeSet;
+use std::path::Path;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tollgate_test_support::exposition::Exposition;
 use tollgate_test_support::gateway::{Gateway, config};
+use tollgate_test_support::grafana::dashboard_metrics;
 use tollgate_test_support::loopback::Upstream;
-
-/// The metric names the dashboard's queries use: every identifier of a
-/// PromQL expression that names one of tollgate's families.
-fn dashboard_metrics(path: &str) -> BTreeSet<String> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let mut names = BTreeSet::new();
-    for panel in dashboard["panels"].as_array().unwrap() {
-        for target in panel["targets"].as_array().unwrap() {
-            let expression = target["expr"].as_str().unwrap();
-            for word in expression.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-                if ["tollgate_", "api_", "ratelimit_"]
-                    .iter()
-                    .any(|prefix| word.starts_with(prefix))
-                {
-                    names.insert(word.to_owned());
-                }
-            }
-        }
-    }
-    names
-}
-
-/// The sample names of a Prometheus page.
-fn page_metrics(page: &str) -> BTreeSet<String> {
-    page.lines()
-        .filter(|line| !line.starts_with('#') && !line.is_empty())
-        .filter_map(|line| line.split(['{', ' ']).next())
-        .map(str::to_owned)
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_of_the_gateway_dashboard_is_on_the_page() {
@@ -122,11 +93,14 @@ async fn every_metric_of_the_gateway_dashboard_is_on_the_page() {
     assert_eq!(failing.status("/x", "sk_e").await, 200);
     // The recorder is the process's: one page holds both gateways' metrics.
     let page = gateway.metrics().await;
-    let on_page = page_metrics(&page);
-    let dashboard = dashboard_metrics(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/grafana/tollgate.json"
-    ));
+    let on_page = Exposition::parse(&page).names();
+    let dashboard = dashboard_metrics(
+        Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/grafana/tollgate.json"
+        )),
+        &["tollgate_", "api_", "ratelimit_"],
+    );
     assert!(dashboard.len() >= 12, "{dashboard:?}");
     let missing: Vec<&String> = dashboard
         .iter()

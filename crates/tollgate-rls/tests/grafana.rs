@@ -6,11 +6,13 @@
 //! load; and (a second service whose Redis never answers) a call that
 //! fails.
 
-use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
 use tollgate_rls::settings::Secret;
+use tollgate_test_support::exposition::Exposition;
+use tollgate_test_support::grafana::dashboard_metrics;
 use tollgate_test_support::loopback::free_port;
 use tollgate_test_support::rls;
 
@@ -22,28 +24,6 @@ descriptors:
     shadow_mode: true
     rate_limit: {unit: minute, requests_per_unit: 1}
 ";
-
-/// The metric names the dashboard's queries use.
-fn dashboard_metrics() -> BTreeSet<String> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/grafana/tollgate-rls.json"
-    );
-    let dashboard: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let mut names = BTreeSet::new();
-    for panel in dashboard["panels"].as_array().unwrap() {
-        for target in panel["targets"].as_array().unwrap() {
-            let expression = target["expr"].as_str().unwrap();
-            for word in expression.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-                if word.starts_with("ratelimit_") {
-                    names.insert(word.to_owned());
-                }
-            }
-        }
-    }
-    names
-}
 
 /// A service with Prometheus on a free loopback port: it and the page's URL.
 async fn start(redis: Option<&str>) -> (tollgate_rls::Rls, tempfile::TempDir, String) {
@@ -115,14 +95,15 @@ async fn every_metric_of_the_rls_dashboard_is_on_the_page() {
         .text()
         .await
         .unwrap();
-    let on_page: BTreeSet<String> = page
-        .lines()
-        .chain(failing_page.lines())
-        .filter(|line| !line.starts_with('#') && !line.is_empty())
-        .filter_map(|line| line.split(['{', ' ']).next())
-        .map(str::to_owned)
-        .collect();
-    let dashboard = dashboard_metrics();
+    let mut on_page = Exposition::parse(&page).names();
+    on_page.extend(Exposition::parse(&failing_page).names());
+    let dashboard = dashboard_metrics(
+        Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/grafana/tollgate-rls.json"
+        )),
+        &["ratelimit_"],
+    );
     assert!(dashboard.len() >= 8, "{dashboard:?}");
     let missing: Vec<&String> = dashboard
         .iter()

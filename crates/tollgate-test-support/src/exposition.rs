@@ -52,6 +52,15 @@ impl Exposition {
         Some(sample.value)
     }
 
+    /// The names of every sample (a histogram's `_bucket`, `_sum` and
+    /// `_count` each).
+    pub fn names(&self) -> std::collections::BTreeSet<String> {
+        self.samples
+            .iter()
+            .map(|sample| sample.name.clone())
+            .collect()
+    }
+
     /// Whether any sample of `name` has the label `key` set to `value`.
     pub fn any_with(&self, name: &str, key: &str, value: &str) -> bool {
         self.samples.iter().any(|sample| {

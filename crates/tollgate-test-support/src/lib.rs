@@ -18,6 +18,7 @@
 //!   test upstream there.
 //! - `websocket` (`websocket`): a WebSocket upstream and client.
 //! - `exposition`: the Prometheus text of a `/metrics` read into samples.
+//! - `grafana` (`grafana`): the metric names a Grafana dashboard queries.
 //! - `gateway` (`gateway`): a gateway started in process on a manual clock.
 //! - `rls` (`rls`): `tollgate rls` started in process on loopback.
 //! - `rlqs` (`rlqs`): `tollgate rlqs` started in process on loopback.
@@ -46,6 +47,8 @@ pub mod envoy_quota;
 pub mod exposition;
 #[cfg(feature = "gateway")]
 pub mod gateway;
+#[cfg(feature = "grafana")]
+pub mod grafana;
 pub mod loopback;
 #[cfg(feature = "models")]
 pub mod models;
