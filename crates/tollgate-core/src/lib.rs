@@ -30,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 mod algorithm;
+mod calendar;
 mod caller;
 mod clock;
 mod config;
@@ -56,6 +57,7 @@ mod store;
 mod tier_defaults;
 mod toml_text;
 
+pub use calendar::{CALENDAR_LAST_BOUNDARY_S, Calendar, CalendarError, CalendarPeriod};
 pub use caller::{ApiKeyRequirement, Caller, CallerRefusal, KEYLESS, KeyRules, Keyless};
 pub use clock::{Clock, DurationParseError, ManualClock, Stopwatch, SystemClock};
 pub use config::{

@@ -24,7 +24,10 @@ use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::policy::{Algorithm, Policy, PolicyError, present_bool, present_integer};
+use crate::calendar::CalendarPeriod;
+use crate::policy::{
+    Algorithm, DocumentFields, Policy, PolicyError, present_bool, present_integer,
+};
 
 /// The most policies one plan may list.
 pub const MAX_PLAN_POLICIES: usize = 16;
@@ -178,7 +181,18 @@ struct NamedDocument {
     name: String,
     algorithm: Algorithm,
     limit: u64,
-    window_s: u64,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_integer"
+    )]
+    window_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    window: Option<CalendarPeriod>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    time_zone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    week_starts: Option<String>,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -195,14 +209,17 @@ struct NamedDocument {
 
 impl Serialize for NamedPolicy {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let policy = &self.policy;
+        let fields = self.policy.document_fields();
         NamedDocument {
             name: self.name.clone(),
-            algorithm: policy.algorithm(),
-            limit: policy.limit(),
-            window_s: policy.window_s(),
-            burst: policy.burst(),
-            count_refused: policy.counts_refused().then_some(true),
+            algorithm: fields.algorithm,
+            limit: fields.limit,
+            window_s: fields.window_s,
+            window: fields.window,
+            time_zone: fields.time_zone,
+            week_starts: fields.week_starts,
+            burst: fields.burst,
+            count_refused: fields.count_refused,
         }
         .serialize(serializer)
     }
@@ -212,13 +229,16 @@ impl<'de> Deserialize<'de> for NamedPolicy {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let document = NamedDocument::deserialize(deserializer)?;
         check_name(&document.name).map_err(serde::de::Error::custom)?;
-        let policy = Policy::from_document_fields(
-            document.algorithm,
-            document.limit,
-            document.window_s,
-            document.burst,
-            document.count_refused,
-        )
+        let policy = Policy::from_document_fields(DocumentFields {
+            algorithm: document.algorithm,
+            limit: document.limit,
+            window_s: document.window_s,
+            window: document.window,
+            time_zone: document.time_zone,
+            week_starts: document.week_starts,
+            burst: document.burst,
+            count_refused: document.count_refused,
+        })
         .map_err(serde::de::Error::custom)?;
         Ok(NamedPolicy {
             name: document.name,

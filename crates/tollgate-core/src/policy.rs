@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::calendar::{Calendar, CalendarError, CalendarPeriod};
+
 /// The largest count, window, batch or timestamp that tollgate accepts: 2^63-1.
 ///
 /// Every value up to this one works without overflow (the engine computes in
@@ -104,6 +106,14 @@ pub enum PolicyError {
     /// the wrong type, an unknown algorithm. The text names the field.
     #[error("{0}")]
     Malformed(String),
+    /// A calendar window's time zone or week start is not one (see
+    /// [`Calendar::new`]).
+    #[error("{0}")]
+    Calendar(#[from] CalendarError),
+    /// A calendar window (`window = "month"`, ...) was given with an
+    /// algorithm other than `fixed_window`, or beside `window_s`.
+    #[error("{0}")]
+    CalendarNotAllowed(String),
     /// A store cannot hold the policy exactly (the Redis store computes in Lua
     /// numbers, exact up to 2^53); the text says which bound.
     #[error("{0}")]
@@ -137,6 +147,9 @@ pub struct Policy {
     burst: u64,
     /// Whether refused units are counted too (fixed window only).
     count_refused: bool,
+    /// The calendar whose periods are the windows (fixed window only):
+    /// `window_s` is then the period's nominal length.
+    calendar: Option<Calendar>,
 }
 
 impl Policy {
@@ -167,7 +180,31 @@ impl Policy {
             window_s,
             burst,
             count_refused: false,
+            calendar: None,
         })
+    }
+
+    /// `limit` units per period of `calendar` (a fixed window whose
+    /// boundaries are the calendar's: local midnight at the start of each
+    /// day, week, month or year; see [`Calendar`]). `window_s` is the
+    /// period's nominal length ([`CalendarPeriod::nominal_seconds`]).
+    ///
+    /// ```
+    /// use tollgate_core::{Calendar, CalendarPeriod, Policy};
+    ///
+    /// let month = Calendar::new(CalendarPeriod::Month, "Europe/Berlin", None).unwrap();
+    /// let policy = Policy::calendar(10_000, month).unwrap();
+    /// assert_eq!(policy.calendar_window(), Some(month));
+    /// assert_eq!(policy.window_s(), 31 * 86_400);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::OutOfRange`] when `limit` is outside 1..=2^63-1.
+    pub fn calendar(limit: u64, calendar: Calendar) -> Result<Self, PolicyError> {
+        let mut policy = Policy::fixed_window(limit, calendar.period().nominal_seconds())?;
+        policy.calendar = Some(calendar);
+        Ok(policy)
     }
 
     /// `limit` requests per aligned window of `window_s` seconds.
@@ -300,6 +337,13 @@ impl Policy {
         self.count_refused
     }
 
+    /// The calendar whose periods are the windows of a calendar quota
+    /// ([`Policy::calendar`]); `None` for a window of `window_s` seconds
+    /// aligned to the epoch, and for the other algorithms.
+    pub fn calendar_window(&self) -> Option<Calendar> {
+        self.calendar
+    }
+
     /// The token bucket's capacity in tokens; `None` for the other algorithms.
     pub fn burst(&self) -> Option<u64> {
         (self.algorithm == Algorithm::TokenBucket).then_some(self.burst)
@@ -314,7 +358,9 @@ impl Policy {
     /// Seconds over which the policy counts a key's use, rounded up: the window
     /// for a fixed window or a sliding log; for a token bucket, the time an
     /// empty bucket takes to fill, `ceil(burst * window_s / limit)`. After that
-    /// long without a request a key's state equals a fresh one. At least 1;
+    /// long without a request a key's state equals a fresh one. A calendar
+    /// window's is its nominal length and a day more (daylight-saving
+    /// days are 25 hours long, and zones change their offsets). At least 1;
     /// saturates at `u64::MAX`.
     ///
     /// ```
@@ -331,6 +377,7 @@ impl Policy {
                     .div_ceil(u128::from(self.limit));
                 u64::try_from(span).unwrap_or(u64::MAX).max(1)
             }
+            Algorithm::FixedWindow if self.calendar.is_some() => self.window_s + 86_400,
             Algorithm::FixedWindow | Algorithm::SlidingLog => self.window_s,
         }
     }
@@ -344,13 +391,26 @@ fn check_count(field: PolicyField, value: u64) -> Result<u64, PolicyError> {
     }
 }
 
-/// The policy's document form, as written in JSON and TOML.
+/// The policy's document form, as written in JSON and TOML: `window_s`, or
+/// a calendar window (`window` with `time_zone` and, for weeks,
+/// `week_starts`).
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a policy object")]
 struct PolicyDocument {
     algorithm: Algorithm,
     limit: u64,
-    window_s: u64,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_integer"
+    )]
+    window_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    window: Option<CalendarPeriod>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    time_zone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    week_starts: Option<String>,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -383,12 +443,16 @@ pub(crate) fn present_integer<'de, D: Deserializer<'de>>(
 
 impl Serialize for Policy {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let fields = self.document_fields();
         PolicyDocument {
-            algorithm: self.algorithm,
-            limit: self.limit,
-            window_s: self.window_s,
-            burst: self.burst(),
-            count_refused: self.count_refused.then_some(true),
+            algorithm: fields.algorithm,
+            limit: fields.limit,
+            window_s: fields.window_s,
+            window: fields.window,
+            time_zone: fields.time_zone,
+            week_starts: fields.week_starts,
+            burst: fields.burst,
+            count_refused: fields.count_refused,
         }
         .serialize(serializer)
     }
@@ -397,38 +461,119 @@ impl Serialize for Policy {
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let document = PolicyDocument::deserialize(deserializer)?;
-        Policy::from_document_fields(
-            document.algorithm,
-            document.limit,
-            document.window_s,
-            document.burst,
-            document.count_refused,
-        )
+        Policy::from_document_fields(DocumentFields {
+            algorithm: document.algorithm,
+            limit: document.limit,
+            window_s: document.window_s,
+            window: document.window,
+            time_zone: document.time_zone,
+            week_starts: document.week_starts,
+            burst: document.burst,
+            count_refused: document.count_refused,
+        })
         .map_err(serde::de::Error::custom)
     }
 }
 
+/// A policy's fields as its documents hold them (a policy object, or a
+/// named policy of a plan, which holds them beside its name).
+pub(crate) struct DocumentFields {
+    pub(crate) algorithm: Algorithm,
+    pub(crate) limit: u64,
+    pub(crate) window_s: Option<u64>,
+    pub(crate) window: Option<CalendarPeriod>,
+    pub(crate) time_zone: Option<String>,
+    pub(crate) week_starts: Option<String>,
+    pub(crate) burst: Option<u64>,
+    pub(crate) count_refused: Option<bool>,
+}
+
 impl Policy {
     /// The policy a document's fields describe (see [`Policy::new`];
-    /// `count_refused` only with the fixed window), for documents that hold
-    /// a policy's fields beside others (a named policy of a plan).
-    pub(crate) fn from_document_fields(
-        algorithm: Algorithm,
-        limit: u64,
-        window_s: u64,
-        burst: Option<u64>,
-        count_refused: Option<bool>,
-    ) -> Result<Self, PolicyError> {
-        let mut policy = Policy::new(algorithm, limit, window_s, burst)?;
-        if let Some(count_refused) = count_refused {
+    /// `count_refused` only with the fixed window; `window_s`, or a
+    /// calendar `window` with a fixed window, its `time_zone` (default
+    /// `"UTC"`) and, for weeks, `week_starts`).
+    pub(crate) fn from_document_fields(fields: DocumentFields) -> Result<Self, PolicyError> {
+        let calendar = match (fields.window_s, fields.window) {
+            (Some(_), Some(window)) => {
+                return Err(PolicyError::CalendarNotAllowed(format!(
+                    "give window_s or window = \"{window}\", not both"
+                )));
+            }
+            (None, None) => {
+                return Err(PolicyError::Malformed(
+                    "missing field `window_s` (or a calendar window: window = \"day\", \"week\", \"month\" or \"year\")".to_owned(),
+                ));
+            }
+            (Some(_), None) => {
+                if let Some(field) = [
+                    ("time_zone", fields.time_zone.is_some()),
+                    ("week_starts", fields.week_starts.is_some()),
+                ]
+                .iter()
+                .find_map(|(name, given)| given.then_some(*name))
+                {
+                    return Err(PolicyError::CalendarNotAllowed(format!(
+                        "{field} applies to a calendar window (window = \"day\", \"week\", \"month\" or \"year\"), not to window_s"
+                    )));
+                }
+                None
+            }
+            (None, Some(window)) => {
+                if fields.algorithm != Algorithm::FixedWindow {
+                    return Err(PolicyError::CalendarNotAllowed(format!(
+                        "a calendar window (window = \"{window}\") is a fixed window: its algorithm must be fixed_window, not {}",
+                        fields.algorithm
+                    )));
+                }
+                Some(Calendar::new(
+                    window,
+                    fields.time_zone.as_deref().unwrap_or("UTC"),
+                    fields.week_starts.as_deref(),
+                )?)
+            }
+        };
+        let window_s = match calendar {
+            Some(calendar) => calendar.period().nominal_seconds(),
+            None => fields.window_s.unwrap_or(0),
+        };
+        let mut policy = Policy::new(fields.algorithm, fields.limit, window_s, fields.burst)?;
+        policy.calendar = calendar;
+        if let Some(count_refused) = fields.count_refused {
             if policy.algorithm != Algorithm::FixedWindow {
                 return Err(PolicyError::CountRefusedNotAllowed {
                     algorithm: policy.algorithm,
                 });
             }
+            if count_refused && calendar.is_some() {
+                return Err(PolicyError::CalendarNotAllowed(
+                    "count_refused does not apply to a calendar window: a calendar quota counts \
+                     only the units it allows"
+                        .to_owned(),
+                ));
+            }
             policy.count_refused = count_refused;
         }
         Ok(policy)
+    }
+
+    /// The fields of the policy's document form.
+    pub(crate) fn document_fields(&self) -> DocumentFields {
+        let calendar = self.calendar;
+        DocumentFields {
+            algorithm: self.algorithm,
+            limit: self.limit,
+            window_s: calendar.is_none().then_some(self.window_s),
+            window: calendar.map(|calendar| calendar.period()),
+            time_zone: calendar.map(|calendar| calendar.time_zone().to_owned()),
+            week_starts: calendar
+                .filter(|calendar| {
+                    calendar.period() == CalendarPeriod::Week && calendar.week_starts() != "monday"
+                })
+                .map(|calendar| calendar.week_starts().to_owned()),
+            burst: self.burst(),
+            count_refused: self.count_refused.then_some(true),
+        }
     }
 }
 

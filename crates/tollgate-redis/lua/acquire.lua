@@ -16,7 +16,8 @@
 -- ARGV: now in microseconds (REDIS_TIME for Redis's own TIME); the shortest
 -- TTL to set in microseconds (0: exactly the state's useful life); the number
 -- of rules, then RULE_FIELDS fields per rule: algorithm (FIXED_WINDOW,
--- COUNTING_FIXED_WINDOW, SLIDING_LOG, TOKEN_BUCKET), limit, window (us),
+-- COUNTING_FIXED_WINDOW, SLIDING_LOG, TOKEN_BUCKET, CALENDAR_WINDOW), limit,
+-- window (us; a calendar window's four boundaries, see fixed_window.lua),
 -- burst, state version; then per request: its number of limits, a write flag
 -- (WRITE, or READ_ONLY to only read), its deadline (microseconds on Redis's
 -- own clock, TIME: past it the request does nothing; NO_DEADLINE only for a
@@ -48,7 +49,8 @@ local rules = {}
 local at = 4
 for index = 1, tonumber(ARGV[3]) do
   rules[index] = {
-    ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), ARGV[at + 4],
+    ARGV[at], tonumber(ARGV[at + 1]), rule_window(ARGV[at], ARGV[at + 2]), tonumber(ARGV[at + 3]),
+    ARGV[at + 4],
   }
   at = at + RULE_FIELDS
 end
@@ -110,6 +112,8 @@ local function decide(index, units, write, at, reserved_from)
     return counting_window(key, version, limit, window, at, units, write)
   elseif algorithm == SLIDING_LOG then
     return sliding_log(key, log_keys[index], state, version, limit, window, at, units, write)
+  elseif algorithm == CALENDAR_WINDOW then
+    return calendar_window(key, state, version, limit, window, at, units, write)
   end
   -- TOKEN_BUCKET (the code left).
   return token_bucket(key, state, version, limit, window, burst, at, units, write)
@@ -128,6 +132,8 @@ local function earliest(index, units)
     return now
   elseif algorithm == SLIDING_LOG then
     return sliding_log_earliest(log_keys[index], state, version, limit, window, now, units)
+  elseif algorithm == CALENDAR_WINDOW then
+    return calendar_window_earliest(state, version, limit, window, now, units)
   end
   return token_bucket_earliest(state, version, limit, window, burst, now, units)
 end

@@ -17,6 +17,7 @@ local FIXED_WINDOW = 'f' -- protocol::FIXED_WINDOW: algorithm code
 local COUNTING_FIXED_WINDOW = 'c' -- protocol::COUNTING_FIXED_WINDOW: algorithm code (counts refused units)
 local SLIDING_LOG = 's' -- protocol::SLIDING_LOG: algorithm code (sends its log key)
 local TOKEN_BUCKET = 't' -- protocol::TOKEN_BUCKET: algorithm code
+local CALENDAR_WINDOW = 'k' -- protocol::CALENDAR_WINDOW: algorithm code (its window: four boundaries)
 local RULE_FIELDS = 5 -- protocol::RULE_FIELDS: algorithm, limit, window, burst, version
 local WRITE = '1' -- protocol::WRITE: a request's write flag, decide and store
 local READ_ONLY = '0' -- protocol::READ_ONLY: a request's write flag, only read
@@ -121,6 +122,23 @@ local function store(key, value, ttl)
   end
   redis.call('SET', key, value, 'PX', ms)
   return value
+end
+
+-- A rule's window argument: microseconds, or for a calendar window its
+-- four boundaries (us, separated by spaces; fixed_window.lua's
+-- calendar_window) as a table.
+local function rule_window(algorithm, text)
+  if algorithm ~= CALENDAR_WINDOW then
+    return tonumber(text)
+  end
+  local bounds = {}
+  for bound in string.gmatch(text, '%d+') do
+    bounds[#bounds + 1] = tonumber(bound)
+  end
+  if #bounds ~= 4 then
+    error('a calendar window needs four boundaries')
+  end
+  return bounds
 end
 
 -- The string state at `key`, or false. MGET rather than GET: a key holding

@@ -154,3 +154,90 @@ local function fixed_window_give_back(key, state, version, window, now, units)
   -- engine's FixedWindow::give_back keeps it.
   return store(key, state_text(version, index, count, ahead), (index + 1) * window - now)
 end
+
+-- The calendar window (the engine's FixedWindow over a Calendar; Rust twin
+-- crates/tollgate-core/src/algorithm/fixed_window.rs): `limit` units per
+-- period of a calendar, counted as the fixed window counts. Lua knows no
+-- time zone rules: the caller sends `bounds` (src/plans.rs,
+-- `ScriptRule::fields`), four times in microseconds computed by core around
+-- the caller's clock: the start of the period before the caller's, the start
+-- and the end of the caller's, and the end of the period after it. The
+-- script's own now (Redis's TIME, or the caller's) picks the period among
+-- them, so a request that arrives across a boundary counts in the period
+-- Redis's clock is in, whatever the caller's said; only clocks more than a
+-- period apart fail. State "version:end:count", `end` the end (us) of the
+-- period counted in: a now before it counts there (a time older than the
+-- stored period counts against it, as the fixed window's does).
+
+-- The end of the period holding `now` among `bounds`; nil when `now` lies
+-- outside them.
+local function calendar_end(bounds, now)
+  if now < bounds[1] or now >= bounds[4] then
+    return nil
+  end
+  if now < bounds[2] then
+    return bounds[2]
+  end
+  if now < bounds[3] then
+    return bounds[3]
+  end
+  return bounds[4]
+end
+
+-- The end of the period a request at `now` counts in, and its count.
+local function calendar_period(state, version, bounds, now)
+  local stored, stored_count = read_state(state, version)
+  if stored and now < stored then
+    return stored, stored_count
+  end
+  local window_end = calendar_end(bounds, now)
+  if window_end == nil then
+    error('the calendar boundaries sent do not hold the time decided at: '
+      .. 'the caller\'s clock and Redis\'s are more than a period apart')
+  end
+  return window_end, 0
+end
+
+-- Returns what fixed_window returns; the time counted at is end - 1, a time
+-- of the period counted in (what a refund names, refund.lua).
+local function calendar_window(key, state, version, limit, bounds, now, units, write)
+  local window_end, count = calendar_period(state, version, bounds, now)
+  local allowed, remaining, retry_after, reset_after
+  -- window_outcome's window end is (index + 1) * window: index 0 and the
+  -- period's end as the window.
+  allowed, remaining, retry_after, reset_after, count =
+    window_outcome(limit, window_end, now, 0, count, units, false)
+  if write then
+    state = store(key, state_text(version, window_end, count), reset_after)
+  end
+  return allowed, remaining, retry_after, reset_after, state, window_end - 1
+end
+
+-- The earliest time units fit (the engine's FixedWindow::earliest): now,
+-- or never (nil): a calendar window does not wait for its next period.
+local function calendar_window_earliest(state, version, limit, bounds, now, units)
+  if units > limit then
+    return nil
+  end
+  local _, count = calendar_period(state, version, bounds, now)
+  if count + units <= limit then
+    return now
+  end
+  return nil
+end
+
+-- A refund (give_back.lua; the engine's FixedWindow::give_back): `units`
+-- come off the count of the period a request at `now` counts in when it is
+-- the stored one, not below 0; a count brought to 0 drops the key.
+local function calendar_window_give_back(key, state, version, now, units)
+  local stored, count = read_state(state, version)
+  if not stored or now >= stored then
+    return state
+  end
+  count = count - units
+  if count <= 0 then
+    redis.call('DEL', key)
+    return false
+  end
+  return store(key, state_text(version, stored, count), stored - now)
+end

@@ -35,7 +35,7 @@ while at <= #ARGV do
   local limit = {
     algorithm = ARGV[at],
     limit = tonumber(ARGV[at + 1]),
-    window = tonumber(ARGV[at + 2]),
+    window = rule_window(ARGV[at], ARGV[at + 2]),
     burst = tonumber(ARGV[at + 3]),
     version = ARGV[at + 4],
     units = tonumber(ARGV[at + 5]),
@@ -88,6 +88,10 @@ for _, limit in ipairs(limits) do
     state = sliding_log_give_back(limit.state, limit.log, state, version, limit.window, now, limit.units)
     _, remaining, retry_after, reset_after = sliding_log(
       limit.state, limit.log, state, version, limit.limit, limit.window, now, 0, false)
+  elseif algorithm == CALENDAR_WINDOW then
+    state = calendar_window_give_back(limit.state, state, version, now, limit.units)
+    _, remaining, retry_after, reset_after = calendar_window(
+      limit.state, state, version, limit.limit, limit.window, now, 0, false)
   elseif algorithm == TOKEN_BUCKET then
     state = token_bucket_give_back(
       limit.state, state, version, limit.limit, limit.window, limit.burst, now, limit.units)

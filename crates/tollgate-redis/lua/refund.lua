@@ -37,7 +37,7 @@
 local now = script_now(ARGV[1])
 local algorithm = ARGV[2]
 local limit = tonumber(ARGV[3])
-local window = tonumber(ARGV[4])
+local window = rule_window(algorithm, ARGV[4])
 local burst = tonumber(ARGV[5])
 local version = ARGV[6]
 local counted_at = tonumber(ARGV[7])
@@ -48,7 +48,31 @@ if algorithm == COUNTING_FIXED_WINDOW then
 end
 local state = read_string(KEYS[1])
 
-if algorithm == FIXED_WINDOW then
+if algorithm == CALENDAR_WINDOW then
+  -- Units counted in the stored period, not yet ended (the engine's
+  -- FixedWindow::refund): counted_at must lie in it. Its start is the
+  -- boundary before its end among those sent around now (`window`).
+  local window_end, count = read_state(state, version)
+  if not window_end or now >= window_end or count < units then
+    return 0
+  end
+  local start = nil
+  for index = 2, 4 do
+    if window[index] == window_end then
+      start = window[index - 1]
+    end
+  end
+  if start == nil or counted_at < start or counted_at >= window_end then
+    return 0
+  end
+  count = count - units
+  local reset_after = 0
+  if count > 0 then
+    reset_after = window_end - now
+  end
+  store(KEYS[1], state_text(version, window_end, count), reset_after)
+  return units
+elseif algorithm == FIXED_WINDOW then
   local index, count, ahead = read_state(state, version)
   if not index or index ~= floor_div(counted_at, window) or index < floor_div(now, window)
     or count < units then

@@ -215,7 +215,7 @@ async fn call(
     let mut invocation = script.prepare_invoke();
     invocation.arg(now).arg(minimum_ttl).arg(distinct.len());
     for rule in &distinct {
-        invocation.arg(&rule.fields());
+        invocation.arg(&rule.fields(now));
     }
     invocation.arg(requests.len());
     for &(request, deadline) in requests {

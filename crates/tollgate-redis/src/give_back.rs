@@ -270,7 +270,7 @@ async fn call(
     for limit in limits {
         invocation
             .key(&limit.names.state)
-            .arg(&limit.rule.fields())
+            .arg(&limit.rule.fields(now))
             .arg(limit.units.min(MAX_SCRIPT_UNITS));
         if limit.rule.algorithm == SLIDING_LOG {
             invocation.key(&limit.names.log);

@@ -35,6 +35,8 @@ mod admin;
 mod batch;
 mod batchers;
 mod ca_file;
+#[cfg(test)]
+mod calendar_boundaries;
 mod call;
 mod config;
 mod connection;

@@ -15,7 +15,7 @@ use tollgate_core::{
 };
 
 use crate::protocol::{
-    COUNTING_FIXED_WINDOW, FIXED_WINDOW, RULE_FIELDS, SLIDING_LOG, TOKEN_BUCKET,
+    CALENDAR_WINDOW, COUNTING_FIXED_WINDOW, FIXED_WINDOW, RULE_FIELDS, SLIDING_LOG, TOKEN_BUCKET,
 };
 
 /// Largest quantity the Lua scripts handle exactly (with room for one sum).
@@ -25,8 +25,8 @@ const LUA_EXACT: u128 = 1 << 52;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ScriptRule {
     pub(crate) policy: Policy,
-    /// [`FIXED_WINDOW`], [`COUNTING_FIXED_WINDOW`], [`SLIDING_LOG`] or
-    /// [`TOKEN_BUCKET`].
+    /// [`FIXED_WINDOW`], [`COUNTING_FIXED_WINDOW`], [`SLIDING_LOG`],
+    /// [`TOKEN_BUCKET`] or [`CALENDAR_WINDOW`].
     pub(crate) algorithm: &'static str,
     pub(crate) limit: u64,
     /// The window in microseconds.
@@ -49,6 +49,7 @@ impl ScriptRule {
         Ok(ScriptRule {
             policy,
             algorithm: match policy.algorithm() {
+                Algorithm::FixedWindow if policy.calendar_window().is_some() => CALENDAR_WINDOW,
                 Algorithm::FixedWindow if policy.counts_refused() => COUNTING_FIXED_WINDOW,
                 Algorithm::FixedWindow => FIXED_WINDOW,
                 Algorithm::SlidingLog => SLIDING_LOG,
@@ -75,13 +76,39 @@ impl ScriptRule {
         self.algorithm == COUNTING_FIXED_WINDOW
     }
 
-    /// The rule's [`RULE_FIELDS`] arguments, in the order the acquire and
-    /// refund scripts read them: algorithm, limit, window, burst, version.
-    pub(crate) fn fields(&self) -> [RuleField<'_>; RULE_FIELDS] {
+    /// The rule's [`RULE_FIELDS`] arguments for a call at `now` (µs as
+    /// text, or [`REDIS_TIME`](crate::protocol::REDIS_TIME)), in the order
+    /// the acquire and refund scripts read them: algorithm, limit, window,
+    /// burst, version. A calendar window's window is the four boundaries
+    /// around `now` (see [`ScriptRule::fields_around`]), around this
+    /// machine's wall clock for Redis's own time.
+    pub(crate) fn fields(&self, now: &str) -> [RuleField<'_>; RULE_FIELDS] {
+        let around = match self.policy.calendar_window() {
+            None => 0,
+            Some(_) => now.parse().unwrap_or_else(|_| wall_clock_micros()),
+        };
+        self.fields_around(around)
+    }
+
+    /// [`ScriptRule::fields`] with a calendar window's boundaries computed
+    /// around `around` (µs since the epoch): the start of the period before
+    /// the one holding it, that period's start and end, and the end of the
+    /// period after it (core's `Calendar::boundaries_around`). The script
+    /// picks among them by its own now, so that a caller whose clock is
+    /// less than a period from Redis's decides in the period Redis's clock
+    /// is in.
+    pub(crate) fn fields_around(&self, around: u64) -> [RuleField<'_>; RULE_FIELDS] {
+        let window = match self.policy.calendar_window() {
+            None => RuleField::Number(self.window),
+            Some(calendar) => {
+                let [before, start, end, after] = calendar.boundaries_around(around, 1_000_000);
+                RuleField::Owned(format!("{before} {start} {end} {after}"))
+            }
+        };
         [
             RuleField::Text(self.algorithm),
             RuleField::Number(self.limit),
-            RuleField::Number(self.window),
+            window,
             RuleField::Number(self.burst),
             RuleField::Text(&self.version),
         ]
@@ -96,10 +123,23 @@ impl ScriptRule {
 
 /// One of a rule's arguments ([`ScriptRule::fields`]): sent as the text or
 /// the number itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum RuleField<'a> {
     Text(&'a str),
+    /// A calendar window's boundaries.
+    Owned(String),
     Number(u64),
+}
+
+/// This machine's wall clock in microseconds since the epoch: where a
+/// calendar window's boundaries are computed around when Redis's own clock
+/// decides (the two are far less than a period apart).
+fn wall_clock_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+        })
 }
 
 impl ToRedisArgs for RuleField<'_> {
@@ -109,6 +149,7 @@ impl ToRedisArgs for RuleField<'_> {
     {
         match self {
             RuleField::Text(text) => text.write_redis_args(out),
+            RuleField::Owned(text) => text.write_redis_args(out),
             RuleField::Number(number) => number.write_redis_args(out),
         }
     }
@@ -372,6 +413,16 @@ fn default_rules(
 /// `f5.60`, `s20.60`, `t60.60.5` (algorithm, limit, window, burst); `c60` for a
 /// window counting refused units, whose count does not depend on its limit.
 fn canonical(policy: &Policy) -> String {
+    if let Some(calendar) = policy.calendar_window() {
+        // The zone by name: every process names it alike.
+        return format!(
+            "k{}.{}.{}.{}",
+            policy.limit(),
+            calendar.period(),
+            calendar.time_zone(),
+            calendar.week_starts()
+        );
+    }
     match policy.algorithm() {
         // The count means the same under any limit (the core's fingerprint
         // leaves the limit out too): a changed limit keeps the count.
@@ -396,7 +447,7 @@ mod tests {
     #[test]
     fn a_rule_is_sent_as_its_fields() {
         let rule = ScriptRule::new(Policy::token_bucket(60, 60, 5).unwrap(), "v".into()).unwrap();
-        let sent = (&rule.fields()).to_redis_args();
+        let sent = (&rule.fields("0")).to_redis_args();
         assert_eq!(sent.len(), RULE_FIELDS);
         let sent: Vec<&[u8]> = sent.iter().map(Vec::as_slice).collect();
         assert_eq!(sent, [&b"t"[..], b"60", b"60000000", b"5", b"v"]);

@@ -28,6 +28,12 @@ pub(crate) const SLIDING_LOG: &str = "s";
 /// `TOKEN_BUCKET`.
 pub(crate) const TOKEN_BUCKET: &str = "t";
 
+/// A rule's algorithm code: the calendar window (`calendar_window` in
+/// `lua/fixed_window.lua`), whose window field is the four boundaries
+/// (µs) core computed around the caller's clock, separated by spaces. Lua:
+/// `CALENDAR_WINDOW`.
+pub(crate) const CALENDAR_WINDOW: &str = "k";
+
 /// The fields of one rule in the acquire script's arguments: algorithm,
 /// limit, window (µs), burst, state version (the refund script takes the same
 /// five in the same order). Lua: `RULE_FIELDS`.
@@ -131,6 +137,7 @@ mod tests {
             text("COUNTING_FIXED_WINDOW", COUNTING_FIXED_WINDOW),
             text("SLIDING_LOG", SLIDING_LOG),
             text("TOKEN_BUCKET", TOKEN_BUCKET),
+            text("CALENDAR_WINDOW", CALENDAR_WINDOW),
             number("RULE_FIELDS", RULE_FIELDS),
             text("WRITE", WRITE),
             text("READ_ONLY", READ_ONLY),
@@ -178,6 +185,7 @@ mod tests {
             COUNTING_FIXED_WINDOW,
             SLIDING_LOG,
             TOKEN_BUCKET,
+            CALENDAR_WINDOW,
         ];
         assert!(algorithms.iter().all(|code| !code.is_empty()));
         assert!(

@@ -16,7 +16,7 @@ mod generators;
 
 use std::time::Duration;
 
-use generators::{Clock, Step, policies, starts, steps};
+use generators::{Clock, Step, calendar_starts, policies, starts, steps, with_calendars};
 use proptest::prelude::*;
 use tollgate_core::{
     Limit, LimitDecision, LimitUnits, Limiter, LimiterConfig, Policy, Resolution, Store,
@@ -175,11 +175,30 @@ proptest! {
         ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
     )]
     fn redis_decides_what_the_memory_gateway_decides_on_a_cluster(
-        policies in prop::collection::vec(policies(), 4),
+        policies in prop::collection::vec(with_calendars(), 4),
         steps in steps(KEYS.len()),
         start in starts(),
     ) {
         let url = support::require_cluster_url();
+        same_decisions(&url, &policies, steps, start)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Calendar windows (days, weeks, months, years in UTC, Berlin and
+    /// Kolkata) beside the other policies, from just before a boundary: the
+    /// script, given the boundaries core computed around the caller's time,
+    /// decides as core does on either side of it.
+    #[test]
+    #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+    fn redis_decides_calendar_windows_as_the_memory_gateway_does(
+        policies in prop::collection::vec(with_calendars(), 4),
+        steps in steps(KEYS.len()),
+        start in calendar_starts(),
+    ) {
+        let url = support::require_redis_url();
         same_decisions(&url, &policies, steps, start)?;
     }
 }

@@ -19,7 +19,7 @@ use tollgate_core::{
 };
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
-use generators::{BOUND, moves, policies, starts};
+use generators::{BOUND, moves, starts, with_calendars};
 use tollgate_test_support::redis as support;
 
 /// 2100-01-01T00:00:10Z in microseconds: ten seconds into a minute, far
@@ -459,8 +459,8 @@ proptest! {
     #[test]
     #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
     fn redis_gives_back_what_the_memory_store_gives_back(
-        first in policies(),
-        second in policies(),
+        first in with_calendars(),
+        second in with_calendars(),
         steps in steps(),
         start in starts(),
     ) {
@@ -478,8 +478,8 @@ proptest! {
         ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR)"
     )]
     fn redis_gives_back_what_the_memory_store_gives_back_on_a_cluster(
-        first in policies(),
-        second in policies(),
+        first in with_calendars(),
+        second in with_calendars(),
         steps in steps(),
         start in starts(),
     ) {

@@ -13,7 +13,7 @@ mod generators;
 
 use std::time::Duration;
 
-use generators::{policies, starts};
+use generators::{starts, with_calendars};
 use proptest::prelude::*;
 use tollgate_core::Store;
 use tollgate_core::{
@@ -225,7 +225,7 @@ proptest! {
     #[test]
     #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
     fn redis_reserves_what_core_reserves(
-        policies in prop::collection::vec(policies(), 4),
+        policies in prop::collection::vec(with_calendars(), 4),
         steps in steps(),
         start in starts(),
     ) {
@@ -243,7 +243,7 @@ proptest! {
         ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR prints one)"
     )]
     fn redis_reserves_what_core_reserves_on_a_cluster(
-        policies in prop::collection::vec(policies(), 4),
+        policies in prop::collection::vec(with_calendars(), 4),
         steps in steps(),
         start in starts(),
     ) {

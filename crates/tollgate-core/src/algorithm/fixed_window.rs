@@ -15,13 +15,23 @@
 //! hash. Its refund, `give_back`, is `fixed_window_give_back` and
 //! `counting_window_give_back` in those files, run by
 //! `crates/tollgate-redis/lua/give_back.lua`.
+//!
+//! A calendar window ([`Policy::calendar`](crate::Policy::calendar)) counts
+//! the same way over the calendar's periods instead of aligned windows: its
+//! state's `window_index` is then the end (ticks) of the period counted in
+//! (0 when fresh), so that only a request at or past that end asks the
+//! calendar for the next boundary. A calendar window never makes a request
+//! wait into the next period (a request that does not fit now is refused,
+//! `earliest` answers `None`), so it is never reserved ahead. Its Redis twin
+//! is `calendar_window` in `crates/tollgate-redis/lua/fixed_window.lua`.
 
 use super::{Rule, Verdict, saturate};
 
-/// Units counted in one aligned window.
+/// Units counted in one aligned window (or one calendar period).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct FixedWindow {
-    /// `k` of the window `[k*W, (k+1)*W)` the count belongs to.
+    /// `k` of the window `[k*W, (k+1)*W)` the count belongs to; for a
+    /// calendar window, the end (ticks) of the period it belongs to.
     window_index: u64,
     /// Units counted in that window: those allowed, at most `limit`; or, when
     /// the policy counts refused units, every unit asked for (saturating).
@@ -35,11 +45,26 @@ pub(crate) struct FixedWindow {
 
 impl FixedWindow {
     pub(crate) fn decide(&mut self, rule: &Rule, now: u64, units: u64) -> Verdict {
-        if self.reserved_ahead && self.window_index > now / rule.per_window {
-            return self.queued_ahead(rule, now, units);
-        }
-        // A time older than the stored window counts against the stored window.
-        let index = (now / rule.per_window).max(self.window_index);
+        let (index, window_end) = match rule.policy.calendar_window() {
+            None => {
+                if self.reserved_ahead && self.window_index > now / rule.per_window {
+                    return self.queued_ahead(rule, now, units);
+                }
+                // A time older than the stored window counts against the
+                // stored window.
+                let index = (now / rule.per_window).max(self.window_index);
+                (index, (u128::from(index) + 1) * u128::from(rule.window))
+            }
+            Some(calendar) => {
+                // The stored period, or (at or past its end) the one holding now.
+                let end = if now < self.window_index {
+                    self.window_index
+                } else {
+                    calendar.window_at_ticks(now, rule.ticks_per_second).1
+                };
+                (end, u128::from(end))
+            }
+        };
         if index != self.window_index {
             self.window_index = index;
             self.count = 0;
@@ -51,7 +76,6 @@ impl FixedWindow {
         } else {
             self.count + allowed
         };
-        let window_end = (u128::from(index) + 1) * u128::from(rule.window);
         let until_window_end = saturate(window_end - u128::from(now));
         let reset_after = if self.count > 0 { until_window_end } else { 0 };
         let mut verdict = Verdict::new(
@@ -98,6 +122,15 @@ impl FixedWindow {
         if units > rule.limit {
             return None;
         }
+        if rule.policy.calendar_window().is_some() {
+            // Now, or never: a calendar window does not wait for its next period.
+            let count = if now < self.window_index {
+                self.count
+            } else {
+                0
+            };
+            return (count.saturating_add(units) <= rule.limit).then_some(now);
+        }
         let index = (now / rule.per_window).max(self.window_index);
         let count = if index == self.window_index {
             self.count
@@ -118,7 +151,7 @@ impl FixedWindow {
     /// `now`.
     pub(crate) fn reserve(&mut self, rule: &Rule, now: u64, at: u64, units: u64) -> Verdict {
         let verdict = self.decide(rule, at, units);
-        if at / rule.per_window > now / rule.per_window {
+        if rule.policy.calendar_window().is_none() && at / rule.per_window > now / rule.per_window {
             self.reserved_ahead = true;
         }
         verdict
@@ -134,6 +167,19 @@ impl FixedWindow {
     /// window): requests keep waiting for it rather than count again in the
     /// window already used. The units given back.
     pub(crate) fn refund(&mut self, rule: &Rule, now: u64, counted_at: u64, units: u64) -> u64 {
+        if let Some(calendar) = rule.policy.calendar_window() {
+            let end = calendar
+                .window_at_ticks(counted_at, rule.ticks_per_second)
+                .1;
+            if end != self.window_index || now >= end || self.count < units {
+                return 0;
+            }
+            self.count -= units;
+            if self.count == 0 {
+                *self = FixedWindow::default();
+            }
+            return units;
+        }
         let index = counted_at / rule.per_window;
         if index != self.window_index || index < now / rule.per_window || self.count < units {
             return 0;
@@ -154,6 +200,15 @@ impl FixedWindow {
     /// `now`, which keeps its place at 0 as [`FixedWindow::refund`] keeps it. A state of an earlier window counts nothing
     /// at `now` and is left as it is: no time moves.
     pub(crate) fn give_back(&mut self, rule: &Rule, now: u64, units: u64) {
+        if rule.policy.calendar_window().is_some() {
+            if now < self.window_index {
+                self.count = self.count.saturating_sub(units);
+                if self.count == 0 {
+                    *self = FixedWindow::default();
+                }
+            }
+            return;
+        }
         if now / rule.per_window <= self.window_index {
             self.count = self.count.saturating_sub(units);
             let ahead = self.reserved_ahead && now / rule.per_window < self.window_index;

@@ -35,6 +35,9 @@ pub(crate) struct Rule {
     pub(crate) per_limit: StrengthReducedU64,
     /// Division by `window`.
     pub(crate) per_window: StrengthReducedU64,
+    /// Ticks in one second: where a calendar window's boundaries (whole
+    /// seconds) fall in ticks.
+    pub(crate) ticks_per_second: u64,
 }
 
 impl Rule {
@@ -56,6 +59,7 @@ impl Rule {
             // window never divides by its limit.
             per_limit: StrengthReducedU64::new(policy.limit().max(1)),
             per_window: StrengthReducedU64::new(window),
+            ticks_per_second: resolution.ticks_per_second(),
         })
     }
 }

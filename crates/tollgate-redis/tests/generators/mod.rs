@@ -8,7 +8,7 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 use proptest::prelude::*;
-use tollgate_core::Policy;
+use tollgate_core::{Calendar, CalendarPeriod, Policy};
 
 /// The store computes quantities below 2^52 exactly and refuses larger ones.
 pub const BOUND: u64 = 1 << 52;
@@ -71,6 +71,43 @@ pub fn units() -> impl Strategy<Value = u64> {
         1 => (BOUND - 10)..=(BOUND + 10),
         1 => Just(u64::MAX),
     ]
+}
+
+/// The zones the calendar windows are drawn in: UTC, one with daylight
+/// saving, one half an hour off.
+pub const ZONES: [&str; 3] = ["UTC", "Europe/Berlin", "Asia/Kolkata"];
+
+/// A calendar window of the four periods in one of [`ZONES`], weeks
+/// starting on Monday or Sunday.
+pub fn calendars() -> impl Strategy<Value = Calendar> {
+    (0usize..4, 0..ZONES.len(), any::<bool>()).prop_map(|(period, zone, sunday)| {
+        let period = [
+            CalendarPeriod::Day,
+            CalendarPeriod::Week,
+            CalendarPeriod::Month,
+            CalendarPeriod::Year,
+        ][period];
+        let week_starts = (period == CalendarPeriod::Week && sunday).then_some("sunday");
+        Calendar::new(period, ZONES[zone], week_starts).unwrap()
+    })
+}
+
+/// A calendar quota (limits small mostly) half the time, else any policy.
+pub fn with_calendars() -> impl Strategy<Value = Policy> {
+    prop_oneof![
+        (count(), calendars())
+            .prop_map(|(limit, calendar)| Policy::calendar(limit, calendar).unwrap()),
+        policies(),
+    ]
+}
+
+/// A time (µs) just before a boundary of a calendar of [`calendars`]: at
+/// most 2 s before the end of the period holding a time from 1970 to 2100.
+pub fn calendar_starts() -> impl Strategy<Value = u64> {
+    (calendars(), 0u64..4_102_444_800, 0u64..2_000_000).prop_map(|(calendar, second, before)| {
+        let (_, end) = calendar.window_at(second);
+        (end * 1_000_000).saturating_sub(before).min(MAX_NOW)
+    })
 }
 
 /// How far time moves before a step, in microseconds.
