@@ -337,7 +337,8 @@ fn shadow_settings_are_checked_at_load() {
         error(
             "[[routes]]\nname = \"r\"\nprefix = \"/\"\nupstream = \"http://127.0.0.1:1\"\nshadow = true"
         ),
-        "route r (/): shadow applies to the route's own budget: set rpm too"
+        "route r (/): shadow applies to the route's own budget: set rpm too (or a calendar \
+         quota: limit and window)"
     );
     // `tollgate run --config` reads [limits] alone: shadow is not its.
     assert!(

@@ -19,7 +19,7 @@ mod metrics;
 mod problem;
 mod route_limit;
 
-pub use budget::{Budget, BudgetError};
+pub use budget::{Budget, BudgetError, BudgetFields};
 pub use header_fields::{
     HeaderTemplate, RATELIMIT, RATELIMIT_POLICY, RateLimitField, advertised_quota,
 };

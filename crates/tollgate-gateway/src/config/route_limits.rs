@@ -34,11 +34,11 @@ impl AroundRoutes<'_> {
             route: route.label(),
             reason,
         };
-        let has_keyless_budget = route.rpm.is_some() && route.route_key().kind().serves_keyless()
+        let has_keyless_budget = route.has_budget() && route.route_key().kind().serves_keyless()
             || self.host.ip.is_some();
         // An anonymous request is held to the route's own budget per client
         // IP, whatever it is keyed by, else to the host's per IP.
-        let has_anonymous_budget = route.rpm.is_some() || self.host.ip.is_some();
+        let has_anonymous_budget = route.has_budget() || self.host.ip.is_some();
         if route.api_key != ApiKeyRequirement::Required && !has_keyless_budget {
             return Err(error(format!(
                 "api_key = \"{}\" lets a request without a key through unlimited: give the \

@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::Uri;
 use serde::Deserialize;
 use tollgate_core::{ApiKeyRequirement, MAX_COST};
-use tollgate_tower::Budget;
+use tollgate_tower::{Budget, BudgetFields};
 
 use super::ServeConfigError;
 use super::format::{duration, optional_uri, uris};
@@ -40,6 +40,22 @@ pub struct RouteConfig {
     /// The route's own burst (default: `rpm`).
     #[serde(default)]
     pub burst: Option<u64>,
+    /// The route's own calendar quota instead of a rate: requests per key
+    /// per `window` (core's `Policy::calendar`). Set with `window`, not
+    /// with `rpm`.
+    #[serde(default)]
+    pub limit: Option<u64>,
+    /// The calendar quota's period: `"day"`, `"week"`, `"month"` or
+    /// `"year"`, from local midnight in `time_zone`.
+    #[serde(default)]
+    pub window: Option<tollgate_core::CalendarPeriod>,
+    /// The calendar quota's IANA time zone (`"Europe/Berlin"`). Default
+    /// `"UTC"`.
+    #[serde(default)]
+    pub time_zone: Option<String>,
+    /// The first day of a weekly quota's week. Default `"monday"` (ISO 8601).
+    #[serde(default)]
+    pub week_starts: Option<String>,
     /// What the route's own budget is keyed by. Default `principal`, and
     /// `ip` on a route with `api_key = "none"`.
     #[serde(default)]
@@ -270,24 +286,32 @@ impl RouteConfig {
             .map_or(RouteKey::Principal, |key| key.0.clone())
     }
 
+    /// Whether the route declares a budget of its own: a rate (`rpm`) or a
+    /// calendar quota (`window`; checked whole by [`RouteConfig::budget`]).
+    pub fn has_budget(&self) -> bool {
+        self.rpm.is_some() || self.window.is_some() || self.limit.is_some()
+    }
+
     /// The route's own budget, if it declares one.
     ///
     /// # Errors
     ///
-    /// [`ServeConfigError::Route`] for `burst` without `rpm`, or a count out
-    /// of range.
+    /// [`ServeConfigError::Route`] for `burst` without `rpm`, a calendar
+    /// `window` beside `rpm`, an unknown time zone, or a count out of range.
     pub fn budget(&self) -> Result<Option<Budget>, ServeConfigError> {
-        let error = |reason: String| ServeConfigError::Route {
-            route: self.label(),
-            reason,
-        };
-        match (self.rpm, self.burst) {
-            (None, None) => Ok(None),
-            (None, Some(_)) => Err(error("burst needs rpm".into())),
-            (Some(rpm), burst) => Budget::new(rpm, burst.unwrap_or(rpm))
-                .map(Some)
-                .map_err(|budget| error(budget.to_string())),
+        BudgetFields {
+            rpm: self.rpm,
+            burst: self.burst,
+            limit: self.limit,
+            window: self.window,
+            time_zone: self.time_zone.clone(),
+            week_starts: self.week_starts.clone(),
         }
+        .budget()
+        .map_err(|budget| ServeConfigError::Route {
+            route: self.label(),
+            reason: budget.to_string(),
+        })
     }
 
     fn validate(&self) -> Result<(), ServeConfigError> {
@@ -346,8 +370,10 @@ impl RouteConfig {
                 )));
             }
         }
-        if self.key.is_some() && self.rpm.is_none() {
-            return Err(error("key applies to the route's own budget: set rpm too"));
+        if self.key.is_some() && !self.has_budget() {
+            return Err(error(
+                "key applies to the route's own budget: set rpm too (or a calendar quota: limit and window)",
+            ));
         }
         if !(1..=MAX_COST).contains(&self.cost) {
             return Err(error(&format!(
@@ -355,7 +381,7 @@ impl RouteConfig {
             )));
         }
         if self.api_key != ApiKeyRequirement::Required
-            && self.rpm.is_some()
+            && self.has_budget()
             && !self.route_key().kind().serves_keyless()
         {
             return Err(error(&format!(
@@ -398,9 +424,10 @@ impl RouteConfig {
                  it: remove one",
             ));
         }
-        if self.shadow && self.rpm.is_none() {
+        if self.shadow && !self.has_budget() {
             return Err(error(
-                "shadow applies to the route's own budget: set rpm too",
+                "shadow applies to the route's own budget: set rpm too (or a calendar quota: \
+                 limit and window)",
             ));
         }
         self.budget().map(|_| ())

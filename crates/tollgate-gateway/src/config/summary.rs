@@ -244,8 +244,17 @@ pub fn describe_plan(plan: &PlanPolicies) -> String {
     described.join(" and ")
 }
 
-/// `fixed_window 5 per 60 s`, `token_bucket 60 per 60 s, burst 5`.
+/// `fixed_window 5 per 60 s`, `token_bucket 60 per 60 s, burst 5`,
+/// `fixed_window 10000 per month (Europe/Berlin)`.
 fn describe_policy(policy: &Policy) -> String {
+    if let Some(calendar) = policy.calendar_window() {
+        return format!(
+            "{} {} per {}",
+            policy.algorithm(),
+            policy.limit(),
+            describe_calendar(calendar)
+        );
+    }
     let mut text = format!(
         "{} {} per {} s",
         policy.algorithm(),
@@ -261,9 +270,22 @@ fn describe_policy(policy: &Policy) -> String {
     text
 }
 
-/// `60 a minute, burst 5`.
+/// `60 a minute, burst 5`, `10000 a month (Europe/Berlin)`.
 fn describe_budget(budget: &Budget) -> String {
-    format!("{} a minute, burst {}", budget.rpm(), budget.burst())
+    match (budget.rpm(), budget.calendar_window()) {
+        (_, Some(calendar)) => format!("{} a {}", budget.burst(), describe_calendar(calendar)),
+        (rpm, None) => format!("{} a minute, burst {}", rpm.unwrap_or(0), budget.burst()),
+    }
+}
+
+/// `month (Europe/Berlin)`, `week from sunday (UTC)`.
+fn describe_calendar(calendar: tollgate_core::Calendar) -> String {
+    let mut text = calendar.period().name().to_owned();
+    if calendar.period() == tollgate_core::CalendarPeriod::Week {
+        let _ = write!(text, " from {}", calendar.week_starts());
+    }
+    let _ = write!(text, " ({})", calendar.time_zone());
+    text
 }
 
 #[cfg(test)]

@@ -43,6 +43,13 @@ pub(crate) struct YamlRateLimit {
     pub(crate) burst: Option<u64>,
     /// Extension: a window of any length (`30s`, `5m`) instead of `unit`.
     pub(crate) window: String,
+    /// Extension: a calendar window (`day`, `week`, `month`, `year`) instead
+    /// of `unit`.
+    pub(crate) calendar: String,
+    /// Extension: the calendar window's IANA time zone (default UTC).
+    pub(crate) time_zone: String,
+    /// Extension: a calendar week's first day (default Monday).
+    pub(crate) week_starts: String,
 }
 
 /// Decodes a file's document (`None`: an empty file).
@@ -189,6 +196,15 @@ fn rate_limit_field(
         }
         "window" if extensions => {
             d.string(value, &mut out.window);
+        }
+        "calendar" if extensions => {
+            d.string(value, &mut out.calendar);
+        }
+        "time_zone" if extensions => {
+            d.string(value, &mut out.time_zone);
+        }
+        "week_starts" if extensions => {
+            d.string(value, &mut out.week_starts);
         }
         "burst" if extensions => {
             if value.is_null() {

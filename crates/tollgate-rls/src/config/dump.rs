@@ -40,7 +40,18 @@ fn line(limit: &RateLimit) -> String {
         "{}: unit={} requests_per_unit={}, shadow_mode: {}, quota_mode: {}",
         limit.stats_key, limit.unit, limit.requests_per_unit, limit.shadow_mode, limit.quota_mode
     );
-    if let Enforcement::Policy(policy) = limit.enforcement {
+    if let Enforcement::Policy(policy) = limit.enforcement
+        && let Some(calendar) = policy.calendar_window()
+    {
+        line.push_str(&format!(
+            ", calendar: {}, time_zone: {}",
+            calendar.period(),
+            calendar.time_zone()
+        ));
+        if calendar.period() == tollgate_core::CalendarPeriod::Week {
+            line.push_str(&format!(", week_starts: {}", calendar.week_starts()));
+        }
+    } else if let Enforcement::Policy(policy) = limit.enforcement {
         let plain_unit = limit.unit.seconds() == Some(policy.window_s());
         let name = match policy.algorithm() {
             Algorithm::FixedWindow => "fixed_window",

@@ -87,6 +87,11 @@ pub enum ConfigErrorKind {
     /// Extension: both `unit` and `window`.
     #[error("should not specify both rate limit unit and window")]
     UnitAndWindow,
+    /// Extension: a `calendar` that is not day, week, month or year, or
+    /// given with `unit` or `window`, or `time_zone` / `week_starts`
+    /// without it; the text says which.
+    #[error("invalid rate limit calendar: {0}")]
+    InvalidCalendar(String),
     /// Extension: `unlimited: true` with `window`, `algorithm` or `burst`.
     #[error("should not specify rate limit {0} when unlimited")]
     UnlimitedWithExtension(&'static str),

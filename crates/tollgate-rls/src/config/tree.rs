@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use foldhash::fast::RandomState;
-use tollgate_core::Algorithm;
+use tollgate_core::{Algorithm, Calendar, CalendarPeriod, Policy};
 
 use crate::config::document::{YamlDescriptor, YamlRateLimit};
 use crate::config::error::{ConfigError, ConfigErrorKind};
@@ -182,6 +182,16 @@ fn build_limit(
     rate_limit: &YamlRateLimit,
 ) -> Result<RateLimit, ConfigErrorKind> {
     let unlimited = rate_limit.unlimited;
+    let has_calendar = !rate_limit.calendar.is_empty();
+    if has_calendar && !unlimited {
+        return build_calendar_limit(full_key, descriptor, rate_limit);
+    }
+    if !rate_limit.time_zone.is_empty() || !rate_limit.week_starts.is_empty() {
+        return Err(ConfigErrorKind::InvalidCalendar(
+            "time_zone and week_starts belong to a calendar (calendar: day, week, month or year)"
+                .to_owned(),
+        ));
+    }
     let has_window = !rate_limit.window.is_empty();
     let unit = Unit::from_config(&rate_limit.unit).unwrap_or(Unit::Unknown);
     let valid_unit = unit != Unit::Unknown;
@@ -209,6 +219,7 @@ fn build_limit(
     let algorithm = parse_algorithm(&rate_limit.algorithm)?;
     let (unit, enforcement) = if unlimited {
         for (given, what) in [
+            (has_calendar, "calendar"),
             (has_window, "window"),
             (!rate_limit.algorithm.is_empty(), "algorithm"),
             (rate_limit.burst.is_some(), "burst"),
@@ -235,6 +246,77 @@ fn build_limit(
         requests_per_unit: u32::try_from(rate_limit.requests_per_unit).unwrap_or(u32::MAX),
         unit,
         unlimited,
+        shadow_mode: descriptor.shadow_mode,
+        quota_mode: descriptor.quota_mode,
+        name: rate_limit.name.clone(),
+        replaces: rate_limit.replaces.clone(),
+        detailed_metric: descriptor.detailed_metric,
+        enforcement,
+        stat_names: Arc::new(LimitStatNames::for_key(full_key)),
+        stats_key: Arc::from(full_key),
+    })
+}
+
+/// Extension: a limit of `requests_per_unit` per calendar period
+/// (`calendar: month`, `time_zone: Europe/Berlin`), instead of `unit` or
+/// `window`: core's calendar window, a fixed window between local
+/// midnights, counting only the hits it allows. Reported with the unit of
+/// its period (`DAY`, `WEEK`, `MONTH`, `YEAR`).
+fn build_calendar_limit(
+    full_key: &str,
+    descriptor: &YamlDescriptor,
+    rate_limit: &YamlRateLimit,
+) -> Result<RateLimit, ConfigErrorKind> {
+    let invalid = |text: String| ConfigErrorKind::InvalidCalendar(text);
+    let (period, unit) = match rate_limit.calendar.as_str() {
+        "day" => (CalendarPeriod::Day, Unit::Day),
+        "week" => (CalendarPeriod::Week, Unit::Week),
+        "month" => (CalendarPeriod::Month, Unit::Month),
+        "year" => (CalendarPeriod::Year, Unit::Year),
+        other => {
+            return Err(invalid(format!(
+                "'{other}' is not day, week, month or year"
+            )));
+        }
+    };
+    for (given, what) in [
+        (!rate_limit.unit.is_empty(), "unit"),
+        (!rate_limit.window.is_empty(), "window"),
+        (rate_limit.burst.is_some(), "burst"),
+    ] {
+        if given {
+            return Err(invalid(format!("a calendar takes no {what}")));
+        }
+    }
+    if parse_algorithm(&rate_limit.algorithm)? != Algorithm::FixedWindow {
+        return Err(invalid(
+            "a calendar window is a fixed window (algorithm: fixed_window)".to_owned(),
+        ));
+    }
+    let time_zone = if rate_limit.time_zone.is_empty() {
+        "UTC"
+    } else {
+        rate_limit.time_zone.as_str()
+    };
+    let week_starts =
+        (!rate_limit.week_starts.is_empty()).then_some(rate_limit.week_starts.as_str());
+    let calendar = Calendar::new(period, time_zone, week_starts)
+        .map_err(|error| invalid(error.to_string()))?;
+    let requests_per_unit = u32::try_from(rate_limit.requests_per_unit).unwrap_or(u32::MAX);
+    if requests_per_unit == 0 {
+        return Err(invalid(
+            "a calendar quota needs requests_per_unit of at least 1 (a limit of 0 refuses \
+             every hit whatever its window: give it a unit)"
+                .to_owned(),
+        ));
+    }
+    let enforcement = Policy::calendar(u64::from(requests_per_unit), calendar)
+        .map(Enforcement::Policy)
+        .map_err(ConfigErrorKind::Policy)?;
+    Ok(RateLimit {
+        requests_per_unit,
+        unit,
+        unlimited: false,
         shadow_mode: descriptor.shadow_mode,
         quota_mode: descriptor.quota_mode,
         name: rate_limit.name.clone(),

@@ -34,7 +34,14 @@ const VALID_KEYS: [&str; 16] = [
 ];
 
 /// tollgate's extension keys, valid in a `rate_limit` mapping when enabled.
-pub(crate) const EXTENSION_KEYS: [&str; 3] = ["algorithm", "burst", "window"];
+pub(crate) const EXTENSION_KEYS: [&str; 6] = [
+    "algorithm",
+    "burst",
+    "window",
+    "calendar",
+    "time_zone",
+    "week_starts",
+];
 
 /// Checks the keys of a file's top-level mapping.
 ///

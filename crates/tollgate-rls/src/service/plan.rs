@@ -75,9 +75,11 @@ impl Enforced {
     /// sliding log, whose reset comes from the store).
     pub(crate) fn fixed_window_s(&self) -> Option<u64> {
         match self {
-            Enforced::Store(policy) => {
-                (policy.algorithm() == Algorithm::FixedWindow).then(|| policy.window_s())
-            }
+            // A calendar window's periods are not aligned to the epoch: its
+            // reset is the engine's.
+            Enforced::Store(policy) => (policy.algorithm() == Algorithm::FixedWindow
+                && policy.calendar_window().is_none())
+            .then(|| policy.window_s()),
             Enforced::Deny { window_s } => Some(*window_s),
         }
     }
@@ -145,9 +147,13 @@ pub(crate) fn plans(
 /// The policy a configured one is enforced with: a fixed window counts its
 /// refused hits as the Go service's Redis counter does (unless requests are
 /// all or nothing); the extensions' token bucket and sliding log are as
-/// configured.
+/// configured, and so is a calendar window (it counts only what it
+/// allows).
 fn go_policy(policy: Policy, settings: &ServiceSettings) -> Policy {
-    if policy.algorithm() != Algorithm::FixedWindow || settings.extensions.all_or_nothing {
+    if policy.algorithm() != Algorithm::FixedWindow
+        || policy.calendar_window().is_some()
+        || settings.extensions.all_or_nothing
+    {
         return policy;
     }
     Policy::fixed_window_counting_refused(policy.limit(), policy.window_s()).unwrap_or(policy)
