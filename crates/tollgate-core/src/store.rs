@@ -128,6 +128,25 @@ pub trait Store: Send + Sync {
         )))
     }
 
+    /// Charges each limit its units whatever it has left, into a debt of at
+    /// most `overdraft` units (a request's usage settled after its
+    /// response); see [`Limiter::overdraw_units`] for the rule and the
+    /// decisions (what a look sees after the charge). One decision per
+    /// limit, in order; a store may charge limit by limit.
+    ///
+    /// The default implementation answers [`StoreError::Unavailable`];
+    /// [`MemoryStore`] and the Redis store charge.
+    fn overdraw_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+        overdraft: u64,
+    ) -> StoreFuture<'a, Vec<LimitDecision>> {
+        let _ = (limits, overdraft);
+        ready(Err(StoreError::Unavailable(
+            "this store cannot charge after the response".into(),
+        )))
+    }
+
     /// One request held to every limit at once, waiting up to `max_wait`
     /// for its turn rather than refused (a duration, or its plan's tier
     /// delay: [`MaxWait`]): see [`Limiter::reserve_units`] and
@@ -312,6 +331,18 @@ impl Store for MemoryStore {
         limits: &'a [LimitUnits<'a>],
     ) -> StoreFuture<'a, Vec<LimitDecision>> {
         ready(Ok(self.limiter.give_back_units(limits, self.now())))
+    }
+
+    fn overdraw_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+        overdraft: u64,
+    ) -> StoreFuture<'a, Vec<LimitDecision>> {
+        ready(Ok(self.limiter.overdraw_units(
+            limits,
+            overdraft,
+            self.now(),
+        )))
     }
 
     fn reserve_units<'a>(

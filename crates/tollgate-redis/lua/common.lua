@@ -31,6 +31,7 @@ local NO_DEADLINE = '' -- protocol::NO_DEADLINE: a request that only reads
 local OUTCOME_FIELDS = 5 -- protocol::OUTCOME_FIELDS: numbers per limit decided
 local RESERVED = 4 -- protocol::RESERVED: reply status, then the wait and the outcomes
 local NO_WAIT = '' -- protocol::NO_WAIT: a request that does not wait (no reservation)
+local NO_OVERDRAFT = '' -- protocol::NO_OVERDRAFT: give_back.lua refunds (no overdraw)
 local ADMIN_TIER = 'tier' -- protocol::ADMIN_TIER: admin command, set the tier
 local ADMIN_RESET = 'reset' -- protocol::ADMIN_RESET: admin command, drop the state
 local ADMIN_DONE = 1 -- protocol::ADMIN_DONE: admin reply, done

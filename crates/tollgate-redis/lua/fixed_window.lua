@@ -155,6 +155,27 @@ local function fixed_window_give_back(key, state, version, window, now, units)
   return store(key, state_text(version, index, count, ahead), (index + 1) * window - now)
 end
 
+-- Charges `units` at `now` whatever the window has left, the count at most
+-- `limit + overdraft` (never lowered), in the window a request at `now`
+-- counts in: the stored one when `now` is in it or older (the engine's
+-- FixedWindow::overdraw). Returns the state the key holds.
+local function fixed_window_overdraw(key, state, version, limit, window, now, units, overdraft)
+  if units == 0 then
+    return state
+  end
+  local index = floor_div(now, window)
+  local count, ahead = 0, 0
+  local stored, stored_count, stored_ahead = read_state(state, version)
+  if stored and stored >= index then
+    index, count, ahead = stored, stored_count, stored_ahead
+  end
+  local charged = math.min(count + units, limit + overdraft)
+  if charged > count then
+    count = charged
+  end
+  return store(key, state_text(version, index, count, ahead), (index + 1) * window - now)
+end
+
 -- The calendar window (the engine's FixedWindow over a Calendar; Rust twin
 -- crates/tollgate-core/src/algorithm/fixed_window.rs): `limit` units per
 -- period of a calendar, counted as the fixed window counts. Lua knows no
@@ -240,4 +261,18 @@ local function calendar_window_give_back(key, state, version, now, units)
     return false
   end
   return store(key, state_text(version, stored, count), stored - now)
+end
+
+-- Charges `units` at `now` whatever the period has left, the count at most
+-- `limit + overdraft` (the engine's FixedWindow::overdraw over a calendar).
+local function calendar_window_overdraw(key, state, version, limit, bounds, now, units, overdraft)
+  if units == 0 then
+    return state
+  end
+  local window_end, count = calendar_period(state, version, bounds, now)
+  local charged = math.min(count + units, limit + overdraft)
+  if charged > count then
+    count = charged
+  end
+  return store(key, state_text(version, window_end, count), window_end - now)
 end

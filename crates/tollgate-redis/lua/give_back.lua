@@ -13,8 +13,16 @@
 -- Rust twin: src/give_back.rs builds these arguments and reads the reply
 -- (it is not src/refund.rs, which undoes the cluster's split steps).
 --
+-- With an overdraft (ARGV[3] a number, not NO_OVERDRAFT) the same call
+-- charges instead (the engine's `Limiter::overdraw_units`, a request's usage
+-- settled after its response): each limit takes its units whatever it has
+-- left, at most `overdraft` units past its limit (the algorithms'
+-- *_overdraw), a key without state getting one; a window counting refused
+-- units is not charged so (FAILED).
+--
 -- ARGV: now in microseconds (REDIS_TIME for Redis's own TIME); the shortest
--- TTL to set in microseconds; then per limit: the RULE_FIELDS fields of its
+-- TTL to set in microseconds; the overdraft (NO_OVERDRAFT for a refund);
+-- then per limit: the RULE_FIELDS fields of its
 -- rule as acquire.lua takes them (algorithm, limit, window (us), burst,
 -- state version), its units (at most 2^52), and the tier the caller expects
 -- (NO_TIER for none to check).
@@ -28,9 +36,13 @@
 
 local now = script_now(ARGV[1])
 minimum_ttl = tonumber(ARGV[2])
+local overdraft = nil
+if ARGV[3] ~= NO_OVERDRAFT then
+  overdraft = tonumber(ARGV[3])
+end
 
 local limits = {}
-local at, key = 3, 1
+local at, key = 4, 1
 while at <= #ARGV do
   local limit = {
     algorithm = ARGV[at],
@@ -76,29 +88,53 @@ for _, limit in ipairs(limits) do
     state = read_string(limit.state)
   end
   local _, remaining, retry_after, reset_after
-  if algorithm == FIXED_WINDOW then
+  -- The transition: a charge past the limit, or a refund.
+  if overdraft ~= nil then
+    if algorithm == FIXED_WINDOW then
+      state = fixed_window_overdraw(limit.state, state, version, limit.limit, limit.window, now,
+        limit.units, overdraft)
+    elseif algorithm == CALENDAR_WINDOW then
+      state = calendar_window_overdraw(limit.state, state, version, limit.limit, limit.window,
+        now, limit.units, overdraft)
+    elseif algorithm == SLIDING_LOG then
+      state = sliding_log_overdraw(limit.state, limit.log, state, version, limit.limit,
+        limit.window, now, limit.units, overdraft)
+    elseif algorithm == TOKEN_BUCKET then
+      state = token_bucket_overdraw(limit.state, state, version, limit.limit, limit.window,
+        limit.burst, now, limit.units, overdraft)
+    else
+      return {FAILED, 'a window counting refused units is not charged after the response'}
+    end
+  elseif algorithm == FIXED_WINDOW then
     state = fixed_window_give_back(limit.state, state, version, limit.window, now, limit.units)
-    _, remaining, retry_after, reset_after = fixed_window(
-      limit.state, state, version, limit.limit, limit.window, now, 0, false)
   elseif algorithm == COUNTING_FIXED_WINDOW then
     counting_window_give_back(limit.state, version, limit.window, now, limit.units)
-    _, remaining, retry_after, reset_after = counting_window(
-      limit.state, version, limit.limit, limit.window, now, 0, false)
   elseif algorithm == SLIDING_LOG then
     state = sliding_log_give_back(limit.state, limit.log, state, version, limit.window, now, limit.units)
-    _, remaining, retry_after, reset_after = sliding_log(
-      limit.state, limit.log, state, version, limit.limit, limit.window, now, 0, false)
   elseif algorithm == CALENDAR_WINDOW then
     state = calendar_window_give_back(limit.state, state, version, now, limit.units)
-    _, remaining, retry_after, reset_after = calendar_window(
-      limit.state, state, version, limit.limit, limit.window, now, 0, false)
   elseif algorithm == TOKEN_BUCKET then
     state = token_bucket_give_back(
       limit.state, state, version, limit.limit, limit.window, limit.burst, now, limit.units)
-    _, remaining, retry_after, reset_after = token_bucket(
-      limit.state, state, version, limit.limit, limit.window, limit.burst, now, 0, false)
   else
     error('unknown rule')
+  end
+  -- Then answered as a look (0 units) at now.
+  if algorithm == FIXED_WINDOW then
+    _, remaining, retry_after, reset_after = fixed_window(
+      limit.state, state, version, limit.limit, limit.window, now, 0, false)
+  elseif algorithm == COUNTING_FIXED_WINDOW then
+    _, remaining, retry_after, reset_after = counting_window(
+      limit.state, version, limit.limit, limit.window, now, 0, false)
+  elseif algorithm == SLIDING_LOG then
+    _, remaining, retry_after, reset_after = sliding_log(
+      limit.state, limit.log, state, version, limit.limit, limit.window, now, 0, false)
+  elseif algorithm == CALENDAR_WINDOW then
+    _, remaining, retry_after, reset_after = calendar_window(
+      limit.state, state, version, limit.limit, limit.window, now, 0, false)
+  else
+    _, remaining, retry_after, reset_after = token_bucket(
+      limit.state, state, version, limit.limit, limit.window, limit.burst, now, 0, false)
   end
   reply[#reply + 1] = remaining
   reply[#reply + 1] = retry_after

@@ -111,7 +111,12 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
     -- Nothing held: no turn reserved either, as the engine's expire leaves it.
     reserved_until = 0
   end
-  local allowed = math.min(units, limit - counted)
+  local room = limit - counted
+  if room < 0 then
+    -- In debt (sliding_log_overdraw charged past the limit).
+    room = 0
+  end
+  local allowed = math.min(units, room)
   if allowed > 0 then
     if write then
       local at, count = nil, nil
@@ -131,7 +136,25 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
     counted = counted + allowed
   end
   local retry_after = 0
-  if allowed < units then
+  if allowed < units and counted > limit then
+    -- In debt: one unit fits once at most limit - 1 count, after enough of
+    -- the oldest runs (from the first still counting) have gone (the
+    -- engine's SlidingLog::earliest for one unit).
+    local leaving = counted - limit + 1
+    local position = 0
+    if not write then
+      position = index
+    end
+    while leaving > 0 do
+      local at, count = parse_run(redis.call('LINDEX', log, position))
+      if at == nil or count == nil then
+        break
+      end
+      leaving = leaving - count
+      retry_after = at + window - now
+      position = position + 1
+    end
+  elseif allowed < units then
     retry_after = oldest + window - now
   end
   local reset_after = 0
@@ -151,7 +174,47 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
       redis.call('PEXPIRE', log, ms)
     end
   end
-  return allowed, limit - counted, retry_after, reset_after, state, now
+  return allowed, math.max(limit - counted, 0), retry_after, reset_after, state, now
+end
+
+-- Charges `units` at `now` whatever the log has left, the units counted at
+-- most `limit + overdraft` (the engine's SlidingLog::overdraw): the runs
+-- expired as a decision expires them, then one run at now (the newest
+-- run's time when now is older). Returns the state the key holds.
+local function sliding_log_overdraw(key, log, state, version, limit, window, now, units, overdraft)
+  if units == 0 then
+    return state
+  end
+  local real_now = now
+  local _
+  _, _, _, _, state, now = sliding_log(key, log, state, version, limit, window, now, 0, true)
+  local counted, newest, reserved_until = read_state(state, version)
+  if not counted then
+    counted, newest, reserved_until = 0, nil, 0
+  end
+  if newest ~= nil and newest > now then
+    now = newest
+  end
+  local added = math.min(units, limit + overdraft - counted)
+  if added <= 0 then
+    return state
+  end
+  local at, count = nil, nil
+  if newest == now and counted > 0 then
+    at, count = parse_run(redis.call('LINDEX', log, -1))
+  end
+  if at ~= nil and count ~= nil then
+    redis.call('LSET', log, -1, string.format('%d:%d', at, count + added))
+  else
+    redis.call('RPUSH', log, string.format('%d:%d', now, added))
+  end
+  local ttl = now + window - real_now
+  state = store(key, state_text(version, counted + added, now, reserved_until), ttl)
+  local ms = ttl_ms(ttl)
+  if ms > 0 then
+    redis.call('PEXPIRE', log, ms)
+  end
+  return state
 end
 
 -- Charges `units` at `at` (us, where sliding_log_earliest found they fit): a

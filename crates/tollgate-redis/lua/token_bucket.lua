@@ -83,6 +83,33 @@ end
 -- (t - now) x limit); a bucket full at `now` afterwards is dropped (fresh,
 -- as if never charged); one full already is left as it is. Returns the
 -- state the key holds afterwards (false: none).
+-- Takes `units` tokens at `now` whatever the bucket holds, at most
+-- `overdraft` tokens below empty (the engine's TokenBucket::overdraw): the
+-- time it is full again moves on by their worth, never back. Every product
+-- stays below 2^52: the store sends only (burst + overdraft) x window below
+-- it (src/plans.rs). Returns the state the key holds.
+local function token_bucket_overdraw(key, state, version, limit, window, burst, now, units, overdraft)
+  if units == 0 then
+    return state
+  end
+  local deficit = 0
+  local t, r = read_state(state, version)
+  if t and (t > now or (t == now and r > 0)) then
+    deficit = (t - now) * limit + r
+  end
+  local deepest = (burst + overdraft) * window
+  local charged = deficit + math.min(units, burst + overdraft) * window
+  if charged > deepest then
+    charged = deepest
+  end
+  if charged <= deficit then
+    return state
+  end
+  local carry = floor_div(charged, limit)
+  local rest = charged - carry * limit
+  return store(key, string.format('%s:%d:%d', version, now + carry, rest), ceil_div(charged, limit))
+end
+
 local function token_bucket_give_back(key, state, version, limit, window, burst, now, units)
   local t, r = read_state(state, version)
   if not t or t < now or (t == now and r == 0) then

@@ -26,7 +26,9 @@ use crate::connection::{self, Connection};
 use crate::context::Context;
 use crate::keys::Space;
 use crate::plans::Plans;
-use crate::protocol::{DECIDED, DEFAULT_TIER, NO_TIER, SLIDING_LOG, TIER_CHANGED};
+use crate::protocol::{
+    DECIDED, DEFAULT_TIER, FAILED, NO_OVERDRAFT, NO_TIER, SLIDING_LOG, TIER_CHANGED,
+};
 
 /// `lua/give_back.lua` with the helpers and algorithms it calls.
 static SCRIPT: LazyLock<Script> = LazyLock::new(crate::script::give_back);
@@ -51,6 +53,9 @@ enum Reply {
     /// The plan of limit `index` (0-based) is on `tier`: nothing was given
     /// back.
     Tier { index: usize, tier: String },
+    /// The script refused the call (a counting window charged past its
+    /// limit): its message.
+    Failed(String),
 }
 
 /// Gives back each limit's units at the store's time (`context.now`), within
@@ -69,6 +74,35 @@ pub(crate) async fn give_back(
     context: &Context,
     minimum_ttl: u64,
     limits: &[LimitUnits<'_>],
+) -> Result<Vec<LimitDecision>, StoreError> {
+    settle_limits(context, minimum_ttl, limits, None).await
+}
+
+/// Charges each limit its units whatever it has left, into a debt of at
+/// most `overdraft` units (core's `Limiter::overdraw_units`): the same call
+/// as [`give_back`] with the overdraft. A window counting refused units is
+/// not charged so, and a quantity the script could not compute exactly
+/// (`limit + overdraft`, or a token bucket's `(burst + overdraft) x
+/// window` in µs, from 2^52) is refused: both [`StoreError::Unavailable`].
+///
+/// # Errors
+///
+/// As [`give_back`], and the above.
+pub(crate) async fn overdraw(
+    context: &Context,
+    minimum_ttl: u64,
+    limits: &[LimitUnits<'_>],
+    overdraft: u64,
+) -> Result<Vec<LimitDecision>, StoreError> {
+    settle_limits(context, minimum_ttl, limits, Some(overdraft)).await
+}
+
+/// A refund (`overdraft` `None`) or a charge past the limit.
+async fn settle_limits(
+    context: &Context,
+    minimum_ttl: u64,
+    limits: &[LimitUnits<'_>],
+    overdraft: Option<u64>,
 ) -> Result<Vec<LimitDecision>, StoreError> {
     let plans = context.plans.load_full();
     let mut decisions: Vec<Option<LimitDecision>> = Vec::with_capacity(limits.len());
@@ -104,9 +138,14 @@ pub(crate) async fn give_back(
         }
         decisions.push(None);
     }
+    if let Some(overdraft) = overdraft {
+        for limit in sent.iter().flat_map(Group::limits) {
+            check_overdraft(&limit.rule, overdraft)?;
+        }
+    }
     if !sent.is_empty() {
         let looks = context
-            .within(run(context, minimum_ttl, &mut sent, &plans))
+            .within(run(context, minimum_ttl, overdraft, &mut sent, &plans))
             .await?;
         let mut answered = sent.iter().zip(looks);
         for slot in decisions.iter_mut().filter(|slot| slot.is_none()) {
@@ -117,6 +156,24 @@ pub(crate) async fn give_back(
         }
     }
     Ok(decisions.into_iter().flatten().collect())
+}
+
+/// Whether the script computes a charge of `rule` past its limit by
+/// `overdraft` exactly (every quantity below 2^52).
+fn check_overdraft(rule: &crate::plans::ScriptRule, overdraft: u64) -> Result<(), StoreError> {
+    const EXACT: u128 = 1 << 52;
+    let deepest = if rule.algorithm == crate::protocol::TOKEN_BUCKET {
+        (u128::from(rule.burst) + u128::from(overdraft)) * u128::from(rule.window)
+    } else {
+        u128::from(rule.limit) + u128::from(overdraft)
+    };
+    if deepest >= EXACT {
+        return Err(StoreError::Unavailable(format!(
+            "the Redis store computes exactly up to 2^52: an overdraft of {overdraft} on this \
+             policy goes past it"
+        )));
+    }
+    Ok(())
 }
 
 /// A limit as the script gives back to it: the limit itself and, for a plan
@@ -192,18 +249,20 @@ impl Group {
 async fn run(
     context: &Context,
     minimum_ttl: u64,
+    overdraft: Option<u64>,
     groups: &mut [Group],
     plans: &Plans,
 ) -> Result<Vec<Vec<Look>>, StoreError> {
     let now = (context.now)();
     if !context.connection.is_cluster() || groups.len() == 1 {
-        return settle(context, &now, minimum_ttl, groups, plans).await;
+        return settle(context, &now, minimum_ttl, overdraft, groups, plans).await;
     }
     let calls = groups.iter_mut().map(|group| {
         settle(
             context,
             &now,
             minimum_ttl,
+            overdraft,
             std::slice::from_mut(group),
             plans,
         )
@@ -221,12 +280,14 @@ async fn settle(
     context: &Context,
     now: &str,
     minimum_ttl: u64,
+    overdraft: Option<u64>,
     groups: &mut [Group],
     plans: &Plans,
 ) -> Result<Vec<Vec<Look>>, StoreError> {
     for _ in 0..3 {
         let limits: Vec<&ScriptLimit> = groups.iter().flat_map(Group::limits).collect();
-        match call(&context.connection, now, minimum_ttl, &limits).await? {
+        match call(&context.connection, now, minimum_ttl, overdraft, &limits).await? {
+            Reply::Failed(message) => return Err(StoreError::Unavailable(message)),
             Reply::Looked(looks) => {
                 let mut looks = looks.into_iter();
                 return Ok(groups
@@ -262,11 +323,16 @@ async fn call(
     connection: &Connection,
     now: &str,
     minimum_ttl: u64,
+    overdraft: Option<u64>,
     limits: &[&ScriptLimit],
 ) -> Result<Reply, StoreError> {
     let mut connection = connection.clone();
     let mut invocation = SCRIPT.prepare_invoke();
     invocation.arg(now).arg(minimum_ttl);
+    match overdraft {
+        Some(overdraft) => invocation.arg(overdraft),
+        None => invocation.arg(NO_OVERDRAFT),
+    };
     for limit in limits {
         invocation
             .key(&limit.names.state)
@@ -315,6 +381,11 @@ fn read_reply(value: &Value, limits: usize) -> Option<Reply> {
                 })
                 .collect::<Option<Vec<_>>>()?,
         ),
+        FAILED => Reply::Failed(match items.next()? {
+            Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            Value::SimpleString(text) => text.clone(),
+            _ => return None,
+        }),
         TIER_CHANGED => Reply::Tier {
             // The script counts limits from 1.
             index: usize::try_from(integer(items.next()?)?)

@@ -34,6 +34,11 @@ pub(crate) const TOKEN_BUCKET: &str = "t";
 /// `CALENDAR_WINDOW`.
 pub(crate) const CALENDAR_WINDOW: &str = "k";
 
+/// The give-back script's overdraft argument of a refund (otherwise the
+/// argument is the overdraft of a charge past the limit, in units). Lua:
+/// `NO_OVERDRAFT`.
+pub(crate) const NO_OVERDRAFT: &str = "";
+
 /// The fields of one rule in the acquire script's arguments: algorithm,
 /// limit, window (µs), burst, state version (the refund script takes the same
 /// five in the same order). Lua: `RULE_FIELDS`.
@@ -151,6 +156,7 @@ mod tests {
             number("OUTCOME_FIELDS", OUTCOME_FIELDS),
             number("RESERVED", RESERVED),
             text("NO_WAIT", NO_WAIT),
+            text("NO_OVERDRAFT", NO_OVERDRAFT),
             text("ADMIN_TIER", ADMIN_TIER),
             text("ADMIN_RESET", ADMIN_RESET),
             number("ADMIN_DONE", ADMIN_DONE),

@@ -374,6 +374,21 @@ impl Store for RedisStore {
         ))
     }
 
+    /// Charges past the limit through `lua/give_back.lua` with an
+    /// overdraft (see `src/give_back.rs`).
+    fn overdraw_units<'a>(
+        &'a self,
+        limits: &'a [LimitUnits<'a>],
+        overdraft: u64,
+    ) -> StoreFuture<'a, Vec<LimitDecision>> {
+        Box::pin(crate::give_back::overdraw(
+            &self.context,
+            self.minimum_ttl_us,
+            limits,
+            overdraft,
+        ))
+    }
+
     fn reserve_units<'a>(
         &'a self,
         limits: &'a [LimitUnits<'a>],

@@ -329,6 +329,9 @@ enum Step {
     Charge(u64, u64),
     /// Both limits given back their units.
     Refund(u64, u64),
+    /// Both limits charged their units past the limit, into a debt of at
+    /// most the third number (a usage settled after its response).
+    Overdraw(u64, u64, u64),
 }
 
 /// Units: a few mostly, 0 often, sometimes around 2^52 or the most there is.
@@ -345,6 +348,7 @@ fn steps() -> impl Strategy<Value = Vec<(i64, Step)>> {
     let step = prop_oneof![
         3 => (some_units(), some_units()).prop_map(|(a, b)| Step::Charge(a, b)),
         2 => (some_units(), some_units()).prop_map(|(a, b)| Step::Refund(a, b)),
+        2 => (some_units(), some_units(), 0u64..=20).prop_map(|(a, b, o)| Step::Overdraw(a, b, o)),
     ];
     prop::collection::vec((moves(), step), 1..30)
 }
@@ -378,6 +382,18 @@ fn limits(prepared: &[PreparedPolicy; 2], a: u64, b: u64) -> [LimitUnits<'_>; 2]
             b,
         ),
     ]
+}
+
+/// Whether the Redis store charges `policy` past its limit by `overdraft`:
+/// not a window counting refused units, and every quantity below 2^52.
+fn overdrawn_on_redis(policy: &Policy, overdraft: u64) -> bool {
+    let deepest = match policy.burst() {
+        Some(burst) => {
+            (u128::from(burst) + u128::from(overdraft)) * u128::from(policy.window_s()) * 1_000_000
+        }
+        None => u128::from(policy.limit()) + u128::from(overdraft),
+    };
+    !policy.counts_refused() && deepest < u128::from(BOUND)
 }
 
 fn same_refunds(
@@ -416,6 +432,21 @@ fn same_refunds(
                     .unwrap();
                 let got = runtime
                     .block_on(redis.acquire_units(&limits(&in_redis, a, b)))
+                    .unwrap();
+                (expected, got)
+            }
+            Step::Overdraw(a, b, overdraft) => {
+                if !policies
+                    .iter()
+                    .all(|policy| overdrawn_on_redis(policy, overdraft))
+                {
+                    continue;
+                }
+                let expected = runtime
+                    .block_on(memory.overdraw_units(&limits(&in_memory, a, b), overdraft))
+                    .unwrap();
+                let got = runtime
+                    .block_on(redis.overdraw_units(&limits(&in_redis, a, b), overdraft))
                     .unwrap();
                 (expected, got)
             }

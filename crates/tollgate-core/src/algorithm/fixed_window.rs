@@ -191,6 +191,36 @@ impl FixedWindow {
         units
     }
 
+    /// Charges `units` at `now` whatever the window has left (a request's
+    /// usage settled after its response: [`State::overdraw`]), the count
+    /// going past `limit` by at most `overdraft` (units beyond are not
+    /// counted; a count already past it, a counting window's, stays). In the
+    /// window a request at `now` counts in: the stored one when `now` is in
+    /// it or older, else a new one.
+    ///
+    /// [`State::overdraw`]: super::State::overdraw
+    pub(crate) fn overdraw(&mut self, rule: &Rule, now: u64, units: u64, overdraft: u64) {
+        if units == 0 {
+            return;
+        }
+        let index = match rule.policy.calendar_window() {
+            None => (now / rule.per_window).max(self.window_index),
+            Some(_) if now < self.window_index => self.window_index,
+            Some(calendar) => calendar.window_at_ticks(now, rule.ticks_per_second).1,
+        };
+        if index != self.window_index {
+            *self = FixedWindow {
+                window_index: index,
+                count: 0,
+                reserved_ahead: false,
+            };
+        }
+        let ceiling = rule.limit.saturating_add(overdraft);
+        self.count = self
+            .count
+            .max(self.count.saturating_add(units).min(ceiling));
+    }
+
     /// Gives back `units` counted in the window a request at `now` would
     /// count in: the stored window when `now` is in it or older (as
     /// [`FixedWindow::decide`] counts an older `now` there), so the count goes

@@ -178,6 +178,34 @@ impl State {
         self.peek(rule, now)
     }
 
+    /// Charges `units` at `now` under `rule` whatever the limit has left,
+    /// going at most `overdraft` units past it (a request's usage settled
+    /// after its response, charged beyond its admission's cost: the budget
+    /// may go into debt, remaining 0 and requests refused until the debt is
+    /// repaid: the token bucket's refill, the window's end, the oldest units
+    /// leaving the log). Units past the overdraft are not counted. Returns
+    /// what a look (0 units) at `now` then sees. A state of another
+    /// algorithm is replaced by a fresh one first, as a decision replaces
+    /// it. The Redis twins are the `*_overdraw` functions of the algorithms'
+    /// Lua files, run by `crates/tollgate-redis/lua/give_back.lua`.
+    pub(crate) fn overdraw(
+        &mut self,
+        rule: &Rule,
+        now: u64,
+        units: u64,
+        overdraft: u64,
+    ) -> Verdict {
+        if self.algorithm() != rule.policy.algorithm() {
+            *self = State::new(rule.policy.algorithm());
+        }
+        match self {
+            State::FixedWindow(state) => state.overdraw(rule, now, units, overdraft),
+            State::SlidingLog(state) => state.overdraw(rule, now, units, overdraft),
+            State::TokenBucket(state) => state.overdraw(rule, now, units, overdraft),
+        }
+        self.peek(rule, now)
+    }
+
     /// The earliest time (ticks, never before `now`) at which `units` would
     /// be allowed under `rule`, counting every reservation already made,
     /// changing nothing: the first half of a reservation, whose second half

@@ -46,7 +46,7 @@ impl SlidingLog {
         // A time older than the newest run is treated as the newest run's time.
         let now = self.runs.back().map_or(now, |newest| newest.at.max(now));
         self.expire(rule.window, now);
-        let allowed = units.min(rule.limit - self.counted_now());
+        let allowed = units.min(rule.limit.saturating_sub(self.counted_now()));
         if allowed > 0 {
             match self.runs.back_mut() {
                 Some(newest) if newest.at == now => newest.count += allowed,
@@ -62,13 +62,42 @@ impl SlidingLog {
                 saturate(u128::from(run.at) + u128::from(rule.window) - u128::from(now))
             })
         };
+        // In debt (units charged past the limit by `overdraw`), one unit
+        // fits only once enough of the oldest runs have stopped counting.
+        let retry_after = if self.counted_now() > rule.limit {
+            self.earliest(rule, now, 1).map_or(0, |at| at - now)
+        } else {
+            until_expiry(self.runs.front())
+        };
         Verdict::new(
             units,
             allowed,
-            rule.limit - self.counted_now(),
-            until_expiry(self.runs.front()),
+            rule.limit.saturating_sub(self.counted_now()),
+            retry_after,
             until_expiry(self.runs.back()),
         )
+    }
+
+    /// Charges `units` at `now` whatever the log has left (a request's usage
+    /// settled after its response), the units counted going past `limit` by
+    /// at most `overdraft` (units beyond are not counted): one run at `now`
+    /// (at the newest run's time when `now` is older, as a decision takes it).
+    pub(crate) fn overdraw(&mut self, rule: &Rule, now: u64, units: u64, overdraft: u64) {
+        let now = self.runs.back().map_or(now, |newest| newest.at.max(now));
+        self.expire(rule.window, now);
+        let ceiling = rule.limit.saturating_add(overdraft);
+        let added = units.min(ceiling.saturating_sub(self.counted_now()));
+        if added == 0 {
+            return;
+        }
+        match self.runs.back_mut() {
+            Some(newest) if newest.at == now => newest.count += added,
+            _ => self.runs.push_back(Run {
+                at: now,
+                count: added,
+            }),
+        }
+        self.counted += u128::from(added);
     }
 
     /// A decision at `now` before the time of a reserved run (see
@@ -109,7 +138,7 @@ impl SlidingLog {
             }
             _ => 0,
         };
-        Verdict::new(0, 0, rule.limit - counted, 0, reset_after)
+        Verdict::new(0, 0, rule.limit.saturating_sub(counted), 0, reset_after)
     }
 
     /// The earliest time (ticks, never before `now` nor before the newest

@@ -94,6 +94,24 @@ impl TokenBucket {
         units
     }
 
+    /// Takes `units` tokens at `now` whatever the bucket holds (a request's
+    /// usage settled after its response), the bucket going at most
+    /// `overdraft` tokens into debt: "full at" moves on by their worth, to
+    /// at most `now` plus the time to refill `burst + overdraft` tokens
+    /// (never back: a deeper debt stays).
+    pub(crate) fn overdraw(&mut self, rule: &Rule, now: u64, units: u64, overdraft: u64) {
+        let token = u128::from(rule.window);
+        let scaled_now = u128::from(now) * u128::from(rule.limit);
+        let start = self.full_at().max(scaled_now);
+        let deepest = scaled_now
+            .saturating_add(rule.scaled_capacity)
+            .saturating_add(u128::from(overdraft).saturating_mul(token));
+        let charged = start.saturating_add(u128::from(units).saturating_mul(token));
+        if units > 0 {
+            self.set_full_at(start.max(charged.min(deepest)));
+        }
+    }
+
     /// Gives back `units` tokens at `now`, at most `burst` (a bucket holds no
     /// more): the time it is full again moves back by their worth. A bucket
     /// that is full at `now` afterwards is fresh, as if never charged (the

@@ -1,9 +1,12 @@
-//! [`Limiter::give_back_units`]: refunds, units given back to limits that
-//! took them (Envoy's `is_negative_hits`), each limit on its own.
+//! Settlements, each limit on its own: [`Limiter::give_back_units`],
+//! refunds, units given back to limits that took them (Envoy's
+//! `is_negative_hits`); and [`Limiter::overdraw_units`], units charged
+//! whatever is left, into a bounded debt (a request's usage reported after
+//! its response, beyond its admission's cost).
 
 use std::sync::Arc;
 
-use super::shard::further_key;
+use super::shard::{Settle, further_key};
 use super::{Limit, LimitDecision, LimitUnits, Limiter, PolicyDecision, limit_decision};
 use crate::decision::Decision;
 
@@ -39,13 +42,54 @@ impl Limiter {
     /// gets [`Decision::exempt`] of 0 units. A plan of several policies
     /// gives back `units` to each of them ([`LimitDecision::further`]).
     pub fn give_back_units(&self, limits: &[LimitUnits<'_>], now: u64) -> Vec<LimitDecision> {
+        self.settle_units(limits, now, Settle::GiveBack)
+    }
+
+    /// Charges each limit of `limits` its `units` at `now` (ticks) whatever
+    /// it has left, into a debt of at most `overdraft` units: the usage of
+    /// a request reported after its response (a route's `charge`), past the
+    /// `cost` its admission took. Units past the overdraft are not counted.
+    /// While in debt a limit refuses every request, with `retry_after` until
+    /// the debt is repaid:
+    ///
+    /// - fixed window (a calendar window too): the count of the window a
+    ///   request at `now` counts in goes up, to at most `limit + overdraft`;
+    ///   refused until the window ends;
+    /// - sliding log: a run of the units at `now` (the newest run's time
+    ///   when `now` is older), the units counted at most `limit +
+    ///   overdraft`; refused until enough of the oldest units stop counting;
+    /// - token bucket: "full at" moves on by the units' worth, the bucket at
+    ///   most `overdraft` tokens below empty; refused until it refills to one
+    ///   token.
+    ///
+    /// Like a refund it moves no time and counts nothing in
+    /// [`Stats`](super::Stats); unlike one, a key without state gets one
+    /// (marked used at `now`). Returns one decision per limit, in order: what
+    /// a look (0 units) at `now` sees after the charge (`remaining` 0 while
+    /// in debt). A plan of several policies charges each of them.
+    pub fn overdraw_units(
+        &self,
+        limits: &[LimitUnits<'_>],
+        overdraft: u64,
+        now: u64,
+    ) -> Vec<LimitDecision> {
+        self.settle_units(limits, now, Settle::Overdraw { overdraft })
+    }
+
+    fn settle_units(
+        &self,
+        limits: &[LimitUnits<'_>],
+        now: u64,
+        settle: Settle,
+    ) -> Vec<LimitDecision> {
         limits
             .iter()
             .map(|demand| {
                 let limit: &Limit<'_> = &demand.limit;
                 let hash = self.hash(limit.key(), limit.policy().is_some());
                 let mut shard = self.shard(hash).lock();
-                let verdict = shard.give_back(hash, limit.key(), limit.policy(), now, demand.units);
+                let verdict =
+                    shard.settle(hash, limit.key(), limit.policy(), now, demand.units, settle);
                 let decision =
                     verdict.map_or(Decision::exempt(0), |verdict| self.decision(verdict));
                 let mut decided = limit_decision(&shard, hash, limit, decision);
@@ -57,7 +101,7 @@ impl Limiter {
                 for named in plan.iter().flat_map(|plan| plan.further.iter()) {
                     let further = further_key(&named.name, limit.key());
                     let target = self.further_target(hash, limit.key(), named, &further);
-                    let verdict = shard.give_back_to(&target, now, demand.units);
+                    let verdict = shard.settle_to(&target, now, demand.units, settle);
                     decided.further.push(PolicyDecision {
                         name: Arc::clone(&named.name),
                         policy: named.rule.rule.policy,

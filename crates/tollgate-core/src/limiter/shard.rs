@@ -34,6 +34,19 @@ pub(crate) struct PlanOf {
     pub(crate) name: Option<Arc<str>>,
 }
 
+/// What a settlement does to a limit's state.
+///
+/// - `GiveBack`: a refund ([`State::give_back`]): a key holding no state
+///   (new, idle, or under another rule) stays without state and is answered
+///   as a fresh one; a state left counting nothing goes.
+/// - `Overdraw`: a charge whatever is left, at most `overdraft` units past
+///   the limit ([`State::overdraw`]); a key without state gets one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Settle {
+    GiveBack,
+    Overdraw { overdraft: u64 },
+}
+
 /// One limit's state as a decision reads it: its key space, hash, key and
 /// rule.
 #[derive(Clone, Copy, Debug)]
@@ -247,20 +260,19 @@ impl Shard {
         given
     }
 
-    /// Gives back `units` of `key` at `now` (see [`State::give_back`]), under
-    /// `policy` when given, else its plan; `None` for an exempt key. A key
-    /// holding no state (new, idle, or under another rule) stays without
-    /// state, and is answered as a fresh one. Counts nothing.
-    pub(crate) fn give_back(
+    /// Settles `units` of `key` at `now` (see [`Settle`]), under `policy`
+    /// when given, else its plan; `None` for an exempt key. Counts nothing.
+    pub(crate) fn settle(
         &mut self,
         hash: u64,
         key: &str,
         policy: Option<&VersionedRule>,
         now: u64,
         units: u64,
+        settle: Settle,
     ) -> Option<Verdict> {
         let (space, rule) = self.rule_of(hash, key, policy)?;
-        Some(self.give_back_to(
+        Some(self.settle_to(
             &Target {
                 space,
                 hash,
@@ -269,11 +281,18 @@ impl Shard {
             },
             now,
             units,
+            settle,
         ))
     }
 
-    /// Gives back `units` of `target` at `now`; see [`Shard::give_back`].
-    pub(crate) fn give_back_to(&mut self, target: &Target<'_>, now: u64, units: u64) -> Verdict {
+    /// Settles `units` of `target` at `now`; see [`Shard::settle`].
+    pub(crate) fn settle_to(
+        &mut self,
+        target: &Target<'_>,
+        now: u64,
+        units: u64,
+        settle: Settle,
+    ) -> Verdict {
         let Target {
             space,
             hash,
@@ -281,6 +300,14 @@ impl Shard {
             rule,
         } = *target;
         let fresh = State::new(rule.rule.policy.algorithm());
+        if let Settle::Overdraw { overdraft } = settle {
+            self.tracked.evict_idle(now);
+            let algorithm = rule.rule.policy.algorithm();
+            let state = self
+                .tracked
+                .use_state(space, hash, key, now, rule.version, algorithm);
+            return state.overdraw(&rule.rule, now, units, overdraft);
+        }
         let Some(state) = self.tracked.state_mut(space, hash, key, now, rule.version) else {
             return fresh.peek(&rule.rule, now);
         };
