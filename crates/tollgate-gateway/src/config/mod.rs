@@ -9,6 +9,7 @@
 
 mod access_log;
 mod admin;
+mod charge;
 mod client_ip;
 mod error;
 mod format;
@@ -43,6 +44,7 @@ pub use access_log::{
     AccessLogConfig, AccessLogFormat, DEFAULT_ACCESS_LOG_BUFFER, MAX_ACCESS_LOG_BUFFER,
 };
 pub use admin::AdminConfig;
+pub use charge::{ChargeConfig, MAX_CHARGE};
 pub use client_ip::{ClientIpConfig, ForwardingHeader};
 pub use error::ServeConfigError;
 pub use forward_auth::ForwardAuthConfig;

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use tollgate_core::{ApiKeyRequirement, MAX_COST};
 use tollgate_tower::{Budget, BudgetFields};
 
+use super::ChargeConfig;
 use super::ServeConfigError;
 use super::format::{duration, optional_uri, uris};
 
@@ -99,6 +100,11 @@ pub struct RouteConfig {
     /// `Retry-After` after which it could wait. Default `"0s"`: refuse.
     #[serde(default, deserialize_with = "duration")]
     pub delay: Duration,
+    /// Charge each request the units its response reports, when it ends:
+    /// `{ header = "x-usage", max = N }` (see [`ChargeConfig`]). Default:
+    /// every request uses `cost`.
+    #[serde(default)]
+    pub charge: Option<ChargeConfig>,
     /// The most requests of one key waiting at once under `delay`, or
     /// under their tier's (`[limits.tier_defaults.NAME] delay`) on a route
     /// without one (1 to 2^32); more are decided without waiting. Default
@@ -275,7 +281,8 @@ impl RouteConfig {
     /// Without a `delay` and out of shadow mode: the most requests of one
     /// key that may wait at once for their tier's delay (`max_waiting`).
     pub(crate) fn tier_waiting(&self) -> Option<u64> {
-        (self.delay.is_zero() && !self.shadow)
+        // A route charged by usage never waits (see `validate`).
+        (self.delay.is_zero() && !self.shadow && self.charge.is_none())
             .then(|| self.max_waiting.unwrap_or(DEFAULT_MAX_WAITING))
     }
 
@@ -423,6 +430,18 @@ impl RouteConfig {
                 "delay makes requests wait for the route's budget, and shadow only observes \
                  it: remove one",
             ));
+        }
+        if let Some(charge) = &self.charge {
+            charge
+                .validate(self.cost)
+                .map_err(|reason| error(&reason))?;
+            if !self.delay.is_zero() {
+                return Err(error(
+                    "charge settles a request's usage when its response ends, and delay books \
+                     turns ahead of now: a refund of unused units would hand a waiting \
+                     request's turn to a newcomer, so the two are not combined: remove one",
+                ));
+            }
         }
         if self.shadow && !self.has_budget() {
             return Err(error(

@@ -48,6 +48,24 @@ pub(crate) fn record_delayed(route: &Arc<str>, tier: &str) {
         .increment(1);
 }
 
+/// Responses of routes charged by usage (`charge`) that reported none, or a
+/// bad one (their requests keep `cost`), by `route`.
+pub(crate) const CHARGE_MISSING: &str = "tollgate_charge_missing_total";
+
+/// Responses of routes charged by usage that reported more than
+/// `charge.max` (charged `max`), by `route`.
+pub(crate) const CHARGE_CLAMPED: &str = "tollgate_charge_clamped_total";
+
+/// Counts a response of `route` without a usable report of its usage.
+pub(crate) fn record_charge_missing(route: &Arc<str>) {
+    metrics::counter!(CHARGE_MISSING, "route" => Arc::clone(route)).increment(1);
+}
+
+/// Counts a response of `route` that reported more than `charge.max`.
+pub(crate) fn record_charge_clamped(route: &Arc<str>) {
+    metrics::counter!(CHARGE_CLAMPED, "route" => Arc::clone(route)).increment(1);
+}
+
 /// Requests whose body the client sent malformed or cut off (answered 400),
 /// by `route`: the client's errors, apart from the upstream's.
 pub(crate) const CLIENT_BODY_ERRORS: &str = "tollgate_client_body_errors_total";
@@ -192,6 +210,14 @@ fn describe_metrics() {
         (
             CLIENT_BODY_ERRORS,
             "Requests whose body the client sent malformed or cut off (answered 400), by route.",
+        ),
+        (
+            CHARGE_MISSING,
+            "Responses of routes charged by usage that reported no usage or a bad one (charged cost), by route.",
+        ),
+        (
+            CHARGE_CLAMPED,
+            "Responses of routes charged by usage that reported more than charge.max (charged max), by route.",
         ),
         (
             crate::observe::access_log::DROPPED,

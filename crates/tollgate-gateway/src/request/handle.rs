@@ -15,7 +15,7 @@ use crate::observe::access_log::Outcome;
 use crate::proxy::demo;
 use crate::request::problem::problem;
 use crate::request::rate_limit_headers::RateLimitHeaders;
-use crate::request::{admission, in_flight, path};
+use crate::request::{admission, charge, in_flight, path};
 use crate::serve::client::ClientConnection;
 
 /// Every request to the gateway's listener, from `client`; its access log
@@ -113,6 +113,7 @@ async fn answer(
         None => demo::respond(&request),
     };
     admitted.headers.insert_into(response.headers_mut());
+    let response = charge::settle_when_done(response, admitted.settlement);
     in_flight::hold_until_done(response, admitted.slot)
 }
 

@@ -6,6 +6,7 @@
 
 pub(crate) mod admission;
 pub(crate) mod api_key;
+pub(crate) mod charge;
 pub(crate) mod delay;
 pub(crate) mod forward_auth;
 pub(crate) mod forward_auth_endpoint;

@@ -60,6 +60,8 @@ pub(crate) struct Route {
     /// `None` for a route with a delay, or in shadow mode (whose budget
     /// only observes, so never makes a request wait).
     pub(crate) tier_waiting: Option<u64>,
+    /// How its requests are charged by usage when their responses end.
+    pub(crate) charge: Option<crate::config::ChargeConfig>,
 }
 
 impl Route {
@@ -122,6 +124,7 @@ impl Route {
                 .map(|max| (max, config.in_flight_key())),
             delay: config.waiting(),
             tier_waiting: config.tier_waiting(),
+            charge: config.charge.clone(),
         })
     }
 

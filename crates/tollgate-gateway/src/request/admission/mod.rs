@@ -23,6 +23,7 @@ use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
 use crate::observe::top_keys::{Decided, TopKeys};
 use crate::request::api_key::{KeyError, api_key};
+use crate::request::charge::Settlement;
 use crate::request::delay::{Reserved, WaitingRoom, reserve};
 use crate::request::in_flight::{SlotGuard, TierSlot, acquire_slot};
 use crate::request::in_flight_limit::InFlightLimit;
@@ -52,6 +53,8 @@ const ROUTE: usize = 1;
 pub(crate) struct Admitted {
     pub(crate) headers: RateLimitHeaders,
     pub(crate) slot: Option<SlotGuard>,
+    /// On a route charged by usage, what its response's end settles.
+    pub(crate) settlement: Option<Settlement>,
 }
 
 impl From<RateLimitHeaders> for Admitted {
@@ -59,6 +62,7 @@ impl From<RateLimitHeaders> for Admitted {
         Admitted {
             headers,
             slot: None,
+            settlement: None,
         }
     }
 }
@@ -218,6 +222,7 @@ pub(crate) async fn admit(
                     Ok(Admitted {
                         headers: RateLimitHeaders::default(),
                         slot,
+                        settlement: None,
                     })
                 }
                 Some(refusal) => Err(refusal),
@@ -309,7 +314,24 @@ pub(crate) async fn admit(
             }
             waiting.until_turn(wait).await;
         }
-        return Ok(Admitted { headers, slot });
+        // Charged `cost` by every limit: its usage is settled at the end.
+        let settlement = route
+            .and_then(|route| route.charge.clone())
+            .map(|charge| Settlement {
+                store: Arc::clone(stores.store),
+                plan: key.map(str::to_owned),
+                route: route_limit
+                    .as_ref()
+                    .map(|limit| (limit.key.clone(), limit.budget.prepared)),
+                cost,
+                charge,
+                route_name: Arc::clone(route_name),
+            });
+        return Ok(Admitted {
+            headers,
+            slot,
+            settlement,
+        });
     }
     reloadable.decisions.record(false, tier, route_name);
     count_top(&stores, key, route_limit.as_ref(), true, tier, route_name);
@@ -330,7 +352,11 @@ pub(crate) async fn admit(
         // through does (its rates charged nothing: nothing to give back).
         let slot = tier_slot.take(reloadable, outcome).await?.or(slot);
         outcome.admission = Admission::Shadow;
-        return Ok(Admitted { headers, slot });
+        return Ok(Admitted {
+            headers,
+            slot,
+            settlement: None,
+        });
     }
     outcome.admission = Admission::Refused;
     if refusal.in_shadow {
