@@ -209,6 +209,92 @@ impl http_body::Body for SettlingBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::BodyExt;
+    use tollgate_core::{LimiterConfig, ManualClock, MemoryStore, Policy};
+
+    /// A response whose body ends with `trailers`, on a route charging
+    /// `x-usage` up to 40, of a request admitted with 1 unit of 100.
+    async fn settled_by_trailers(
+        headers: &[(&'static str, &str)],
+        trailers: &[(&'static str, &str)],
+    ) -> u64 {
+        let store = Arc::new(
+            MemoryStore::new(
+                &LimiterConfig::default(),
+                Arc::new(ManualClock::new(120_000_000_000)),
+            )
+            .unwrap(),
+        );
+        store
+            .configure(Policy::fixed_window(100, 60).unwrap())
+            .await
+            .unwrap();
+        let admitted = store
+            .acquire_units(&[LimitUnits {
+                limit: Limit::Plan("sk_a"),
+                units: 1,
+            }])
+            .await
+            .unwrap();
+        assert_eq!(admitted[0].decision.remaining, Some(99));
+        let settlement = Settlement {
+            store: Arc::clone(&store) as Arc<dyn Store>,
+            plan: Some("sk_a".to_owned()),
+            route: None,
+            cost: 1,
+            charge: ChargeConfig {
+                header: HeaderName::from_static("x-usage"),
+                max: 40,
+            },
+            route_name: Arc::from("trailers"),
+        };
+        let mut trailer_map = HeaderMap::new();
+        for (name, value) in trailers {
+            trailer_map.append(HeaderName::from_static(name), value.parse().unwrap());
+        }
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = vec![
+            Ok(Frame::data(Bytes::from_static(b"tokens"))),
+            Ok(Frame::trailers(trailer_map)),
+        ];
+        let body = Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
+            frames,
+        )));
+        let mut response = Response::new(body);
+        for (name, value) in headers {
+            response
+                .headers_mut()
+                .append(HeaderName::from_static(name), value.parse().unwrap());
+        }
+        let response = settle_when_done(response, Some(settlement));
+        response.into_body().collect().await.unwrap();
+        // The settlement runs in a task of its own.
+        for _ in 0..100 {
+            let report = store.inspect("sk_a").await.unwrap();
+            let remaining = report.state.and_then(|state| state.remaining).unwrap();
+            if remaining != 99 {
+                return remaining;
+            }
+            tokio::task::yield_now().await;
+        }
+        99
+    }
+
+    #[tokio::test]
+    async fn a_trailer_reports_the_usage_and_both_is_bad() {
+        // 30 in a trailer: 100 - 30.
+        assert_eq!(settled_by_trailers(&[], &[("x-usage", "30")]).await, 70);
+        // In the header and a trailer: which is meant is not known: the
+        // cost stays.
+        assert_eq!(
+            settled_by_trailers(&[("x-usage", "5")], &[("x-usage", "30")]).await,
+            99
+        );
+        // A header alone, trailers of other names.
+        assert_eq!(
+            settled_by_trailers(&[("x-usage", "5")], &[("x-other", "30")]).await,
+            95
+        );
+    }
 
     #[test]
     fn only_one_decimal_integer_is_a_report() {
