@@ -56,6 +56,7 @@ mod route_budget;
 mod store;
 mod tier_defaults;
 mod toml_text;
+mod usage_charge;
 
 pub use calendar::{CALENDAR_LAST_BOUNDARY_S, Calendar, CalendarError, CalendarPeriod};
 pub use caller::{ApiKeyRequirement, Caller, CallerRefusal, KEYLESS, KeyRules, Keyless};
@@ -100,3 +101,4 @@ pub use route_budget::{
 };
 pub use store::{KeyReport, MemoryStore, Store, StoreError, StoreFuture};
 pub use tier_defaults::{MAX_DELAY, MaxWait, TierDefaults};
+pub use usage_charge::{MAX_CHARGE, Settled, Settlement, UsageReport, settle_usage};

@@ -192,6 +192,7 @@ impl HostLimits {
             selector: Default::default(),
             cost: 1,
             max_wait: std::time::Duration::ZERO,
+            charge: None,
         })
     }
 }

@@ -18,6 +18,7 @@ mod key;
 mod metrics;
 mod problem;
 mod route_limit;
+mod usage_body;
 
 pub use budget::{Budget, BudgetError, BudgetFields};
 pub use header_fields::{
@@ -35,8 +36,9 @@ pub use metrics::{
 };
 pub use problem::{PROBLEM_JSON, Problem};
 pub use route_limit::{
-    CostError, DelayError, MAX_DELAY, ResponseFuture, RouteLimit, RouteLimitLayer,
+    ChargeError, CostError, DelayError, MAX_DELAY, ResponseFuture, RouteLimit, RouteLimitLayer,
 };
 pub use tollgate_core::FailurePolicy;
 pub use tollgate_core::{KnownKeys, MAX_COST, MemorySlots, SlotStore, UnknownKeys};
 pub use tollgate_core::{RouteKeyKind, Store};
+pub use usage_body::{Settle, UsageBody, read_usage};

@@ -67,7 +67,9 @@ pub fn record_shadow_denial(route: &Arc<str>, kind: &'static str) {
 /// limits the [`Store`](tollgate_core::Store) could not decide (Redis down or
 /// too slow), whatever the [`FailurePolicy`](crate::FailurePolicy) then did.
 /// Labels: `plugin`, `route` (the layer that asked the store), `policy`
-/// (`fail_open` or `fail_closed`). The gateway server counts under the same
+/// (`fail_open` or `fail_closed`; `settle` for a usage settled after the
+/// response, [`RouteLimitLayer::charge`](crate::RouteLimitLayer::charge),
+/// that the store failed: the request keeps its cost). The gateway server counts under the same
 /// name and labels (its route names in `route`).
 pub const STORE_FAILURES_METRIC: &str = "tollgate_store_failures_total";
 

@@ -4,9 +4,7 @@
 
 use serde::Deserialize;
 
-/// The most `charge.max` takes: 2^53, the largest count every store holds
-/// exactly (the Redis store's Lua numbers).
-pub const MAX_CHARGE: u64 = 1 << 53;
+pub use tollgate_core::MAX_CHARGE;
 
 /// How a route's requests are charged by usage (Envoy's
 /// `apply_on_stream_done`, Kong's response rate limiting): admitted when

@@ -10,9 +10,11 @@ use http::Response;
 use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 
+use super::charge::Settlement;
 use super::decide::Outcome;
 use crate::header_fields::RateLimitHeaders;
 use crate::problem::Problem;
+use crate::usage_body::UsageBody;
 
 /// The store's decision still to come.
 type Deciding = Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -25,6 +27,9 @@ pin_project! {
         #[pin]
         inner: Option<F>,
         stage: Stage,
+        // What an allowed request's response settles as it ends, on a
+        // route charged by usage.
+        settlement: Option<Settlement>,
     }
 }
 
@@ -45,7 +50,15 @@ impl<F> ResponseFuture<F> {
         ResponseFuture {
             inner: Some(future),
             stage: Stage::Allowed(None),
+            settlement: None,
         }
+    }
+
+    /// The same, settling `settlement` (if any) when an allowed request's
+    /// response ends.
+    pub(super) fn settling(mut self, settlement: Option<Settlement>) -> Self {
+        self.settlement = settlement;
+        self
     }
 
     /// `response` without calling the inner service.
@@ -53,6 +66,7 @@ impl<F> ResponseFuture<F> {
         ResponseFuture {
             inner: None,
             stage: Stage::Refused(Some(response)),
+            settlement: None,
         }
     }
 
@@ -62,6 +76,7 @@ impl<F> ResponseFuture<F> {
             Outcome::Allowed(headers) => ResponseFuture {
                 inner: Some(future),
                 stage: Stage::Allowed(headers),
+                settlement: None,
             },
             Outcome::Refused(response) => ResponseFuture::refused(response),
         }
@@ -72,6 +87,7 @@ impl<F> ResponseFuture<F> {
         ResponseFuture {
             inner: Some(future),
             stage: Stage::Deciding(decision),
+            settlement: None,
         }
     }
 }
@@ -80,7 +96,7 @@ impl<F, Body, Error> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response<Body>, Error>>,
 {
-    type Output = Result<Response<Either<Body, Full<Bytes>>>, Error>;
+    type Output = Result<Response<Either<UsageBody<Body>, Full<Bytes>>>, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -104,7 +120,12 @@ where
                     if let Some(headers) = headers.take() {
                         headers.add_to(response.headers_mut());
                     }
-                    return Poll::Ready(Ok(response.map(Either::Left)));
+                    let (parts, body) = response.into_parts();
+                    let body = match this.settlement.take() {
+                        Some(settlement) => settlement.wrap(&parts.headers, body),
+                        None => UsageBody::plain(body),
+                    };
+                    return Poll::Ready(Ok(Response::from_parts(parts, Either::Left(body))));
                 }
                 Stage::Refused(response) => {
                     let response = response.take().map_or_else(

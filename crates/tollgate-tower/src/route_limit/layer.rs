@@ -24,12 +24,42 @@ pub struct CostError {
     pub burst: Option<u64>,
 }
 
-/// A delay a route cannot have: more than [`MAX_DELAY`] (one hour).
+/// A delay a route cannot have: more than [`MAX_DELAY`] (one hour), or any
+/// on a route charged by usage ([`RouteLimitLayer::charge`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("a delay must be at most 1h, how long a request may wait for its turn; got {delay:?}")]
+#[error("{}", if *charged {
+    "a route charged by usage does not make requests wait: a refund of unused units would hand a waiting request's turn to a newcomer".to_owned()
+} else {
+    format!("a delay must be at most 1h, how long a request may wait for its turn; got {delay:?}")
+})]
 pub struct DelayError {
     /// The delay asked for.
     pub delay: Duration,
+    /// Whether the route is charged by usage, which a delay cannot join.
+    pub charged: bool,
+}
+
+/// A charge by usage a route cannot have ([`RouteLimitLayer::charge`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChargeError {
+    /// `max` of 0 or above [`MAX_CHARGE`](tollgate_core::MAX_CHARGE) (2^53).
+    #[error("the most units one request is charged must be 1 to 2^53, got {0}")]
+    Max(u64),
+    /// `max` below the route's cost.
+    #[error(
+        "a charge of at most {max} is below the cost of {cost}: every request would be given back part of its cost"
+    )]
+    BelowCost {
+        /// The `max` asked for.
+        max: u64,
+        /// The route's cost.
+        cost: u64,
+    },
+    /// The route makes requests wait ([`RouteLimitLayer::delay`]).
+    #[error(
+        "a route with a delay is not charged by usage: a refund of unused units would hand a waiting request's turn to a newcomer"
+    )]
+    WithDelay,
 }
 
 /// The longest [`RouteLimitLayer::delay`]: one hour, as a gateway route's.
@@ -116,7 +146,16 @@ impl RouteLimitLayer {
     /// [`DelayError`] for more than [`MAX_DELAY`].
     pub fn delay(mut self, delay: Duration) -> Result<Self, DelayError> {
         if delay > MAX_DELAY {
-            return Err(DelayError { delay });
+            return Err(DelayError {
+                delay,
+                charged: false,
+            });
+        }
+        if !delay.is_zero() && self.route.charge.is_some() {
+            return Err(DelayError {
+                delay,
+                charged: true,
+            });
         }
         self.route.max_wait = delay;
         self.cover_delay();
@@ -136,6 +175,40 @@ impl RouteLimitLayer {
         {
             route.shared.cover_delay(budget.budget(), route.max_wait);
         }
+    }
+
+    /// Charges each request by usage (a gateway route's `charge`, Envoy's
+    /// `apply_on_stream_done`): admitted when its budget has the route's
+    /// cost left, charged that cost, then, when its response ends (the body
+    /// ended or dropped), charged the units the inner service reported in
+    /// response header (or trailer) `header` in place of the cost, at most
+    /// `max`: the difference given back, or charged past the budget into a
+    /// debt of at most `max` units, which refuses every request until it is
+    /// repaid (core's `settle_usage`, `Store::give_back_units` and
+    /// `Store::overdraw_units`). A missing or bad report (not one decimal
+    /// integer) leaves the cost. The settlement runs in a tokio task as the
+    /// response ends; the response's RateLimit fields show the state at
+    /// admission. Set it after [`cost`](Self::cost).
+    ///
+    /// # Errors
+    ///
+    /// [`ChargeError`] for a `max` of 0, above 2^53 or below the cost, or
+    /// on a route with a delay.
+    pub fn charge(mut self, header: http::HeaderName, max: u64) -> Result<Self, ChargeError> {
+        if !(1..=tollgate_core::MAX_CHARGE).contains(&max) {
+            return Err(ChargeError::Max(max));
+        }
+        if max < self.route.cost {
+            return Err(ChargeError::BelowCost {
+                max,
+                cost: self.route.cost,
+            });
+        }
+        if !self.route.max_wait.is_zero() {
+            return Err(ChargeError::WithDelay);
+        }
+        self.route.charge = Some(super::charge::Charge { header, max });
+        Ok(self)
     }
 
     /// What the route's own budget is keyed by (default:

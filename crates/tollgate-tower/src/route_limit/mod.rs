@@ -2,8 +2,10 @@
 //! [`RouteLimit`] (the service), [`ResponseFuture`]; a request's budget and
 //! key in `route.rs`, the limits of stacked layers gathered in `pending.rs`,
 //! the store's answer turned into a response in `decide.rs`, a request
-//! waiting for its turn (a route's delay) in `turn.rs`.
+//! waiting for its turn (a route's delay) in `turn.rs`, a request charged
+//! by usage after its response in `charge.rs`.
 
+mod charge;
 mod decide;
 mod future;
 mod layer;
@@ -13,6 +15,6 @@ mod service;
 mod turn;
 
 pub use future::ResponseFuture;
-pub use layer::{CostError, DelayError, MAX_DELAY, RouteLimitLayer};
+pub use layer::{ChargeError, CostError, DelayError, MAX_DELAY, RouteLimitLayer};
 pub(crate) use route::{PreparedBudget, Route};
 pub use service::RouteLimit;

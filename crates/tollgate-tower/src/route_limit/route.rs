@@ -76,6 +76,8 @@ pub(crate) struct Route {
     /// instead (see [`RouteLimitLayer::delay`](super::RouteLimitLayer::delay));
     /// zero: refused at once.
     pub(crate) max_wait: std::time::Duration,
+    /// How its requests are charged by usage when their responses end.
+    pub(crate) charge: Option<super::charge::Charge>,
 }
 
 /// Which of a route's budgets.
@@ -105,6 +107,20 @@ impl PendingLimit {
             Which::HostIp => self.route.host_ip.as_ref(),
         };
         budget.expect("a pending limit names a budget its route has")
+    }
+
+    /// What an admitted request settles at the end of its response, on a
+    /// route charged by usage.
+    pub(crate) fn settlement(&self) -> Option<super::charge::Settlement> {
+        let charge = self.route.charge.clone()?;
+        Some(super::charge::Settlement {
+            store: Arc::clone(&self.route.shared.store),
+            key: self.key.text.clone(),
+            policy: self.budget().prepared,
+            cost: self.route.cost,
+            charge,
+            route: Arc::clone(&self.route.name),
+        })
     }
 
     /// The limit for [`Store::acquire_units`], charged the route's cost.

@@ -40,8 +40,9 @@ impl<S, RequestBody, ResponseBody> Service<Request<RequestBody>> for RouteLimit<
 where
     S: Service<Request<RequestBody>, Response = Response<ResponseBody>>,
 {
-    type Response =
-        Response<http_body_util::Either<ResponseBody, http_body_util::Full<bytes::Bytes>>>;
+    type Response = Response<
+        http_body_util::Either<crate::UsageBody<ResponseBody>, http_body_util::Full<bytes::Bytes>>,
+    >;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future>;
 
@@ -66,12 +67,16 @@ where
             }
             Check::Limit(limit) => limit,
         };
+        // On a route charged by usage, what its response settles.
+        let settlement = limit.settlement();
         let shared = &self.route.shared;
         let store = shared.store_id();
         // A layer further out gathers limits for this request: join it.
         let limit = match request.extensions().get::<PendingLimits>() {
             Some(pending) => match pending.join(store, limit) {
-                Ok(()) => return ResponseFuture::pass(self.inner.call(request)),
+                Ok(()) => {
+                    return ResponseFuture::pass(self.inner.call(request)).settling(settlement);
+                }
                 Err(limit) => limit,
             },
             None => limit,
@@ -82,7 +87,7 @@ where
         request.extensions_mut().insert(pending.clone());
         let future = self.inner.call(request);
         let Some(gathered) = pending.seal() else {
-            return ResponseFuture::pass(future);
+            return ResponseFuture::pass(future).settling(settlement);
         };
         if gathered.refused {
             return ResponseFuture::pass(future);
@@ -94,7 +99,7 @@ where
             .map(|limit| limit.route.max_wait)
             .min()
             .unwrap_or_default();
-        if !max_wait.is_zero() {
+        let future = if !max_wait.is_zero() {
             ResponseFuture::deciding(
                 future,
                 Box::pin(super::turn::reserve(
@@ -110,6 +115,7 @@ where
                 future,
                 Box::pin(decide::decide(gathered.first, gathered.more)),
             )
-        }
+        };
+        future.settling(settlement)
     }
 }

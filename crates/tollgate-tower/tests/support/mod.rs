@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Full};
 use tollgate_tower::{PeerAddr, Principal, RouteLimitLayer, Tenant};
 use tower::{Layer, Service, ServiceExt};
 
-pub type Body = http_body_util::Either<Full<Bytes>, Full<Bytes>>;
+pub type Body = http_body_util::Either<tollgate_tower::UsageBody<Full<Bytes>>, Full<Bytes>>;
 
 /// The inner service: answers 200 "ok" and counts the requests it served (in
 /// its future, where a service does its work: a refused request's future is

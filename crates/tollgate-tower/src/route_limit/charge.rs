@@ -1,0 +1,76 @@
+//! Charging a route's requests by usage ([`RouteLimitLayer::charge`]): the
+//! layer's setting ([`Charge`]), and the [`Settlement`] an admitted request
+//! carries to the end of its response, where it settles its limit by core's
+//! rule ([`settle_usage`]).
+//!
+//! [`RouteLimitLayer::charge`]: super::RouteLimitLayer::charge
+
+use std::sync::Arc;
+
+use http::HeaderName;
+use tollgate_core::{
+    Limit, LimitUnits, PreparedPolicy, Settlement as Settle, Store, UsageReport, settle_usage,
+};
+
+use crate::usage_body::{Settle as SettleCallback, UsageBody, read_usage};
+
+/// How a route's requests are charged by usage: the response header (or
+/// trailer) reporting the units used, and the most one request is charged.
+#[derive(Clone, Debug)]
+pub(crate) struct Charge {
+    pub(crate) header: HeaderName,
+    pub(crate) max: u64,
+}
+
+/// What a request admitted on a route charged by usage settles when its
+/// response ends: its limit (owned) and the cost it was charged.
+pub(crate) struct Settlement {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) key: String,
+    pub(crate) policy: PreparedPolicy,
+    pub(crate) cost: u64,
+    pub(crate) charge: Charge,
+    /// The route's name, for the metric of a settlement that failed.
+    pub(crate) route: Arc<str>,
+}
+
+impl Settlement {
+    /// Settles `report` in a task of its own (none without a tokio
+    /// runtime): nothing when the usage is the cost.
+    fn settle(self, report: Option<UsageReport>) {
+        let settled = settle_usage(self.cost, self.charge.max, report);
+        let (units, overdraft) = match settled.settlement {
+            Settle::Keep => return,
+            Settle::GiveBack(units) => (units, None),
+            Settle::Overdraw { units, overdraft } => (units, Some(overdraft)),
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let limits = [LimitUnits {
+                limit: Limit::Policy {
+                    key: &self.key,
+                    policy: &self.policy,
+                },
+                units,
+            }];
+            let settled = match overdraft {
+                Some(overdraft) => self.store.overdraw_units(&limits, overdraft).await,
+                None => self.store.give_back_units(&limits).await,
+            };
+            if settled.is_err() {
+                // Counted as a store failure whose outcome is the cost kept.
+                crate::metrics::record_store_failure(&self.route, "settle");
+            }
+        });
+    }
+
+    /// `body` of a response with `headers`, settling this when it ends.
+    pub(crate) fn wrap<B>(self, headers: &http::HeaderMap, body: B) -> UsageBody<B> {
+        let header = self.charge.header.clone();
+        let report = read_usage(headers, &header);
+        let settle: SettleCallback = Box::new(move |report| self.settle(report));
+        UsageBody::settling(body, header, report, settle)
+    }
+}

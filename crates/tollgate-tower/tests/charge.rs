@@ -1,0 +1,163 @@
+//! A route layer charging by usage ([`RouteLimitLayer::charge`], issue #29):
+//! each request admitted with its cost (1), then charged, when its response
+//! body ends, the units the inner service reported in `x-usage` (at most 40).
+//! A calendar quota of 100 a UTC day on a manual clock at midnight; the
+//! budget read back from the store with looks. Expected values by hand.
+
+mod support;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderName, Request, Response};
+use http_body_util::{BodyExt, Full};
+use tollgate_core::{
+    Calendar, CalendarPeriod, Limit, LimitUnits, LimiterConfig, ManualClock, MemoryStore,
+    RouteKeyKind, Store, route_store_key,
+};
+use tollgate_tower::{Budget, ChargeError, DelayError, HostLimits, KeySelector};
+use tower::{Layer, ServiceExt};
+
+use support::from;
+
+/// 2025-01-01T00:00:00Z.
+const MIDNIGHT_S: u64 = 1_735_689_600;
+
+/// The inner service: reports the request's `x-test-use` as `x-usage`.
+fn reporting()
+-> impl tower::Service<Request<()>, Response = Response<Full<Bytes>>, Error = Infallible, Future: Send>
++ Clone {
+    tower::service_fn(|request: Request<()>| async move {
+        let mut response = Response::new(Full::new(Bytes::from_static(b"tokens")));
+        if let Some(used) = request.headers().get("x-test-use") {
+            response.headers_mut().insert("x-usage", used.clone());
+        }
+        Ok::<_, Infallible>(response)
+    })
+}
+
+#[tokio::test]
+async fn usage_replaces_the_cost_when_the_body_ends() {
+    let clock = ManualClock::new(MIDNIGHT_S * 1_000_000_000);
+    let store =
+        Arc::new(MemoryStore::new(&LimiterConfig::default(), Arc::new(clock.clone())).unwrap());
+    let limits = HostLimits::builder()
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .build()
+        .unwrap();
+    let day = Calendar::new(CalendarPeriod::Day, "UTC", None).unwrap();
+    let budget = Budget::calendar(100, day).unwrap();
+    let layer = limits
+        .route("llm")
+        .budget(budget)
+        .unwrap()
+        .key(KeySelector::Ip)
+        .charge(HeaderName::from_static("x-usage"), 40)
+        .unwrap();
+    let service = layer.layer(reporting());
+    let prepared = store.prepare(budget.policy()).unwrap();
+    let key = route_store_key("llm", RouteKeyKind::Ip, "192.0.2.7");
+    // What the budget has left once the last response's settlement ran.
+    let left = || async {
+        tokio::task::yield_now().await;
+        let looked = store
+            .acquire_units(&[LimitUnits {
+                limit: Limit::Policy {
+                    key: &key,
+                    policy: &prepared,
+                },
+                units: 0,
+            }])
+            .await
+            .unwrap();
+        looked[0].decision.remaining.unwrap()
+    };
+    let ask = |used: &str| {
+        let mut request = from("192.0.2.7:5000");
+        if !used.is_empty() {
+            request
+                .headers_mut()
+                .insert("x-test-use", used.parse().unwrap());
+        }
+        let service = service.clone();
+        async move {
+            let response = service.oneshot(request).await.unwrap();
+            let status = response.status().as_u16();
+            let state = response
+                .headers()
+                .get("ratelimit")
+                .map(|value| value.to_str().unwrap().to_owned());
+            response.into_body().collect().await.unwrap();
+            (status, state)
+        }
+    };
+    // Admitted with 1 (99 left), charged the 10 reported.
+    assert_eq!(
+        ask("10").await,
+        (200, Some("\"llm\";r=99;t=86400".to_owned()))
+    );
+    assert_eq!(left().await, 90);
+    // 0 reported: the unit of admission back.
+    ask("0").await;
+    assert_eq!(left().await, 90);
+    // A bad report and none: the cost stays.
+    ask("-1").await;
+    ask("").await;
+    assert_eq!(left().await, 88);
+    // Above max: 40. Then 40 more, then 30 past the 8 left: a debt of 22.
+    ask("500").await;
+    ask("40").await;
+    assert_eq!(left().await, 8);
+    assert_eq!(ask("30").await.0, 200);
+    assert_eq!(left().await, 0);
+    // In debt: refused until midnight.
+    let refused = service
+        .clone()
+        .oneshot(from("192.0.2.7:5000"))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers().get("retry-after").unwrap(), "86400");
+    clock.advance_by("86400s").unwrap();
+    assert_eq!(ask("1").await.0, 200);
+    assert_eq!(left().await, 99);
+}
+
+#[test]
+fn a_charge_is_checked() {
+    let limits = HostLimits::builder().build().unwrap();
+    let route = || {
+        limits
+            .route("checked")
+            .budget(Budget::new(60, 10).unwrap())
+            .unwrap()
+    };
+    let header = || HeaderName::from_static("x-usage");
+    assert_eq!(
+        route().charge(header(), 0).unwrap_err(),
+        ChargeError::Max(0)
+    );
+    assert_eq!(
+        route().charge(header(), (1 << 53) + 1).unwrap_err(),
+        ChargeError::Max((1 << 53) + 1)
+    );
+    assert_eq!(
+        route().cost(5).unwrap().charge(header(), 4).unwrap_err(),
+        ChargeError::BelowCost { max: 4, cost: 5 }
+    );
+    let waiting = route().delay(std::time::Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        waiting.charge(header(), 9).unwrap_err(),
+        ChargeError::WithDelay
+    );
+    let charged = route().charge(header(), 9).unwrap();
+    let delay = std::time::Duration::from_secs(1);
+    assert_eq!(
+        charged.delay(delay).unwrap_err(),
+        DelayError {
+            delay,
+            charged: true
+        }
+    );
+}
