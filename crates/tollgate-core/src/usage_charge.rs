@@ -4,8 +4,11 @@
 //! settlement are [`Limiter::give_back_units`](crate::Limiter::give_back_units)
 //! and [`Limiter::overdraw_units`](crate::Limiter::overdraw_units).
 
-/// The most units one request may be charged (`max`): 2^53, the largest
-/// count every store holds exactly (the Redis store's Lua numbers).
+/// The most units one request may be charged (`max`): 2^53, where Lua's
+/// numbers stop being exact. (The Redis store computes a charge past a
+/// limit exactly only while `limit + max`, or a token bucket's `(burst +
+/// max) x window` in microseconds, stays below 2^52: the gateway checks its
+/// routes against that at load.)
 pub const MAX_CHARGE: u64 = 1 << 53;
 
 /// What a response reported of its request's usage.

@@ -46,8 +46,23 @@ fn a_fixed_window_in_debt_refuses_until_its_end() {
     // 7 more at 1: a count of 8, 3 past the limit; the window ends at 60.
     assert_eq!(overdraw(&limiter, "sk_a", 7, 10, 1), (0, 59));
     assert_eq!(request(&limiter, "sk_a", 2), (0, 0, 58));
-    // 20 more: the count stops at 5 + 10.
+    // 20 more: the count stops at 5 + 10 (seen by giving 10 back: 5 left
+    // counted, none remaining; then 1 more: 1 remaining).
     overdraw(&limiter, "sk_a", 20, 10, 3);
+    let give_back = |units| {
+        limiter.give_back_units(
+            &[LimitUnits {
+                limit: Limit::Plan("sk_a"),
+                units,
+            }],
+            4,
+        )[0]
+        .decision
+        .remaining
+    };
+    assert_eq!(give_back(10), Some(0));
+    assert_eq!(give_back(1), Some(1));
+    overdraw(&limiter, "sk_a", 20, 10, 5);
     assert_eq!(request(&limiter, "sk_a", 59), (0, 0, 1));
     // A new window forgets the debt.
     assert_eq!(request(&limiter, "sk_a", 60), (1, 4, 0));

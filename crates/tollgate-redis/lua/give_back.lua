@@ -80,6 +80,16 @@ for index, limit in ipairs(limits) do
   end
 end
 
+-- A window counting refused units is not charged past its limit: the whole
+-- call is refused before anything is written.
+if overdraft ~= nil then
+  for _, limit in ipairs(limits) do
+    if limit.algorithm == COUNTING_FIXED_WINDOW then
+      return {FAILED, 'a window counting refused units is not charged after the response'}
+    end
+  end
+end
+
 local reply = {DECIDED}
 for _, limit in ipairs(limits) do
   local algorithm, version = limit.algorithm, limit.version

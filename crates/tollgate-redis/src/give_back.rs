@@ -158,20 +158,34 @@ async fn settle_limits(
     Ok(decisions.into_iter().flatten().collect())
 }
 
-/// Whether the script computes a charge of `rule` past its limit by
-/// `overdraft` exactly (every quantity below 2^52).
-fn check_overdraft(rule: &crate::plans::ScriptRule, overdraft: u64) -> Result<(), StoreError> {
+/// Whether the Redis store charges `policy` past its limit by `overdraft`
+/// units ([`tollgate_core::Store::overdraw_units`]) exactly: not a window
+/// counting refused units (which the scripts do not overdraw), and every
+/// quantity below 2^52 (`limit + overdraft`; for a token bucket `(burst +
+/// overdraft) x window` in microseconds). A gateway checks its routes'
+/// `charge` with it at load.
+pub fn overdraw_is_exact(policy: &tollgate_core::Policy, overdraft: u64) -> bool {
     const EXACT: u128 = 1 << 52;
-    let deepest = if rule.algorithm == crate::protocol::TOKEN_BUCKET {
-        (u128::from(rule.burst) + u128::from(overdraft)) * u128::from(rule.window)
-    } else {
-        u128::from(rule.limit) + u128::from(overdraft)
+    let deepest = match policy.burst() {
+        Some(burst) => {
+            (u128::from(burst) + u128::from(overdraft)) * u128::from(policy.window_s()) * 1_000_000
+        }
+        None => u128::from(policy.limit()) + u128::from(overdraft),
     };
-    if deepest >= EXACT {
-        return Err(StoreError::Unavailable(format!(
-            "the Redis store computes exactly up to 2^52: an overdraft of {overdraft} on this \
-             policy goes past it"
-        )));
+    !policy.counts_refused() && deepest < EXACT
+}
+
+/// [`overdraw_is_exact`] as the error a call answers.
+fn check_overdraft(rule: &crate::plans::ScriptRule, overdraft: u64) -> Result<(), StoreError> {
+    if !overdraw_is_exact(&rule.policy, overdraft) {
+        return Err(StoreError::Unavailable(if rule.policy.counts_refused() {
+            "a window counting refused units is not charged after the response".to_owned()
+        } else {
+            format!(
+                "the Redis store computes exactly up to 2^52: an overdraft of {overdraft} on \
+                 this policy goes past it"
+            )
+        }));
     }
     Ok(())
 }

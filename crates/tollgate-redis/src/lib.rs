@@ -61,6 +61,7 @@ mod store;
 
 pub use config::{RedisConfig, TimeSource};
 pub use connection::check_url;
+pub use give_back::overdraw_is_exact;
 pub use policy_sync::shared_default_policy;
 pub use records::RedisRecords;
 pub use redaction::{UNREADABLE_URL, redacted_url};

@@ -94,8 +94,26 @@ async fn debts_refuse_until_repaid_as_core_says() {
     second("1s");
     // At 3: one unit of the log fits once the runs of 0, 1 and 2 are gone.
     assert_eq!(ask(&store, log, 1).await, (0, 0, 9));
-    // The window's count stops at 5 + 10 whatever is charged.
+    // The window's count stops at 5 + 10 whatever is charged: giving 10
+    // back leaves 5 counted (none remaining), 1 more leaves 1 remaining.
     overdraw(&store, window, 1 << 40, 10).await;
+    let give_back = |units| {
+        let store = &store;
+        async move {
+            store
+                .give_back_units(&[LimitUnits {
+                    limit: window,
+                    units,
+                }])
+                .await
+                .unwrap()[0]
+                .decision
+                .remaining
+        }
+    };
+    assert_eq!(give_back(10).await, Some(0));
+    assert_eq!(give_back(1).await, Some(1));
+    overdraw(&store, window, 20, 10).await;
     second("1s");
     // At 4 the bucket has its token.
     assert_eq!(ask(&store, bucket, 1).await, (1, 0, 0));

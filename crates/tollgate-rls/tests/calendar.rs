@@ -82,6 +82,10 @@ fn bad_calendars_are_refused_at_load() {
              (a limit of 0 refuses every hit whatever its window: give it a unit)",
         ),
         (
+            "{requests_per_unit: 1, calendar: day, name: a, replaces: [{name: a}]}",
+            "replaces should not contain name of same descriptor",
+        ),
+        (
             "{unlimited: true, calendar: day}",
             "should not specify rate limit calendar when unlimited",
         ),

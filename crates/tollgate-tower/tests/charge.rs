@@ -12,11 +12,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderName, Request, Response};
 use http_body_util::{BodyExt, Full};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use tollgate_core::{
-    Calendar, CalendarPeriod, Limit, LimitUnits, LimiterConfig, ManualClock, MemoryStore,
-    RouteKeyKind, Store, route_store_key,
+    Calendar, CalendarPeriod, KeyReport, Limit, LimitDecision, LimitUnits, LimiterConfig,
+    ManualClock, MemoryStore, Policy, PolicyError, PreparedPolicy, Resolution, RouteKeyKind, Stats,
+    Store, StoreError, StoreFuture, route_store_key,
 };
-use tollgate_tower::{Budget, ChargeError, DelayError, HostLimits, KeySelector};
+use tollgate_tower::{Budget, ChargeError, DelayError, FailurePolicy, HostLimits, KeySelector};
 use tower::{Layer, ServiceExt};
 
 use support::from;
@@ -151,6 +154,8 @@ fn a_charge_is_checked() {
         waiting.charge(header(), 9).unwrap_err(),
         ChargeError::WithDelay
     );
+    // A cost set after the charge is held to its max too.
+    assert!(route().charge(header(), 4).unwrap().cost(5).is_err());
     let charged = route().charge(header(), 9).unwrap();
     let delay = std::time::Duration::from_secs(1);
     assert_eq!(
@@ -160,4 +165,98 @@ fn a_charge_is_checked() {
             charged: true
         }
     );
+}
+
+/// A store that cannot decide, counting the settlements it is asked for.
+#[derive(Default)]
+struct Down {
+    settlements: AtomicUsize,
+}
+
+fn down<'a, T: Send + 'a>() -> StoreFuture<'a, T> {
+    Box::pin(std::future::ready(Err(StoreError::Unavailable(
+        "down".to_owned(),
+    ))))
+}
+
+impl Store for Down {
+    fn prepare(&self, policy: Policy) -> Result<PreparedPolicy, PolicyError> {
+        PreparedPolicy::compile(policy, Resolution::Nanoseconds)
+    }
+    fn acquire<'a>(&'a self, _: &'a [Limit<'a>]) -> StoreFuture<'a, Vec<LimitDecision>> {
+        down()
+    }
+    fn acquire_units<'a>(&'a self, _: &'a [LimitUnits<'a>]) -> StoreFuture<'a, Vec<LimitDecision>> {
+        down()
+    }
+    fn give_back_units<'a>(
+        &'a self,
+        _: &'a [LimitUnits<'a>],
+    ) -> StoreFuture<'a, Vec<LimitDecision>> {
+        self.settlements.fetch_add(1, Ordering::SeqCst);
+        down()
+    }
+    fn overdraw_units<'a>(
+        &'a self,
+        _: &'a [LimitUnits<'a>],
+        _: u64,
+    ) -> StoreFuture<'a, Vec<LimitDecision>> {
+        self.settlements.fetch_add(1, Ordering::SeqCst);
+        down()
+    }
+    fn is_exempt(&self, _: &str) -> bool {
+        false
+    }
+    fn default_policy(&self) -> StoreFuture<'_, Policy> {
+        down()
+    }
+    fn configure(&self, _: Policy) -> StoreFuture<'_, Policy> {
+        down()
+    }
+    fn assign_tier<'a>(&'a self, _: &'a str, _: &'a str) -> StoreFuture<'a, ()> {
+        down()
+    }
+    fn reset<'a>(&'a self, _: &'a str) -> StoreFuture<'a, bool> {
+        down()
+    }
+    fn inspect<'a>(&'a self, _: &'a str) -> StoreFuture<'a, KeyReport> {
+        down()
+    }
+    fn stats(&self) -> StoreFuture<'_, Stats> {
+        down()
+    }
+    fn reconfigure(&self, _: &LimiterConfig) -> Result<(), tollgate_core::ConfigError> {
+        Ok(())
+    }
+}
+
+/// A request let through because the store failed (fail open) was charged
+/// nothing: its usage, whatever it reports, settles nothing.
+#[tokio::test]
+async fn a_request_let_through_by_a_failing_store_settles_nothing() {
+    let store = Arc::new(Down::default());
+    let limits = HostLimits::builder()
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .failure_policy(FailurePolicy::FailOpen)
+        .build()
+        .unwrap();
+    let layer = limits
+        .route("down")
+        .budget(Budget::new(60, 10).unwrap())
+        .unwrap()
+        .key(KeySelector::Ip)
+        .charge(HeaderName::from_static("x-usage"), 9)
+        .unwrap();
+    let service = layer.layer(reporting());
+    for used in ["0", "5"] {
+        let mut request = from("192.0.2.7:5000");
+        request
+            .headers_mut()
+            .insert("x-test-use", used.parse().unwrap());
+        let response = service.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        response.into_body().collect().await.unwrap();
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(store.settlements.load(Ordering::SeqCst), 0);
 }

@@ -82,9 +82,15 @@ impl SlidingLog {
     /// settled after its response), the units counted going past `limit` by
     /// at most `overdraft` (units beyond are not counted): one run at `now`
     /// (at the newest run's time when `now` is older, as a decision takes it).
+    /// While turns are reserved ahead of `now`, nothing is dropped first
+    /// (as a decision then drops nothing: the Redis twin reads the log as
+    /// it is), and the run goes at the newest run's time.
     pub(crate) fn overdraw(&mut self, rule: &Rule, now: u64, units: u64, overdraft: u64) {
+        let reserved_ahead = now < self.reserved_until;
         let now = self.runs.back().map_or(now, |newest| newest.at.max(now));
-        self.expire(rule.window, now);
+        if !reserved_ahead {
+            self.expire(rule.window, now);
+        }
         let ceiling = rule.limit.saturating_add(overdraft);
         let added = units.min(ceiling.saturating_sub(self.counted_now()));
         if added == 0 {

@@ -302,6 +302,7 @@ impl ServeConfig {
             limits: &self.limits,
             host: &self.host,
             unknown: self.keys.unknown,
+            on_redis: self.store.url.is_some(),
         }
         .validate(&self.routes)?;
         tenants::validate(&self.tenants)

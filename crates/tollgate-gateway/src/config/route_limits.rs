@@ -12,6 +12,9 @@ pub(super) struct AroundRoutes<'a> {
     pub(super) limits: &'a LimiterConfig,
     pub(super) host: &'a HostConfig,
     pub(super) unknown: UnknownKeys,
+    /// Whether the limits live in Redis (`[store] url`), whose scripts
+    /// compute a charge past a limit exactly only within 2^52.
+    pub(super) on_redis: bool,
 }
 
 impl AroundRoutes<'_> {
@@ -53,7 +56,62 @@ impl AroundRoutes<'_> {
                     .into(),
             ));
         }
-        self.validate_cost(route).map_err(error)
+        self.validate_cost(route).map_err(&error)?;
+        self.validate_charge(route).map_err(error)
+    }
+
+    /// A route charged by usage (`charge`) settles every limit of its
+    /// requests past its limit by up to `charge.max`: none may count
+    /// refused hits (`count_refused`, which is charged whatever it has
+    /// already), and on Redis each must stay within what its scripts
+    /// compute exactly.
+    fn validate_charge(&self, route: &RouteConfig) -> Result<(), String> {
+        let Some(charge) = &route.charge else {
+            return Ok(());
+        };
+        let mut limits: Vec<(String, tollgate_core::Policy)> = Vec::new();
+        match route.budget().ok().flatten() {
+            Some(budget) => limits.push(("the route's budget".to_owned(), budget.policy())),
+            None => {
+                for (name, budget) in [("host.ip", self.host.ip), ("host.tenant", self.host.tenant)]
+                {
+                    if let Some(budget) = budget {
+                        limits.push((name.to_owned(), budget.policy()));
+                    }
+                }
+            }
+        }
+        if route.api_key.reads_keys() {
+            limits.push(("the default policy".to_owned(), self.limits.default_policy));
+            for (tier, policy) in &self.limits.tiers {
+                limits.push((format!("the policy of tier {tier}"), *policy));
+            }
+            for (plan, list) in &self.limits.policy_lists {
+                for further in &list.further {
+                    limits.push((
+                        format!("the policy {} of {plan}", further.name),
+                        further.policy,
+                    ));
+                }
+            }
+        }
+        for (name, policy) in limits {
+            if policy.counts_refused() {
+                return Err(format!(
+                    "charge settles usage past a limit, and {name} counts refused hits \
+                     (count_refused): the two are not combined"
+                ));
+            }
+            if self.on_redis && !tollgate_redis::overdraw_is_exact(&policy, charge.max) {
+                return Err(format!(
+                    "charge.max = {} on {name} goes past what the Redis store computes exactly \
+                     (limit + max, or for a token bucket (burst + max) x window in \
+                     microseconds, below 2^52): lower max",
+                    charge.max
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A cost above a limit's capacity could never pass: the route's own

@@ -184,6 +184,7 @@ fn build_limit(
     let unlimited = rate_limit.unlimited;
     let has_calendar = !rate_limit.calendar.is_empty();
     if has_calendar && !unlimited {
+        check_replaces(rate_limit)?;
         return build_calendar_limit(full_key, descriptor, rate_limit);
     }
     if !rate_limit.time_zone.is_empty() || !rate_limit.week_starts.is_empty() {
@@ -208,14 +209,7 @@ fn build_limit(
     } else if !valid_unit && !has_window {
         return Err(ConfigErrorKind::InvalidUnit(rate_limit.unit.clone()));
     }
-    for replaces in &rate_limit.replaces {
-        if replaces.is_empty() {
-            return Err(ConfigErrorKind::EmptyReplaces);
-        }
-        if *replaces == rate_limit.name {
-            return Err(ConfigErrorKind::ReplacesSelf);
-        }
-    }
+    check_replaces(rate_limit)?;
     let algorithm = parse_algorithm(&rate_limit.algorithm)?;
     let (unit, enforcement) = if unlimited {
         for (given, what) in [
@@ -255,6 +249,19 @@ fn build_limit(
         stat_names: Arc::new(LimitStatNames::for_key(full_key)),
         stats_key: Arc::from(full_key),
     })
+}
+
+/// The Go service's checks of `replaces`: no empty name, not its own.
+fn check_replaces(rate_limit: &YamlRateLimit) -> Result<(), ConfigErrorKind> {
+    for replaces in &rate_limit.replaces {
+        if replaces.is_empty() {
+            return Err(ConfigErrorKind::EmptyReplaces);
+        }
+        if *replaces == rate_limit.name {
+            return Err(ConfigErrorKind::ReplacesSelf);
+        }
+    }
+    Ok(())
 }
 
 /// Extension: a limit of `requests_per_unit` per calendar period

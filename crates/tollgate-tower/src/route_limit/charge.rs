@@ -6,6 +6,7 @@
 //! [`RouteLimitLayer::charge`]: super::RouteLimitLayer::charge
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use http::HeaderName;
 use tollgate_core::{
@@ -32,12 +33,18 @@ pub(crate) struct Settlement {
     pub(crate) charge: Charge,
     /// The route's name, for the metric of a settlement that failed.
     pub(crate) route: Arc<str>,
+    /// Set when the decision charged the limit its cost: a request let
+    /// through without it (the store failed open) settles nothing.
+    pub(crate) charged: Arc<AtomicBool>,
 }
 
 impl Settlement {
     /// Settles `report` in a task of its own (none without a tokio
     /// runtime): nothing when the usage is the cost.
     fn settle(self, report: Option<UsageReport>) {
+        if !self.charged.load(Ordering::Acquire) {
+            return;
+        }
         let settled = settle_usage(self.cost, self.charge.max, report);
         let (units, overdraft) = match settled.settlement {
             Settle::Keep => return,

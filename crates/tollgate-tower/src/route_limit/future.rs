@@ -3,6 +3,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
@@ -30,6 +32,8 @@ pin_project! {
         // What an allowed request's response settles as it ends, on a
         // route charged by usage.
         settlement: Option<Settlement>,
+        // Set when the decision charged the limits (the deciding layer's).
+        charged: Option<Arc<AtomicBool>>,
     }
 }
 
@@ -51,6 +55,7 @@ impl<F> ResponseFuture<F> {
             inner: Some(future),
             stage: Stage::Allowed(None),
             settlement: None,
+            charged: None,
         }
     }
 
@@ -61,12 +66,20 @@ impl<F> ResponseFuture<F> {
         self
     }
 
+    /// The same, setting `charged` once its decision charged the limits
+    /// (allowed with fields: not a store failing open).
+    pub(super) fn marking(mut self, charged: Arc<AtomicBool>) -> Self {
+        self.charged = Some(charged);
+        self
+    }
+
     /// `response` without calling the inner service.
     pub(super) fn refused(response: Box<Response<Full<Bytes>>>) -> Self {
         ResponseFuture {
             inner: None,
             stage: Stage::Refused(Some(response)),
             settlement: None,
+            charged: None,
         }
     }
 
@@ -77,6 +90,7 @@ impl<F> ResponseFuture<F> {
                 inner: Some(future),
                 stage: Stage::Allowed(headers),
                 settlement: None,
+                charged: None,
             },
             Outcome::Refused(response) => ResponseFuture::refused(response),
         }
@@ -88,6 +102,7 @@ impl<F> ResponseFuture<F> {
             inner: Some(future),
             stage: Stage::Deciding(decision),
             settlement: None,
+            charged: None,
         }
     }
 }
@@ -111,6 +126,9 @@ where
                     }
                 },
                 Stage::Allowed(headers) => {
+                    if let (Some(_), Some(charged)) = (headers.as_ref(), this.charged.take()) {
+                        charged.store(true, Ordering::Release);
+                    }
                     let Some(inner) = this.inner.as_mut().as_pin_mut() else {
                         let response = Problem::internal("response already taken".to_owned());
                         return Poll::Ready(Ok(response.map(Either::Right)));

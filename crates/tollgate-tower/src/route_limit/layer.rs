@@ -104,10 +104,20 @@ impl RouteLimitLayer {
     /// # Errors
     ///
     /// [`CostError`] for 0, more than 2^32, or more than a budget's burst
-    /// (no request could ever pass).
+    /// (no request could ever pass); and, on a route charged by usage, a
+    /// cost above the charge's `max` (a [`ChargeError::BelowCost`] as a
+    /// cost error: every request would be given back part of its cost).
     pub fn cost(mut self, units: u64) -> Result<Self, CostError> {
         if !(1..=MAX_COST).contains(&units) {
             return Err(CostError { units, burst: None });
+        }
+        if let Some(charge) = &self.route.charge
+            && charge.max < units
+        {
+            return Err(CostError {
+                units,
+                burst: Some(charge.max),
+            });
         }
         let bursts = [
             &self.route.own,

@@ -4,6 +4,7 @@
 //!
 //! [`Store::acquire`]: tollgate_core::Store::acquire
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::route::PendingLimit;
@@ -12,7 +13,7 @@ use super::route::PendingLimit;
 /// the list (the outermost) and the layers further in, which find it in the
 /// request's extensions while the outermost calls its inner service.
 #[derive(Clone, Debug)]
-pub(crate) struct PendingLimits(Arc<Mutex<Pending>>);
+pub(crate) struct PendingLimits(Arc<Mutex<Pending>>, Arc<AtomicBool>);
 
 #[derive(Debug)]
 struct Pending {
@@ -42,14 +43,24 @@ pub(crate) struct Gathered {
 
 impl PendingLimits {
     /// A list opened by the layer holding `first`, for `store`.
-    pub(crate) fn open(store: usize, first: PendingLimit) -> Self {
-        PendingLimits(Arc::new(Mutex::new(Pending {
-            store,
-            sealed: false,
-            refused: false,
-            first: Some(first),
-            more: Vec::new(),
-        })))
+    pub(crate) fn open(store: usize, first: PendingLimit, charged: Arc<AtomicBool>) -> Self {
+        PendingLimits(
+            Arc::new(Mutex::new(Pending {
+                store,
+                sealed: false,
+                refused: false,
+                first: Some(first),
+                more: Vec::new(),
+            })),
+            charged,
+        )
+    }
+
+    /// Set once the opening layer's decision charged every gathered limit
+    /// (not when the store failed open): what a settlement by usage of any
+    /// of them checks first.
+    pub(crate) fn charged(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.1)
     }
 
     fn lock(&self) -> MutexGuard<'_, Pending> {

@@ -111,7 +111,10 @@ impl PendingLimit {
 
     /// What an admitted request settles at the end of its response, on a
     /// route charged by usage.
-    pub(crate) fn settlement(&self) -> Option<super::charge::Settlement> {
+    pub(crate) fn settlement(
+        &self,
+        charged: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Option<super::charge::Settlement> {
         let charge = self.route.charge.clone()?;
         Some(super::charge::Settlement {
             store: Arc::clone(&self.route.shared.store),
@@ -120,6 +123,7 @@ impl PendingLimit {
             cost: self.route.cost,
             charge,
             route: Arc::clone(&self.route.name),
+            charged,
         })
     }
 

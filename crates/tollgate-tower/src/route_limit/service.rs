@@ -67,27 +67,32 @@ where
             }
             Check::Limit(limit) => limit,
         };
-        // On a route charged by usage, what its response settles.
-        let settlement = limit.settlement();
         let shared = &self.route.shared;
         let store = shared.store_id();
         // A layer further out gathers limits for this request: join it.
         let limit = match request.extensions().get::<PendingLimits>() {
-            Some(pending) => match pending.join(store, limit) {
-                Ok(()) => {
-                    return ResponseFuture::pass(self.inner.call(request)).settling(settlement);
+            Some(pending) => {
+                // On a route charged by usage, what its response settles,
+                // once the layer deciding for it has charged it.
+                let settlement = limit.settlement(pending.charged());
+                match pending.join(store, limit) {
+                    Ok(()) => {
+                        return ResponseFuture::pass(self.inner.call(request)).settling(settlement);
+                    }
+                    Err(limit) => limit,
                 }
-                Err(limit) => limit,
-            },
+            }
             None => limit,
         };
         // The outermost (or one that must decide alone): gather the limits of
         // the layers further in while calling them, then decide them all.
-        let pending = PendingLimits::open(store, limit);
+        let charged = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let settlement = limit.settlement(Arc::clone(&charged));
+        let pending = PendingLimits::open(store, limit, charged);
         request.extensions_mut().insert(pending.clone());
         let future = self.inner.call(request);
         let Some(gathered) = pending.seal() else {
-            return ResponseFuture::pass(future).settling(settlement);
+            return ResponseFuture::pass(future);
         };
         if gathered.refused {
             return ResponseFuture::pass(future);
@@ -116,6 +121,6 @@ where
                 Box::pin(decide::decide(gathered.first, gathered.more)),
             )
         };
-        future.settling(settlement)
+        future.settling(settlement).marking(pending.charged())
     }
 }
