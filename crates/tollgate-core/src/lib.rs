@@ -101,4 +101,6 @@ pub use route_budget::{
 };
 pub use store::{KeyReport, MemoryStore, Store, StoreError, StoreFuture};
 pub use tier_defaults::{MAX_DELAY, MaxWait, TierDefaults};
-pub use usage_charge::{MAX_CHARGE, Settled, Settlement, UsageReport, settle_usage};
+pub use usage_charge::{
+    MAX_CHARGE, Settled, Settlement, UsageReport, apply_settlement, settle_usage,
+};

@@ -2,7 +2,11 @@
 //! layer's `charge`): what a usage report is, and what a request admitted
 //! with `cost` is then settled for. The transitions that apply the
 //! settlement are [`Limiter::give_back_units`](crate::Limiter::give_back_units)
-//! and [`Limiter::overdraw_units`](crate::Limiter::overdraw_units).
+//! and [`Limiter::overdraw_units`](crate::Limiter::overdraw_units), run on a
+//! store by [`apply_settlement`].
+
+use crate::limiter::{Limit, LimitUnits};
+use crate::store::{Store, StoreError};
 
 /// The most units one request may be charged (`max`): 2^53, where Lua's
 /// numbers stop being exact. (The Redis store computes a charge past a
@@ -108,6 +112,37 @@ pub fn settle_usage(cost: u64, max: u64, report: Option<UsageReport>) -> Settled
         missing,
         clamped,
     }
+}
+
+/// Applies `settlement` to each of `limits` in `store`: gives its units
+/// back ([`Store::give_back_units`]) or charges them past the limit
+/// ([`Store::overdraw_units`]); nothing for [`Settlement::Keep`].
+///
+/// # Errors
+///
+/// The store's, when it could not settle (the request keeps its cost).
+pub async fn apply_settlement(
+    store: &dyn Store,
+    limits: &[Limit<'_>],
+    settlement: Settlement,
+) -> Result<(), StoreError> {
+    let (units, overdraft) = match settlement {
+        Settlement::Keep => return Ok(()),
+        Settlement::GiveBack(units) => (units, None),
+        Settlement::Overdraw { units, overdraft } => (units, Some(overdraft)),
+    };
+    let limits: Vec<LimitUnits<'_>> = limits
+        .iter()
+        .map(|limit| LimitUnits {
+            limit: *limit,
+            units,
+        })
+        .collect();
+    match overdraft {
+        Some(overdraft) => store.overdraw_units(&limits, overdraft).await,
+        None => store.give_back_units(&limits).await,
+    }
+    .map(|_| ())
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::response::Response;
 use tollgate_core::{
-    Limit, LimitUnits, PreparedPolicy, Redacted, Settlement as Settle, Store, UsageReport,
+    Limit, PreparedPolicy, Redacted, Settlement as Settle, Store, UsageReport, apply_settlement,
     settle_usage,
 };
 use tollgate_tower::{UsageBody, read_usage};
@@ -44,11 +44,9 @@ impl Settlement {
         if settled.clamped {
             metrics::record_charge_clamped(&self.route_name);
         }
-        let (units, overdraft) = match settled.settlement {
-            Settle::Keep => return,
-            Settle::GiveBack(units) => (units, None),
-            Settle::Overdraw { units, overdraft } => (units, Some(overdraft)),
-        };
+        if settled.settlement == Settle::Keep {
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -57,18 +55,14 @@ impl Settlement {
                 key: key.as_str(),
                 policy,
             });
-            let limits: Vec<LimitUnits<'_>> = self
+            let limits: Vec<Limit<'_>> = self
                 .plan
                 .as_deref()
                 .map(Limit::Plan)
                 .into_iter()
                 .chain(route)
-                .map(|limit| LimitUnits { limit, units })
                 .collect();
-            let settled = match overdraft {
-                Some(overdraft) => self.store.overdraw_units(&limits, overdraft).await,
-                None => self.store.give_back_units(&limits).await,
-            };
+            let settled = apply_settlement(self.store.as_ref(), &limits, settled.settlement).await;
             if let Err(error) = settled {
                 tracing::warn!(
                     key = %Redacted(self.plan.as_deref().unwrap_or("")),
@@ -105,7 +99,7 @@ mod tests {
     use http::{HeaderMap, HeaderName};
     use http_body::Frame;
     use http_body_util::BodyExt;
-    use tollgate_core::{LimiterConfig, ManualClock, MemoryStore, Policy};
+    use tollgate_core::{LimitUnits, LimiterConfig, ManualClock, MemoryStore, Policy};
 
     /// A response whose body ends with `trailers`, on a route charging
     /// `x-usage` up to 40, of a request admitted with 1 unit of 100.

@@ -236,10 +236,28 @@ fn build_limit(
             .map_err(ConfigErrorKind::Policy)?;
         (unit, enforcement)
     };
-    Ok(RateLimit {
+    Ok(configured(
+        full_key,
+        descriptor,
+        rate_limit,
+        unit,
+        enforcement,
+    ))
+}
+
+/// The limit `rate_limit` of `descriptor` configures at `full_key`, with
+/// its unit and enforcement.
+fn configured(
+    full_key: &str,
+    descriptor: &YamlDescriptor,
+    rate_limit: &YamlRateLimit,
+    unit: Unit,
+    enforcement: Enforcement,
+) -> RateLimit {
+    RateLimit {
         requests_per_unit: u32::try_from(rate_limit.requests_per_unit).unwrap_or(u32::MAX),
         unit,
-        unlimited,
+        unlimited: rate_limit.unlimited,
         shadow_mode: descriptor.shadow_mode,
         quota_mode: descriptor.quota_mode,
         name: rate_limit.name.clone(),
@@ -248,7 +266,7 @@ fn build_limit(
         enforcement,
         stat_names: Arc::new(LimitStatNames::for_key(full_key)),
         stats_key: Arc::from(full_key),
-    })
+    }
 }
 
 /// The Go service's checks of `replaces`: no empty name, not its own.
@@ -320,19 +338,13 @@ fn build_calendar_limit(
     let enforcement = Policy::calendar(u64::from(requests_per_unit), calendar)
         .map(Enforcement::Policy)
         .map_err(ConfigErrorKind::Policy)?;
-    Ok(RateLimit {
-        requests_per_unit,
+    Ok(configured(
+        full_key,
+        descriptor,
+        rate_limit,
         unit,
-        unlimited: false,
-        shadow_mode: descriptor.shadow_mode,
-        quota_mode: descriptor.quota_mode,
-        name: rate_limit.name.clone(),
-        replaces: rate_limit.replaces.clone(),
-        detailed_metric: descriptor.detailed_metric,
         enforcement,
-        stat_names: Arc::new(LimitStatNames::for_key(full_key)),
-        stats_key: Arc::from(full_key),
-    })
+    ))
 }
 
 /// Extension: the `algorithm` of a limit (fixed window when absent).

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use http::HeaderName;
 use tollgate_core::{
-    Limit, LimitUnits, PreparedPolicy, Settlement as Settle, Store, UsageReport, settle_usage,
+    Limit, PreparedPolicy, Settlement as Settle, Store, UsageReport, apply_settlement, settle_usage,
 };
 
 use crate::usage_body::{Settle as SettleCallback, UsageBody, read_usage};
@@ -45,27 +45,19 @@ impl Settlement {
         if !self.charged.load(Ordering::Acquire) {
             return;
         }
-        let settled = settle_usage(self.cost, self.charge.max, report);
-        let (units, overdraft) = match settled.settlement {
-            Settle::Keep => return,
-            Settle::GiveBack(units) => (units, None),
-            Settle::Overdraw { units, overdraft } => (units, Some(overdraft)),
-        };
+        let settlement = settle_usage(self.cost, self.charge.max, report).settlement;
+        if settlement == Settle::Keep {
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         runtime.spawn(async move {
-            let limits = [LimitUnits {
-                limit: Limit::Policy {
-                    key: &self.key,
-                    policy: &self.policy,
-                },
-                units,
-            }];
-            let settled = match overdraft {
-                Some(overdraft) => self.store.overdraw_units(&limits, overdraft).await,
-                None => self.store.give_back_units(&limits).await,
+            let limit = Limit::Policy {
+                key: &self.key,
+                policy: &self.policy,
             };
+            let settled = apply_settlement(self.store.as_ref(), &[limit], settlement).await;
             if settled.is_err() {
                 // Counted as a store failure whose outcome is the cost kept.
                 crate::metrics::record_store_failure(&self.route, "settle");
