@@ -126,8 +126,8 @@ local function store(key, value, ttl)
 end
 
 -- A rule's window argument: microseconds, or for a calendar window its
--- four boundaries (us, separated by spaces; fixed_window.lua's
--- calendar_window) as a table.
+-- boundaries (us, ascending, separated by spaces: at least four;
+-- fixed_window.lua's calendar_window) as a table.
 local function rule_window(algorithm, text)
   if algorithm ~= CALENDAR_WINDOW then
     return tonumber(text)
@@ -136,8 +136,8 @@ local function rule_window(algorithm, text)
   for bound in string.gmatch(text, '%d+') do
     bounds[#bounds + 1] = tonumber(bound)
   end
-  if #bounds ~= 4 then
-    error('a calendar window needs four boundaries')
+  if #bounds < 4 then
+    error('a calendar window needs at least four boundaries')
   end
   return bounds
 end

@@ -180,9 +180,10 @@ end
 -- crates/tollgate-core/src/algorithm/fixed_window.rs): `limit` units per
 -- period of a calendar, counted as the fixed window counts. Lua knows no
 -- time zone rules: the caller sends `bounds` (src/plans.rs,
--- `ScriptRule::fields`), four times in microseconds computed by core around
--- the caller's clock: the start of the period before the caller's, the start
--- and the end of the caller's, and the end of the period after it. The
+-- `ScriptRule::fields`), times in microseconds computed by core around the
+-- caller's clock: the start of the period before the caller's, the start and
+-- the end of the caller's, the end of the period after it, and the ends of
+-- further periods as far as a waiting request's turn may lie. The
 -- script's own now (Redis's TIME, or the caller's) picks the period among
 -- them, so a request that arrives across a boundary counts in the period
 -- Redis's clock is in, whatever the caller's said; only clocks more than a
@@ -193,16 +194,15 @@ end
 -- The end of the period holding `now` among `bounds`; nil when `now` lies
 -- outside them.
 local function calendar_end(bounds, now)
-  if now < bounds[1] or now >= bounds[4] then
+  if now < bounds[1] then
     return nil
   end
-  if now < bounds[2] then
-    return bounds[2]
+  for index = 2, #bounds do
+    if now < bounds[index] then
+      return bounds[index]
+    end
   end
-  if now < bounds[3] then
-    return bounds[3]
-  end
-  return bounds[4]
+  return nil
 end
 
 -- The end of the period a request at `now` counts in, and its count.

@@ -57,7 +57,7 @@ if algorithm == CALENDAR_WINDOW then
     return 0
   end
   local start = nil
-  for index = 2, 4 do
+  for index = 2, #window do
     if window[index] == window_end then
       start = window[index - 1]
     end

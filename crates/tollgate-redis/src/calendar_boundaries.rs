@@ -37,7 +37,7 @@ fn one_unit(
     let script = crate::script::acquire();
     let mut invocation = script.prepare_invoke();
     invocation.arg(now.to_string()).arg(600_000_000u64).arg(1);
-    invocation.arg(&rule.fields_around(around));
+    invocation.arg(&rule.fields_around(around, 0));
     // One request of one limit: write, a deadline far ahead, no wait; rule
     // 1, one unit, no tier.
     invocation

@@ -214,8 +214,14 @@ async fn call(
     }
     let mut invocation = script.prepare_invoke();
     invocation.arg(now).arg(minimum_ttl).arg(distinct.len());
+    // A waiting request's turn is charged up to its wait ahead.
+    let horizon = requests
+        .iter()
+        .filter_map(|(request, _)| request.max_wait)
+        .max()
+        .unwrap_or(0);
     for rule in &distinct {
-        invocation.arg(&rule.fields(now));
+        invocation.arg(&rule.fields(now, horizon));
     }
     invocation.arg(requests.len());
     for &(request, deadline) in requests {

@@ -350,7 +350,7 @@ async fn call(
     for limit in limits {
         invocation
             .key(&limit.names.state)
-            .arg(&limit.rule.fields(now))
+            .arg(&limit.rule.fields(now, 0))
             .arg(limit.units.min(MAX_SCRIPT_UNITS));
         if limit.rule.algorithm == SLIDING_LOG {
             invocation.key(&limit.names.log);

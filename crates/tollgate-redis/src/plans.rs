@@ -18,6 +18,10 @@ use crate::protocol::{
     CALENDAR_WINDOW, COUNTING_FIXED_WINDOW, FIXED_WINDOW, RULE_FIELDS, SLIDING_LOG, TOKEN_BUCKET,
 };
 
+/// The most boundaries a calendar window's rule sends: enough for a wait of
+/// a year of days.
+const MAX_BOUNDARIES: usize = 400;
+
 /// Largest quantity the Lua scripts handle exactly (with room for one sum).
 const LUA_EXACT: u128 = 1 << 52;
 
@@ -79,30 +83,42 @@ impl ScriptRule {
     /// The rule's [`RULE_FIELDS`] arguments for a call at `now` (µs as
     /// text, or [`REDIS_TIME`](crate::protocol::REDIS_TIME)), in the order
     /// the acquire and refund scripts read them: algorithm, limit, window,
-    /// burst, version. A calendar window's window is the four boundaries
-    /// around `now` (see [`ScriptRule::fields_around`]), around this
-    /// machine's wall clock for Redis's own time.
-    pub(crate) fn fields(&self, now: &str) -> [RuleField<'_>; RULE_FIELDS] {
+    /// burst, version. A calendar window's window is its boundaries around
+    /// `now` (see [`ScriptRule::fields_around`]), around this machine's wall
+    /// clock for Redis's own time, reaching `horizon` µs past it (the
+    /// longest a request of the call may wait: its turn is charged then).
+    pub(crate) fn fields(&self, now: &str, horizon: u64) -> [RuleField<'_>; RULE_FIELDS] {
         let around = match self.policy.calendar_window() {
             None => 0,
             Some(_) => now.parse().unwrap_or_else(|_| wall_clock_micros()),
         };
-        self.fields_around(around)
+        self.fields_around(around, horizon)
     }
 
     /// [`ScriptRule::fields`] with a calendar window's boundaries computed
     /// around `around` (µs since the epoch): the start of the period before
     /// the one holding it, that period's start and end, and the end of the
-    /// period after it (core's `Calendar::boundaries_around`). The script
-    /// picks among them by its own now, so that a caller whose clock is
+    /// period after it (core's `Calendar::boundaries_around`), then the ends
+    /// of the periods after those until one passes `around + horizon` (at
+    /// most [`MAX_BOUNDARIES`] in all). The script picks among them by its
+    /// own now, or a waiting request's turn, so that a caller whose clock is
     /// less than a period from Redis's decides in the period Redis's clock
     /// is in.
-    pub(crate) fn fields_around(&self, around: u64) -> [RuleField<'_>; RULE_FIELDS] {
+    pub(crate) fn fields_around(&self, around: u64, horizon: u64) -> [RuleField<'_>; RULE_FIELDS] {
         let window = match self.policy.calendar_window() {
             None => RuleField::Number(self.window),
             Some(calendar) => {
-                let [before, start, end, after] = calendar.boundaries_around(around, 1_000_000);
-                RuleField::Owned(format!("{before} {start} {end} {after}"))
+                let mut boundaries = calendar.boundaries_around(around, 1_000_000).to_vec();
+                let until = around.saturating_add(horizon);
+                while let Some(&last) = boundaries.last()
+                    && last <= until
+                    && last < u64::MAX
+                    && boundaries.len() < MAX_BOUNDARIES
+                {
+                    boundaries.push(calendar.window_at_ticks(last, 1_000_000).1);
+                }
+                let text: Vec<String> = boundaries.iter().map(u64::to_string).collect();
+                RuleField::Owned(text.join(" "))
             }
         };
         [
@@ -447,7 +463,7 @@ mod tests {
     #[test]
     fn a_rule_is_sent_as_its_fields() {
         let rule = ScriptRule::new(Policy::token_bucket(60, 60, 5).unwrap(), "v".into()).unwrap();
-        let sent = (&rule.fields("0")).to_redis_args();
+        let sent = (&rule.fields("0", 0)).to_redis_args();
         assert_eq!(sent.len(), RULE_FIELDS);
         let sent: Vec<&[u8]> = sent.iter().map(Vec::as_slice).collect();
         assert_eq!(sent, [&b"t"[..], b"60", b"60000000", b"5", b"v"]);

@@ -86,6 +86,10 @@ impl SlidingLog {
     /// (as a decision then drops nothing: the Redis twin reads the log as
     /// it is), and the run goes at the newest run's time.
     pub(crate) fn overdraw(&mut self, rule: &Rule, now: u64, units: u64, overdraft: u64) {
+        if units == 0 {
+            // Nothing charged, and nothing dropped: no time moves.
+            return;
+        }
         let reserved_ahead = now < self.reserved_until;
         let now = self.runs.back().map_or(now, |newest| newest.at.max(now));
         if !reserved_ahead {
