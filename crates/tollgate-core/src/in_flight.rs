@@ -95,8 +95,9 @@ pub trait SlotStore: Send + Sync {
     /// Redis lease that could not be removed ends with its TTL).
     fn release(&self, lease: SlotLease);
 
-    /// The slots this process holds now, over every key: 0 once every
-    /// request has ended (the tests' check that no path leaks one).
+    /// The slots this process holds now, over every key, a release still
+    /// under way counted as held: 0 once every request has ended and its
+    /// slot is free in the store (the tests' check that no path leaks one).
     fn held(&self) -> u64;
 }
 

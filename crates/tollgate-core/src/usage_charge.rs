@@ -5,7 +5,7 @@
 //! and [`Limiter::overdraw_units`](crate::Limiter::overdraw_units), run on a
 //! store by [`apply_settlement`].
 
-use crate::limiter::{Limit, LimitUnits};
+use crate::limiter::{Limit, LimitDecision, LimitUnits};
 use crate::store::{Store, StoreError};
 
 /// The most units one request may be charged (`max`): 2^53, where Lua's
@@ -116,7 +116,9 @@ pub fn settle_usage(cost: u64, max: u64, report: Option<UsageReport>) -> Settled
 
 /// Applies `settlement` to each of `limits` in `store`: gives its units
 /// back ([`Store::give_back_units`]) or charges them past the limit
-/// ([`Store::overdraw_units`]); nothing for [`Settlement::Keep`].
+/// ([`Store::overdraw_units`]); nothing for [`Settlement::Keep`]. Returns
+/// the store's decisions, one per limit in order: what a look sees after
+/// the settlement (none for `Keep`: the store is not called).
 ///
 /// # Errors
 ///
@@ -125,9 +127,9 @@ pub async fn apply_settlement(
     store: &dyn Store,
     limits: &[Limit<'_>],
     settlement: Settlement,
-) -> Result<(), StoreError> {
+) -> Result<Vec<LimitDecision>, StoreError> {
     let (units, overdraft) = match settlement {
-        Settlement::Keep => return Ok(()),
+        Settlement::Keep => return Ok(Vec::new()),
         Settlement::GiveBack(units) => (units, None),
         Settlement::Overdraw { units, overdraft } => (units, Some(overdraft)),
     };
@@ -142,7 +144,6 @@ pub async fn apply_settlement(
         Some(overdraft) => store.overdraw_units(&limits, overdraft).await,
         None => store.give_back_units(&limits).await,
     }
-    .map(|_| ())
 }
 
 #[cfg(test)]

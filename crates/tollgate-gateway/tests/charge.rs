@@ -182,6 +182,119 @@ async fn on_redis_usage_is_charged_when_the_response_ends() {
     redis_support::cleanup(&url, &prefix);
 }
 
+/// A GET of `path` with key `key` by hyper's HTTP/1.1 client, `TE:
+/// trailers` sent when `accept_trailers`: the response's headers, and its
+/// trailers.
+async fn with_trailers(
+    gateway: &Gateway,
+    path: &str,
+    key: &str,
+    accept_trailers: bool,
+) -> (http::HeaderMap, Option<http::HeaderMap>) {
+    use http_body_util::BodyExt;
+    let stream = tokio::net::TcpStream::connect(gateway.running.address)
+        .await
+        .unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let mut request = http::Request::get(path)
+        .header("host", "localhost")
+        .header("authorization", format!("Bearer {key}"));
+    if accept_trailers {
+        request = request.header("te", "trailers");
+    }
+    let request = request
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let (parts, body) = response.into_parts();
+    let collected = body.collect().await.unwrap();
+    let trailers = collected.trailers().cloned();
+    assert!(!collected.to_bytes().is_empty(), "the body, whole");
+    (parts.headers, trailers)
+}
+
+fn field<'a>(headers: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).map(|value| value.to_str().unwrap())
+}
+
+/// A client that accepts trailers gets the rate-limit fields after the
+/// settlement as trailers (the headers keep the state at admission); one
+/// that does not gets the headers alone. Plan: 100 per 60 s, [120, 180).
+async fn trailers_carry_the_state_after_settlement(gateway: &Gateway) {
+    // Admitted with 1 (99 left), charged the 30 reported: 70.
+    let (headers, trailers) = with_trailers(gateway, "/use/30", "sk_t", true).await;
+    assert_eq!(field(&headers, "ratelimit"), Some("\"default\";r=99;t=60"));
+    assert_eq!(field(&headers, "content-length"), None);
+    assert_eq!(field(&headers, "transfer-encoding"), Some("chunked"));
+    assert_eq!(
+        field(&headers, "trailer"),
+        Some(
+            "ratelimit-policy, ratelimit, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset"
+        )
+    );
+    let trailers = trailers.expect("trailers");
+    assert_eq!(field(&trailers, "ratelimit"), Some("\"default\";r=70;t=60"));
+    assert_eq!(
+        field(&trailers, "ratelimit-policy"),
+        Some("\"default\";q=100;w=60")
+    );
+    assert_eq!(field(&trailers, "x-ratelimit-limit"), Some("100"));
+    assert_eq!(field(&trailers, "x-ratelimit-remaining"), Some("70"));
+    assert_eq!(field(&trailers, "x-ratelimit-reset"), Some("60"));
+    // No report: the cost stays (69); the trailers show the state now.
+    let (_, trailers) = with_trailers(gateway, "/none", "sk_t", true).await;
+    assert_eq!(
+        field(&trailers.unwrap(), "ratelimit"),
+        Some("\"default\";r=69;t=60")
+    );
+    // Without TE: trailers: the length given, no trailers (68 at admission,
+    // then 69 - 5 = 64 settled).
+    let (headers, trailers) = with_trailers(gateway, "/use/5", "sk_t", false).await;
+    assert_eq!(field(&headers, "ratelimit"), Some("\"default\";r=68;t=60"));
+    assert_eq!(field(&headers, "content-length"), Some("4"));
+    assert_eq!(field(&headers, "trailer"), None);
+    assert_eq!(trailers, None);
+    assert_eq!(settled(gateway, "sk_t", 64).await, 64);
+    // Past max: charged 40 (63 at admission, 64 - 40 = 24), 20 seconds on.
+    gateway.clock.advance_by("20s").unwrap();
+    let (_, trailers) = with_trailers(gateway, "/use/1000", "sk_t", true).await;
+    let trailers = trailers.unwrap();
+    assert_eq!(field(&trailers, "ratelimit"), Some("\"default\";r=24;t=40"));
+    assert_eq!(field(&trailers, "x-ratelimit-reset"), Some("40"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_memory_trailers_carry_the_state_after_settlement() {
+    let upstream = reporter().await;
+    let gateway = Gateway::start(&charge_config(&upstream, "trailers_memory", ""), 120).await;
+    trailers_carry_the_state_after_settlement(&gateway).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+async fn on_redis_trailers_carry_the_state_after_settlement() {
+    let url = redis_support::require_redis_url();
+    let prefix = redis_support::prefix("gateway-trailers");
+    let upstream = reporter().await;
+    let store = format!(
+        "[store]\nurl = \"{url}\"\nprefix = \"{prefix}\"\ntimeout = \"2s\"\ntime = \"local\"\n"
+    );
+    let config = tollgate_gateway::ServeConfig::from_toml_str(&charge_config(
+        &upstream,
+        "trailers_redis",
+        &store,
+    ))
+    .unwrap();
+    let gateway = Gateway::start_on_redis(config, 120, &url, &prefix).await;
+    trailers_carry_the_state_after_settlement(&gateway).await;
+    redis_support::cleanup(&url, &prefix);
+}
+
 #[test]
 fn bad_charges_are_refused_at_load() {
     let route = "[[routes]]\nprefix = \"/\"\nupstream = \"http://127.0.0.1:9\"\n";

@@ -72,6 +72,9 @@ struct Shared {
     lease_ttl: Duration,
     /// This process's leases: id to the Redis key of their set.
     leases: Mutex<HashMap<u64, String>>,
+    /// Leases taken out of `leases` whose `ZREM` has not answered yet: still
+    /// held in Redis, so still counted by `held`.
+    releasing: AtomicU64,
     /// 64 random bits (the OS's randomness, through `RandomState`) before
     /// every lease's member in Redis, `PROCESS:ID`: two gateways' leases
     /// never meet (and `ZADD NX` refuses a member that did).
@@ -135,6 +138,7 @@ impl RedisSlots {
             timeout: config.timeout,
             lease_ttl: lease_ttl.max(Duration::from_millis(3)),
             leases: Mutex::new(HashMap::new()),
+            releasing: AtomicU64::new(0),
             process,
             next: AtomicU64::new(1),
         });
@@ -190,14 +194,21 @@ impl Shared {
 
     /// Removes `lease` from its set (and from this process's list).
     async fn release(&self, lease: &SlotLease) -> Result<(), StoreError> {
-        let Some(set) = self.leases.lock().remove(&lease.id) else {
-            return Ok(());
+        let set = {
+            let mut leases = self.leases.lock();
+            let Some(set) = leases.remove(&lease.id) else {
+                return Ok(());
+            };
+            self.releasing.fetch_add(1, Ordering::SeqCst);
+            set
         };
         let mut connection = self.connection.clone();
         let mut command = redis::cmd("ZREM");
         command.arg(&set).arg(self.member(lease.id));
         let call = command.query_async::<i64>(&mut connection);
-        match tokio::time::timeout(self.timeout, call).await {
+        let answer = tokio::time::timeout(self.timeout, call).await;
+        self.releasing.fetch_sub(1, Ordering::SeqCst);
+        match answer {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(error)) => Err(unavailable(&error, self.cluster)),
             Err(_) => Err(StoreError::Unavailable(
@@ -340,6 +351,7 @@ impl SlotStore for RedisSlots {
     }
 
     fn held(&self) -> u64 {
-        self.shared.leases.lock().len() as u64
+        let leases = self.shared.leases.lock();
+        leases.len() as u64 + self.shared.releasing.load(Ordering::SeqCst)
     }
 }

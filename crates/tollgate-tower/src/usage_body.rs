@@ -5,8 +5,9 @@
 //! [`RouteLimitLayer::charge`](crate::RouteLimitLayer::charge) and by the
 //! gateway's routes with `charge`.
 
+use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use bytes::Buf;
 use http::{HeaderMap, HeaderName};
@@ -18,29 +19,64 @@ pub fn read_usage(headers: &HeaderMap, name: &HeaderName) -> Option<UsageReport>
     UsageReport::parse(headers.get_all(name).iter().map(|value| value.as_bytes()))
 }
 
-/// What settles a request's usage, given its report (`None`: none).
-pub type Settle = Box<dyn FnOnce(Option<UsageReport>) + Send>;
+/// The trailers a settlement adds to its response once it has run (`None`:
+/// none), such as the rate-limit fields after it.
+pub type SettledTrailers = Pin<Box<dyn Future<Output = Option<HeaderMap>> + Send>>;
+
+/// What settles a request's usage, given its report (`None`: none): the
+/// settlement to run, run in a task of its own (the response does not wait
+/// for it), or awaited before the response's trailers when its client
+/// accepts trailers ([`UsageBody::with_trailers`]).
+pub type Settle = Box<dyn FnOnce(Option<UsageReport>) -> SettledTrailers + Send>;
 
 pin_project_lite::pin_project! {
     /// A response body passing `B` through, reading a usage report from its
     /// trailers, and calling its settlement once at its end (or drop). A
     /// report in both the response header and a trailer is
     /// [`UsageReport::Bad`]: which one is meant is not known.
+    ///
+    /// With trailers ([`UsageBody::with_trailers`]), the body's end waits
+    /// for the settlement and sends its trailers, after (and merged into,
+    /// replacing fields of the same name) those of `B`; its size is then
+    /// not known in advance, so an HTTP/1.1 response is chunked.
     pub struct UsageBody<B> {
         #[pin]
         body: B,
         header: Option<HeaderName>,
         settle: Option<Settle>,
         report: Option<UsageReport>,
+        // With trailers: `B`'s own, held back until the settlement's.
+        trailers: Option<Trailers>,
     }
 
     impl<B> PinnedDrop for UsageBody<B> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let Some(settle) = this.settle.take() {
-                settle(*this.report);
+                settle_in_background(settle(*this.report));
+            }
+            if let Some(Trailers { settling: Some(settling), .. }) = this.trailers.take() {
+                settle_in_background(settling);
             }
         }
+    }
+}
+
+/// Where a body sending its settlement's trailers is.
+struct Trailers {
+    /// `B`'s trailers, held back.
+    held: Option<HeaderMap>,
+    /// The settlement under way, once `B` has ended.
+    settling: Option<SettledTrailers>,
+    /// Whether the trailers (or the end) have been sent.
+    sent: bool,
+}
+
+/// Runs `settlement` in a task of its own; without a tokio runtime it
+/// cannot run, and the request keeps the cost its admission took.
+pub fn settle_in_background(settlement: SettledTrailers) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(settlement);
     }
 }
 
@@ -52,6 +88,7 @@ impl<B> UsageBody<B> {
             header: None,
             settle: None,
             report: None,
+            trailers: None,
         }
     }
 
@@ -68,7 +105,22 @@ impl<B> UsageBody<B> {
             header: Some(header),
             settle: Some(settle),
             report,
+            trailers: None,
         }
+    }
+
+    /// This body, its end waiting for the settlement to send the trailers
+    /// it gives (for a client that accepts trailers: `TE: trailers`).
+    #[must_use]
+    pub fn with_trailers(mut self) -> Self {
+        if self.settle.is_some() {
+            self.trailers = Some(Trailers {
+                held: None,
+                settling: None,
+                sent: false,
+            });
+        }
+        self
     }
 }
 
@@ -83,37 +135,162 @@ where
         self: Pin<&mut Self>,
         context: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        let this = self.project();
-        let polled = this.body.poll_frame(context);
-        if this.settle.is_none() {
-            return polled;
-        }
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(trailers), Some(header)) = (frame.trailers_ref(), this.header.as_ref())
-                    && let Some(reported) = read_usage(trailers, header)
-                {
-                    *this.report = Some(match this.report {
-                        Some(_) => UsageReport::Bad,
-                        None => reported,
-                    });
+        let mut this = self.project();
+        loop {
+            if let Some(trailers) = this.trailers.as_mut() {
+                if let Some(settling) = trailers.settling.as_mut() {
+                    let settled = ready!(settling.as_mut().poll(context));
+                    trailers.settling = None;
+                    trailers.sent = true;
+                    let mut sent = trailers.held.take().unwrap_or_default();
+                    for (name, value) in settled.into_iter().flatten() {
+                        if let Some(name) = name {
+                            sent.insert(name, value);
+                        }
+                    }
+                    return Poll::Ready((!sent.is_empty()).then(|| Ok(Frame::trailers(sent))));
+                }
+                if trailers.sent {
+                    return Poll::Ready(None);
                 }
             }
-            Poll::Ready(None | Some(Err(_))) => {
-                if let Some(settle) = this.settle.take() {
-                    settle(*this.report);
-                }
+            let polled = this.body.as_mut().poll_frame(context);
+            if this.settle.is_none() {
+                return polled;
             }
-            Poll::Pending => {}
+            match polled {
+                Poll::Ready(Some(Ok(frame))) => {
+                    let frame = match frame.into_trailers() {
+                        Ok(trailers) => trailers,
+                        Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                    };
+                    if let Some(header) = this.header.as_ref()
+                        && let Some(reported) = read_usage(&frame, header)
+                    {
+                        *this.report = Some(match this.report {
+                            Some(_) => UsageReport::Bad,
+                            None => reported,
+                        });
+                    }
+                    match this.trailers.as_mut() {
+                        // Held back, sent with the settlement's.
+                        Some(trailers) => trailers.held = Some(frame),
+                        None => return Poll::Ready(Some(Ok(Frame::trailers(frame)))),
+                    }
+                }
+                Poll::Ready(None) => {
+                    let Some(settle) = this.settle.take() else {
+                        return Poll::Ready(None);
+                    };
+                    let settlement = settle(*this.report);
+                    match this.trailers.as_mut() {
+                        Some(trailers) => trailers.settling = Some(settlement),
+                        None => {
+                            settle_in_background(settlement);
+                            return Poll::Ready(None);
+                        }
+                    }
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    if let Some(settle) = this.settle.take() {
+                        settle_in_background(settle(*this.report));
+                    }
+                    if let Some(trailers) = this.trailers.as_mut() {
+                        trailers.sent = true;
+                    }
+                    return Poll::Ready(Some(Err(error)));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
         }
-        polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        match &self.trailers {
+            Some(trailers) => trailers.sent,
+            None => self.body.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        match &self.trailers {
+            // Unknown: an HTTP/1.1 response is chunked, to carry trailers.
+            Some(_) => {
+                let mut hint = SizeHint::new();
+                hint.set_lower(self.body.size_hint().lower());
+                hint
+            }
+            None => self.body.size_hint(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+    use std::sync::{Arc, Mutex};
+
+    /// A body of "tokens" then trailers `x-usage: 30` and `x-other: kept`,
+    /// settled by a settlement that records its report and gives the
+    /// trailer `ratelimit: settled` (sent with trailers or not): the frames
+    /// the client gets, and the report seen.
+    async fn ended(trailers: bool) -> (Vec<Frame<Bytes>>, Option<UsageReport>) {
+        let mut upstream = HeaderMap::new();
+        upstream.insert("x-usage", "30".parse().unwrap());
+        upstream.insert("x-other", "kept".parse().unwrap());
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = vec![
+            Ok(Frame::data(Bytes::from_static(b"tokens"))),
+            Ok(Frame::trailers(upstream)),
+        ];
+        let inner = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+        let seen = Arc::new(Mutex::new(None));
+        let recorded = Arc::clone(&seen);
+        let settle: Settle = Box::new(move |report| {
+            *recorded.lock().unwrap() = report;
+            Box::pin(async {
+                let mut fields = HeaderMap::new();
+                fields.insert("ratelimit", "settled".parse().unwrap());
+                fields.insert("x-other", "replaced".parse().unwrap());
+                Some(fields)
+            })
+        });
+        let body = UsageBody::settling(inner, HeaderName::from_static("x-usage"), None, settle);
+        let mut body = if trailers { body.with_trailers() } else { body };
+        let mut frames = Vec::new();
+        while let Some(frame) = body.frame().await {
+            frames.push(frame.unwrap());
+        }
+        // (`StreamBody` never says it has ended; with trailers, this does.)
+        assert!(body.is_end_stream() || !trailers);
+        let report = *seen.lock().unwrap();
+        (frames, report)
+    }
+
+    #[tokio::test]
+    async fn with_trailers_the_settlements_follow_the_bodys_own() {
+        let (frames, report) = ended(true).await;
+        assert_eq!(report, Some(UsageReport::Reported(30)));
+        assert_eq!(frames.len(), 2);
+        assert_eq!(
+            frames[0].data_ref().unwrap(),
+            &Bytes::from_static(b"tokens")
+        );
+        let trailers = frames[1].trailers_ref().unwrap();
+        assert_eq!(trailers.len(), 3);
+        assert_eq!(trailers["x-usage"], "30");
+        assert_eq!(trailers["x-other"], "replaced");
+        assert_eq!(trailers["ratelimit"], "settled");
+    }
+
+    #[tokio::test]
+    async fn without_trailers_the_bodys_own_pass_and_the_settlement_runs_apart() {
+        let (frames, report) = ended(false).await;
+        assert_eq!(report, Some(UsageReport::Reported(30)));
+        assert_eq!(frames.len(), 2);
+        let trailers = frames[1].trailers_ref().unwrap();
+        assert_eq!(trailers.len(), 2);
+        assert_eq!(trailers["x-other"], "kept");
     }
 }

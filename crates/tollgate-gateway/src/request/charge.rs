@@ -10,14 +10,16 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::Response;
+use http::{HeaderMap, HeaderValue};
 use tollgate_core::{
-    Limit, PreparedPolicy, Redacted, Settlement as Settle, Store, UsageReport, apply_settlement,
-    settle_usage,
+    Limit, LimitDecision, PreparedPolicy, Redacted, Settlement as Settle, Store, UsageReport,
+    apply_settlement, settle_usage,
 };
-use tollgate_tower::{UsageBody, read_usage};
+use tollgate_tower::{SettledTrailers, UsageBody, read_usage, settle_in_background};
 
 use crate::config::ChargeConfig;
 use crate::observe::metrics;
+use crate::request::admission::limit_headers;
 
 /// What an admitted request on a route charged by usage settles when its
 /// response ends: its limits (owned), the `cost` they were charged, and
@@ -31,12 +33,18 @@ pub(crate) struct Settlement {
     pub(crate) cost: u64,
     pub(crate) charge: ChargeConfig,
     pub(crate) route_name: Arc<str>,
+    /// Whether the response sends the rate-limit fields again as trailers
+    /// once settled (its client accepts them: `TE: trailers`), and which of
+    /// its limits they describe (by `PLAN` and `ROUTE`, as its headers).
+    pub(crate) trailers: Option<[bool; 2]>,
 }
 
 impl Settlement {
-    /// Settles `report` in a task of its own (a response's end cannot wait
-    /// for the store): nothing when the usage is the cost.
-    fn settle(self, report: Option<UsageReport>) {
+    /// The settlement of `report`, its store call run when the body polls
+    /// it (or in a task of its own): nothing when the usage is the cost
+    /// and no trailers are sent. Its output: the rate-limit fields after it,
+    /// as trailers.
+    fn settle(self, report: Option<UsageReport>) -> SettledTrailers {
         let settled = settle_usage(self.cost, self.charge.max, report);
         if settled.missing {
             metrics::record_charge_missing(&self.route_name);
@@ -44,13 +52,16 @@ impl Settlement {
         if settled.clamped {
             metrics::record_charge_clamped(&self.route_name);
         }
-        if settled.settlement == Settle::Keep {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
+        let settlement = match (settled.settlement, self.trailers) {
+            (Settle::Keep, None) => return Box::pin(std::future::ready(None)),
+            // A look (0 units, never past the overdraft): the state now.
+            (Settle::Keep, Some(_)) => Settle::Overdraw {
+                units: 0,
+                overdraft: self.charge.max,
+            },
+            (settlement, _) => settlement,
         };
-        runtime.spawn(async move {
+        Box::pin(async move {
             let route = self.route.as_ref().map(|(key, policy)| Limit::Policy {
                 key: key.as_str(),
                 policy,
@@ -62,22 +73,63 @@ impl Settlement {
                 .into_iter()
                 .chain(route)
                 .collect();
-            let settled = apply_settlement(self.store.as_ref(), &limits, settled.settlement).await;
-            if let Err(error) = settled {
-                tracing::warn!(
-                    key = %Redacted(self.plan.as_deref().unwrap_or("")),
-                    route = %self.route_name,
-                    %error,
-                    "a request's usage could not be settled: it keeps the cost its admission took"
-                );
+            match apply_settlement(self.store.as_ref(), &limits, settlement).await {
+                Ok(decisions) => self
+                    .trailers
+                    .map(|described| self.fields(&decisions, described)),
+                Err(error) => {
+                    tracing::warn!(
+                        key = %Redacted(self.plan.as_deref().unwrap_or("")),
+                        route = %self.route_name,
+                        %error,
+                        "a request's usage could not be settled: it keeps the cost its admission \
+                         took"
+                    );
+                    None
+                }
             }
-        });
+        })
+    }
+
+    /// The rate-limit fields of `decisions` (the plan's, then the route
+    /// budget's, as the limits were given to the store), those `described`.
+    fn fields(&self, decisions: &[LimitDecision], described: [bool; 2]) -> HeaderMap {
+        let mut decisions = decisions.iter();
+        let plan = self.plan.as_ref().and_then(|_| decisions.next());
+        let route = self
+            .route
+            .as_ref()
+            .zip(decisions.next())
+            .map(|((_, policy), decision)| (&*self.route_name, policy.policy(), decision));
+        let tier = plan
+            .and_then(|plan| plan.tier.as_deref())
+            .unwrap_or(tollgate_core::DEFAULT_TIER);
+        let mut fields = HeaderMap::new();
+        limit_headers(tier, plan, route, &|index| described[index]).insert_into(&mut fields);
+        fields
     }
 }
 
+/// Whether a request with `headers` accepts trailers in its response
+/// (RFC 9110 §10.1.4: `TE` lists `trailers`).
+pub(crate) fn accepts_trailers(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::TE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|member| {
+            let coding = member.split(';').next().unwrap_or("").trim();
+            coding.eq_ignore_ascii_case("trailers")
+        })
+}
+
 /// `response` settling `settlement` when it ends: its usage read from its
-/// headers now, or from its trailers as they pass.
-pub(crate) fn settle_when_done(response: Response, settlement: Option<Settlement>) -> Response {
+/// headers now, or from its trailers as they pass. A response whose client
+/// accepts trailers sends the rate-limit fields after the settlement as
+/// trailers, announced in `Trailer`, its length then not given in advance
+/// (chunked in HTTP/1.1).
+pub(crate) fn settle_when_done(mut response: Response, settlement: Option<Settlement>) -> Response {
     let Some(settlement) = settlement else {
         return response;
     };
@@ -85,12 +137,29 @@ pub(crate) fn settle_when_done(response: Response, settlement: Option<Settlement
     let report = read_usage(response.headers(), &header);
     if response.status() == http::StatusCode::SWITCHING_PROTOCOLS {
         // A tunnel has no trailers to wait for.
-        settlement.settle(report);
+        settle_in_background(settlement.settle(report));
         return response;
     }
-    let settle = Box::new(move |report| settlement.settle(report));
-    response.map(|body| Body::new(UsageBody::settling(body, header, report, settle)))
+    let trailers = settlement.trailers.is_some();
+    if trailers {
+        let headers = response.headers_mut();
+        headers.remove(http::header::CONTENT_LENGTH);
+        headers.append(
+            http::header::TRAILER,
+            HeaderValue::from_static(TRAILER_FIELDS),
+        );
+    }
+    let settle: tollgate_tower::Settle = Box::new(move |report| settlement.settle(report));
+    response.map(|body| {
+        let body = UsageBody::settling(body, header, report, settle);
+        Body::new(if trailers { body.with_trailers() } else { body })
+    })
 }
+
+/// The `Trailer` field of a response sending the rate-limit fields after
+/// its settlement (RFC 9110 §6.6.2): their names.
+const TRAILER_FIELDS: &str =
+    "ratelimit-policy, ratelimit, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset";
 
 #[cfg(test)]
 mod tests {
@@ -136,6 +205,7 @@ mod tests {
                 max: 40,
             },
             route_name: Arc::from("trailers"),
+            trailers: None,
         };
         let mut trailer_map = HeaderMap::new();
         for (name, value) in trailers {

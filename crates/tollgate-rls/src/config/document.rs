@@ -50,6 +50,9 @@ pub(crate) struct YamlRateLimit {
     pub(crate) time_zone: String,
     /// Extension: a calendar week's first day (default Monday).
     pub(crate) week_starts: String,
+    /// Extension: hits charged whatever is left, into a debt of at most
+    /// this many units (usage reported when a stream is done).
+    pub(crate) overdraft: Option<u64>,
 }
 
 /// Decodes a file's document (`None`: an empty file).
@@ -205,6 +208,16 @@ fn rate_limit_field(
         }
         "week_starts" if extensions => {
             d.string(value, &mut out.week_starts);
+        }
+        "overdraft" if extensions => {
+            if value.is_null() {
+                out.overdraft = None;
+            } else {
+                let mut overdraft = 0;
+                if d.uint(value, u64::MAX, "uint64", &mut overdraft) {
+                    out.overdraft = Some(overdraft);
+                }
+            }
         }
         "burst" if extensions => {
             if value.is_null() {

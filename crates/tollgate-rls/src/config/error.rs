@@ -92,6 +92,10 @@ pub enum ConfigErrorKind {
     /// without it; the text says which.
     #[error("invalid rate limit calendar: {0}")]
     InvalidCalendar(String),
+    /// Extension: an `overdraft` of 0 or above 2^53, on a limit of 0, or
+    /// deeper than the Redis store computes exactly; the text says which.
+    #[error("invalid rate limit overdraft: {0}")]
+    InvalidOverdraft(String),
     /// Extension: `unlimited: true` with `window`, `algorithm` or `burst`.
     #[error("should not specify rate limit {0} when unlimited")]
     UnlimitedWithExtension(&'static str),

@@ -58,6 +58,12 @@ pub struct RateLimit {
     /// The counters' full names under `stats_key`, built once with the limit
     /// rather than on every request.
     pub(crate) stat_names: Arc<LimitStatNames>,
+    /// Extension `overdraft`: hits charged whatever is left, into a debt of
+    /// at most this many units (core's `Store::overdraw_units`), answered
+    /// OVER_LIMIT when they leave the limit in debt; `None`: hits charged
+    /// only while they fit (or, for the Go service's fixed window, counted
+    /// whatever).
+    pub overdraft: Option<u64>,
 }
 
 impl RateLimit {
@@ -81,6 +87,7 @@ impl RateLimit {
             detailed_metric: false,
             enforcement,
             stat_names: Arc::new(LimitStatNames::for_key(&stats_key)),
+            overdraft: None,
             stats_key,
         }
     }

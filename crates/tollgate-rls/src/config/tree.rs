@@ -217,6 +217,7 @@ fn build_limit(
             (has_window, "window"),
             (!rate_limit.algorithm.is_empty(), "algorithm"),
             (rate_limit.burst.is_some(), "burst"),
+            (rate_limit.overdraft.is_some(), "overdraft"),
         ] {
             if given {
                 return Err(ConfigErrorKind::UnlimitedWithExtension(what));
@@ -236,25 +237,26 @@ fn build_limit(
             .map_err(ConfigErrorKind::Policy)?;
         (unit, enforcement)
     };
-    Ok(configured(
-        full_key,
-        descriptor,
-        rate_limit,
-        unit,
-        enforcement,
-    ))
+    configured(full_key, descriptor, rate_limit, unit, enforcement)
 }
 
 /// The limit `rate_limit` of `descriptor` configures at `full_key`, with
 /// its unit and enforcement.
+///
+/// # Errors
+///
+/// [`ConfigErrorKind::InvalidOverdraft`] for a bad `overdraft`.
 fn configured(
     full_key: &str,
     descriptor: &YamlDescriptor,
     rate_limit: &YamlRateLimit,
     unit: Unit,
     enforcement: Enforcement,
-) -> RateLimit {
-    RateLimit {
+) -> Result<RateLimit, ConfigErrorKind> {
+    if let Some(overdraft) = rate_limit.overdraft {
+        check_overdraft(overdraft, &enforcement)?;
+    }
+    Ok(RateLimit {
         requests_per_unit: u32::try_from(rate_limit.requests_per_unit).unwrap_or(u32::MAX),
         unit,
         unlimited: rate_limit.unlimited,
@@ -266,6 +268,32 @@ fn configured(
         enforcement,
         stat_names: Arc::new(LimitStatNames::for_key(full_key)),
         stats_key: Arc::from(full_key),
+        overdraft: rate_limit.overdraft,
+    })
+}
+
+/// Extension: an `overdraft` of 1 to 2^53 units (as a gateway route's
+/// `charge.max`) on a limit of at least 1, which the Redis store charges
+/// exactly ([`tollgate_redis::overdraw_is_exact`]: the same limits load
+/// whatever the store).
+fn check_overdraft(overdraft: u64, enforcement: &Enforcement) -> Result<(), ConfigErrorKind> {
+    let invalid = |reason: String| Err(ConfigErrorKind::InvalidOverdraft(reason));
+    if !(1..=tollgate_core::MAX_CHARGE).contains(&overdraft) {
+        return invalid(format!(
+            "{overdraft} is not 1 to {}",
+            tollgate_core::MAX_CHARGE
+        ));
+    }
+    match enforcement {
+        Enforcement::Policy(policy) if tollgate_redis::overdraw_is_exact(policy, overdraft) => {
+            Ok(())
+        }
+        Enforcement::Policy(_) => invalid(format!(
+            "an overdraft of {overdraft} on this limit passes 2^52, which the Redis store \
+             computes exactly (limit + overdraft; for a token bucket (burst + overdraft) x \
+             window in microseconds)"
+        )),
+        _ => invalid("a limit of 0 has nothing to overdraw".to_owned()),
     }
 }
 
@@ -338,13 +366,7 @@ fn build_calendar_limit(
     let enforcement = Policy::calendar(u64::from(requests_per_unit), calendar)
         .map(Enforcement::Policy)
         .map_err(ConfigErrorKind::Policy)?;
-    Ok(configured(
-        full_key,
-        descriptor,
-        rate_limit,
-        unit,
-        enforcement,
-    ))
+    configured(full_key, descriptor, rate_limit, unit, enforcement)
 }
 
 /// Extension: the `algorithm` of a limit (fixed window when absent).

@@ -34,13 +34,14 @@ const VALID_KEYS: [&str; 16] = [
 ];
 
 /// tollgate's extension keys, valid in a `rate_limit` mapping when enabled.
-pub(crate) const EXTENSION_KEYS: [&str; 6] = [
+pub(crate) const EXTENSION_KEYS: [&str; 7] = [
     "algorithm",
     "burst",
     "window",
     "calendar",
     "time_zone",
     "week_starts",
+    "overdraft",
 ];
 
 /// Checks the keys of a file's top-level mapping.

@@ -28,19 +28,20 @@ pub(crate) struct Checked {
 }
 
 /// A limited descriptor's place in the store call.
-struct Slot<'p> {
-    limited: &'p Limited,
-    prepared: Option<PreparedPolicy>,
-    local_key: Option<String>,
-    local_over: bool,
-    units: u64,
+pub(super) struct Slot<'p> {
+    pub(super) limited: &'p Limited,
+    pub(super) prepared: Option<PreparedPolicy>,
+    pub(super) local_key: Option<String>,
+    pub(super) local_over: bool,
+    pub(super) units: u64,
 }
 
 impl RateLimitService {
     /// `DoLimit`: the cache's status of every descriptor of `plans`, in order.
     /// The descriptors `refunded` marks (`TOLLGATE_REFUNDS`; none when it is
     /// shorter) are left out, counted nothing and answered OK here: their
-    /// hits are given back by `refunds.rs`.
+    /// hits are given back by `refunds.rs` (or, on a limit with an
+    /// `overdraft`, charged by `overdraft.rs`).
     pub(crate) async fn check(
         &self,
         plans: &[Plan],
@@ -203,7 +204,12 @@ impl RateLimitService {
     }
 
     /// `GetResponseDescriptorStatus` for one limited descriptor.
-    fn status_of(&self, slot: &Slot<'_>, decision: Option<&Decision>, now_s: u64) -> Checked {
+    pub(super) fn status_of(
+        &self,
+        slot: &Slot<'_>,
+        decision: Option<&Decision>,
+        now_s: u64,
+    ) -> Checked {
         let limited = slot.limited;
         let limit = &limited.matched.limit;
         let ratio = self.settings.near_limit_ratio;
@@ -250,7 +256,11 @@ impl RateLimitService {
             (None, None) => 0,
         };
         let retry_after_s = go.over.then(|| match (window_s, decided) {
-            (None, Some(decision)) => decision.retry_after_seconds(),
+            // (A look, or a charge past the limit, has no wait of its
+            // own: the limit's reset, when it is whole again.)
+            (None, Some(decision)) if !decision.retry_after.is_zero() => {
+                decision.retry_after_seconds()
+            }
             _ => reset_s,
         });
         let code = if go.over && !limit.shadow_mode {
@@ -285,7 +295,11 @@ fn extension_status(decision: &Decision, capacity: u64, limited: &Limited, ratio
     let hits = limited.hits;
     let shadow = limited.matched.limit.shadow_mode;
     let remaining = decision.remaining.unwrap_or(u64::MAX);
-    let over = decision.rejected > 0 && remaining < hits;
+    // A look at a limit with an overdraft (the admission of a request
+    // charged by usage later) needs one unit left.
+    let look_finds_nothing =
+        hits == 0 && limited.matched.limit.overdraft.is_some() && remaining == 0;
+    let over = (decision.rejected > 0 && remaining < hits) || look_finds_nothing;
     let mut stats = StatDeltas::default();
     if over {
         stats.over_limit = hits;
@@ -333,7 +347,7 @@ fn add_stats(
 }
 
 /// A store failure as the Go service reports a Redis one: its message.
-fn store_error(error: tollgate_core::StoreError) -> ServiceError {
+pub(super) fn store_error(error: tollgate_core::StoreError) -> ServiceError {
     match error {
         tollgate_core::StoreError::Unavailable(message) => ServiceError::Store(message),
         other => ServiceError::Store(other.to_string()),

@@ -35,6 +35,7 @@ pub mod harness;
 mod headers_to_add;
 mod held;
 mod local_cache;
+mod overdraft;
 mod plan;
 mod policies;
 mod refunds;

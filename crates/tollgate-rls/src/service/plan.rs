@@ -11,7 +11,7 @@ use super::ServiceError;
 use super::service_settings::ServiceSettings;
 use super::store_key::store_key;
 use crate::config::lookup::MatchedLimit;
-use crate::config::rate_limit::{Enforcement, LimitOverride};
+use crate::config::rate_limit::{Enforcement, LimitOverride, RateLimit};
 use crate::config::stats::StatsSink;
 use crate::config::tree::RateLimitConfig;
 use crate::proto::{RateLimitDescriptor, RateLimitRequest};
@@ -129,7 +129,9 @@ pub(crate) fn plans(
                     }
                     Enforcement::NoWindow => return Err(ServiceError::UnknownUnit { index }),
                     Enforcement::Deny { window_s } => deny(window_s, settings),
-                    Enforcement::Policy(policy) => Enforced::Store(go_policy(policy, settings)),
+                    Enforcement::Policy(policy) => {
+                        Enforced::Store(go_policy(policy, &matched.limit, settings))
+                    }
                 };
                 Plan::Limited(Box::new(Limited {
                     store_key: store_key(settings, &request.domain, descriptor, matched),
@@ -144,15 +146,17 @@ pub(crate) fn plans(
     Ok(plans)
 }
 
-/// The policy a configured one is enforced with: a fixed window counts its
-/// refused hits as the Go service's Redis counter does (unless requests are
-/// all or nothing); the extensions' token bucket and sliding log are as
-/// configured, and so is a calendar window (it counts only what it
-/// allows).
-fn go_policy(policy: Policy, settings: &ServiceSettings) -> Policy {
+/// The policy a configured one (of `limit`) is enforced with: a fixed
+/// window counts its refused hits as the Go service's Redis counter does
+/// (unless requests are all or nothing, or the limit has an `overdraft`,
+/// whose charges count past the limit instead); the extensions' token
+/// bucket and sliding log are as configured, and so is a calendar window
+/// (it counts only what it allows).
+fn go_policy(policy: Policy, limit: &RateLimit, settings: &ServiceSettings) -> Policy {
     if policy.algorithm() != Algorithm::FixedWindow
         || policy.calendar_window().is_some()
         || settings.extensions.all_or_nothing
+        || limit.overdraft.is_some()
     {
         return policy;
     }

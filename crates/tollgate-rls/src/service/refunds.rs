@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use futures_util::future::join;
+use futures_util::future::join3;
 use tollgate_core::{Decision, Limit, LimitUnits, PreparedPolicy};
 
 use super::cache::Checked;
@@ -31,12 +31,13 @@ const REFUNDED_HITS: &str = "refunded_hits";
 
 impl RateLimitService {
     /// Every descriptor's status: the refunds (when `TOLLGATE_REFUNDS` is on)
-    /// given back and the other descriptors decided by
-    /// [`RateLimitService::check`], the two store calls at once.
+    /// given back, the charges on limits with an `overdraft` charged past
+    /// them (`overdraft.rs`), and the other descriptors decided by
+    /// [`RateLimitService::check`], the store calls at once.
     ///
     /// # Errors
     ///
-    /// [`ServiceError`] of either call (a store failure among them).
+    /// [`ServiceError`] of any call (a store failure among them).
     pub(crate) async fn check_and_refund(
         &self,
         request: &RateLimitRequest,
@@ -44,16 +45,24 @@ impl RateLimitService {
         now_s: u64,
     ) -> Result<Vec<Checked>, ServiceError> {
         let refunded = self.refunded(request, plans);
-        if !refunded.contains(&true) {
+        let overdrawn = Self::overdrawn(plans, &refunded);
+        if !refunded.contains(&true) && !overdrawn.contains(&true) {
             return self.check(plans, &[], now_s).await;
         }
-        let (checked, refunds) = join(
-            self.check(plans, &refunded, now_s),
+        let apart: Vec<bool> = (0..plans.len())
+            .map(|index| {
+                refunded.get(index).copied().unwrap_or(false)
+                    || overdrawn.get(index).copied().unwrap_or(false)
+            })
+            .collect();
+        let (checked, refunds, charges) = join3(
+            self.check(plans, &apart, now_s),
             self.refund(plans, &refunded, now_s),
+            self.overdraw(plans, &overdrawn, now_s),
         )
         .await;
         let mut checked = checked?;
-        for (index, status) in refunds? {
+        for (index, status) in refunds?.into_iter().chain(charges?) {
             if let Some(slot) = checked.get_mut(index) {
                 *slot = status;
             }
@@ -66,7 +75,7 @@ impl RateLimitService {
     /// answered as always); empty with it off.
     fn refunded(&self, request: &RateLimitRequest, plans: &[Plan]) -> Vec<bool> {
         if !self.settings.extensions.refunds {
-            return Vec::new();
+            return vec![false; plans.len()];
         }
         request
             .descriptors

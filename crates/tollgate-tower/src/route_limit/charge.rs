@@ -13,7 +13,7 @@ use tollgate_core::{
     Limit, PreparedPolicy, Settlement as Settle, Store, UsageReport, apply_settlement, settle_usage,
 };
 
-use crate::usage_body::{Settle as SettleCallback, UsageBody, read_usage};
+use crate::usage_body::{Settle as SettleCallback, SettledTrailers, UsageBody, read_usage};
 
 /// How a route's requests are charged by usage: the response header (or
 /// trailer) reporting the units used, and the most one request is charged.
@@ -39,20 +39,17 @@ pub(crate) struct Settlement {
 }
 
 impl Settlement {
-    /// Settles `report` in a task of its own (none without a tokio
-    /// runtime): nothing when the usage is the cost.
-    fn settle(self, report: Option<UsageReport>) {
+    /// The settlement of `report` (run by the body in a task of its own):
+    /// nothing when the usage is the cost. It adds no trailers.
+    fn settle(self, report: Option<UsageReport>) -> SettledTrailers {
         if !self.charged.load(Ordering::Acquire) {
-            return;
+            return Box::pin(std::future::ready(None));
         }
         let settlement = settle_usage(self.cost, self.charge.max, report).settlement;
         if settlement == Settle::Keep {
-            return;
+            return Box::pin(std::future::ready(None));
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(async move {
+        Box::pin(async move {
             let limit = Limit::Policy {
                 key: &self.key,
                 policy: &self.policy,
@@ -62,7 +59,8 @@ impl Settlement {
                 // Counted as a store failure whose outcome is the cost kept.
                 crate::metrics::record_store_failure(&self.route, "settle");
             }
-        });
+            None
+        })
     }
 
     /// `body` of a response with `headers`, settling this when it ends.

@@ -4,12 +4,14 @@
 use tollgate_core::{Decision, LimitDecision, Policy};
 use tollgate_tower::{RateLimitField, advertised_quota};
 
-use super::route_limit::RouteLimit;
-use crate::request::rate_limit_headers::{RateLimitHeaders, rate_limit_headers_listed};
+use super::{PLAN, ROUTE};
+use crate::request::rate_limit_headers::{
+    RateLimitHeaders, rate_limit_headers, rate_limit_headers_listed,
+};
 
 /// The plan's RateLimit field (listed first); none for a key whose plan has
 /// no policy.
-pub(super) fn plan_field<'a>(tier: &'a str, plan: &'a LimitDecision) -> Option<RateLimitField<'a>> {
+fn plan_field<'a>(tier: &'a str, plan: &'a LimitDecision) -> Option<RateLimitField<'a>> {
     let (quota, window_s) = advertised_quota(&plan.policy?);
     Some(RateLimitField {
         name: tier,
@@ -23,7 +25,7 @@ pub(super) fn plan_field<'a>(tier: &'a str, plan: &'a LimitDecision) -> Option<R
 /// (by its name), then the route budget's, in `RateLimit-Policy`; the plan's
 /// binding policy ([`Decision::binding`]), then the route budget's, in
 /// `RateLimit`.
-pub(super) fn plan_list_headers(
+fn plan_list_headers(
     plan: &LimitDecision,
     route_field: Option<RateLimitField<'_>>,
 ) -> RateLimitHeaders {
@@ -87,18 +89,49 @@ pub(super) fn plan_refused_by<'a>(
     }
 }
 
-/// The route budget's RateLimit field (listed after the plan's).
-pub(super) fn route_field<'a>(
+/// The route budget's RateLimit field (listed after the plan's), of the
+/// route named `route_name` whose budget has `policy`.
+fn route_field<'a>(
     route_name: &'a str,
-    limit: &RouteLimit<'_>,
+    policy: &Policy,
     decision: &'a LimitDecision,
 ) -> RateLimitField<'a> {
-    let (quota, window_s) = advertised_quota(&limit.budget.budget.policy());
+    let (quota, window_s) = advertised_quota(policy);
     RateLimitField {
         name: route_name,
         quota,
         window_s,
         decision: &decision.decision,
+    }
+}
+
+/// The rate-limit headers of a request's limits: its plan's decision
+/// (`plan`, the key's tier `tier`) and its route budget's (`route`: the
+/// route's name, its budget's policy and decision), each only where
+/// `described` says so (by [`PLAN`] and [`ROUTE`]).
+pub(crate) fn limit_headers(
+    tier: &str,
+    plan: Option<&LimitDecision>,
+    route: Option<(&str, Policy, &LimitDecision)>,
+    described: &dyn Fn(usize) -> bool,
+) -> RateLimitHeaders {
+    let route_field = route
+        .filter(|_| described(ROUTE))
+        .map(|(name, policy, decision)| route_field(name, &policy, decision));
+    match plan {
+        Some(plan) if !plan.further.is_empty() && described(PLAN) => {
+            plan_list_headers(plan, route_field)
+        }
+        _ => {
+            let plan_field = plan
+                .and_then(|plan| plan_field(tier, plan))
+                .filter(|_| described(PLAN));
+            match (plan_field, route_field) {
+                (Some(plan), Some(route)) => rate_limit_headers(&[plan, route]),
+                (Some(only), None) | (None, Some(only)) => rate_limit_headers(&[only]),
+                (None, None) => RateLimitHeaders::default(),
+            }
+        }
     }
 }
 

@@ -23,16 +23,17 @@ use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
 use crate::observe::top_keys::{Decided, TopKeys};
 use crate::request::api_key::{KeyError, api_key};
-use crate::request::charge::Settlement;
+use crate::request::charge::{Settlement, accepts_trailers};
 use crate::request::delay::{Reserved, WaitingRoom, reserve};
 use crate::request::in_flight::{SlotGuard, TierSlot, acquire_slot};
 use crate::request::in_flight_limit::InFlightLimit;
 use crate::request::problem::{problem, respond};
-use crate::request::rate_limit_headers::{RateLimitHeaders, rate_limit_headers};
+use crate::request::rate_limit_headers::RateLimitHeaders;
 use crate::request::routes::Route;
 use crate::request::shadow::ShadowLimits;
 use crate::serve::reloadable::Reloadable;
-use fields::{bound, plan_field, plan_list_headers, route_field};
+use fields::bound;
+pub(crate) use fields::limit_headers;
 use refusal::{Refusal, Refusing};
 use route_limit::{RouteLimit, route_limit};
 use tollgate_core::{FailurePolicy, StoreError};
@@ -245,26 +246,11 @@ pub(crate) async fn admit(
     let shadow = ShadowLimits::of(&reloadable.refusal, tier, route.filter(|_| own_budget));
     // The headers of the limits `described` says (PLAN, ROUTE).
     let headers_of = |described: &dyn Fn(usize) -> bool| {
-        let route_field = route_limit
+        let route = route_limit
             .as_ref()
             .zip(decisions.route.as_ref())
-            .map(|(limit, decision)| route_field(route_name, limit, decision))
-            .filter(|_| described(ROUTE));
-        match plan {
-            Some(plan) if !plan.further.is_empty() && described(PLAN) => {
-                plan_list_headers(plan, route_field)
-            }
-            _ => {
-                let plan_field = plan
-                    .and_then(|plan| plan_field(tier, plan))
-                    .filter(|_| described(PLAN));
-                match (plan_field, route_field) {
-                    (Some(plan), Some(route)) => rate_limit_headers(&[plan, route]),
-                    (Some(only), None) | (None, Some(only)) => rate_limit_headers(&[only]),
-                    (None, None) => RateLimitHeaders::default(),
-                }
-            }
-        }
+            .map(|(limit, decision)| (&**route_name, limit.budget.budget.policy(), decision));
+        limit_headers(tier, plan, route, described)
     };
     // A slot of the tier's concurrency limit, for a request let through.
     let tier_slot = TierSlot {
@@ -326,6 +312,8 @@ pub(crate) async fn admit(
                 cost,
                 charge,
                 route_name: Arc::clone(route_name),
+                trailers: accepts_trailers(request_headers)
+                    .then(|| [shadow.sends_headers(PLAN), shadow.sends_headers(ROUTE)]),
             });
         return Ok(Admitted {
             headers,
