@@ -1,10 +1,12 @@
 //! Refunds on Redis (`Store::give_back_units`, `lua/give_back.lua`): values
 //! worked out by hand for each algorithm, a plan followed onto its tier, a
 //! plan of several policies given back on each,
-//! and the store held to the in-memory store on the same clock, step by
+//! and the store held to core (at the scripts' microseconds), step by
 //! step, over the range the store accepts (time stepping, standing still,
 //! leaping and going back), on a server and, with `REDIS_CLUSTER_URL`, on a
-//! cluster, where each limit is given back on its own.
+//! cluster, where each limit is given back on its own. The steps mix
+//! charges, refunds, charges past the limit (overdraws) and reservations
+//! of turns ahead (not on a cluster).
 
 mod generators;
 
@@ -14,8 +16,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate_core::{
-    Clock, Decision, Limit, LimitDecision, LimitUnits, LimiterConfig, MemoryStore, NamedPolicy,
-    PlanPolicies, Policy, PreparedPolicy, Store,
+    Clock, Decision, Limit, LimitDecision, LimitUnits, Limiter, LimiterConfig, MaxWait,
+    NamedPolicy, PlanPolicies, Policy, PreparedPolicy, Resolution, Store,
 };
 use tollgate_redis::{RedisConfig, RedisStore, TimeSource};
 
@@ -332,6 +334,10 @@ enum Step {
     /// Both limits charged their units past the limit, into a debt of at
     /// most the third number (a usage settled after its response).
     Overdraw(u64, u64, u64),
+    /// Both limits' units reserved, the turn waited for up to the third
+    /// number of microseconds (a route's `delay`); not on a cluster, where
+    /// limits in two slots are decided at once (`src/reserve.rs`).
+    Reserve(u64, u64, u64),
 }
 
 /// Units: a few mostly, 0 often, sometimes around 2^52 or the most there is.
@@ -349,6 +355,8 @@ fn steps() -> impl Strategy<Value = Vec<(i64, Step)>> {
         3 => (some_units(), some_units()).prop_map(|(a, b)| Step::Charge(a, b)),
         2 => (some_units(), some_units()).prop_map(|(a, b)| Step::Refund(a, b)),
         2 => (some_units(), some_units(), 0u64..=20).prop_map(|(a, b, o)| Step::Overdraw(a, b, o)),
+        2 => (some_units(), some_units(), prop_oneof![Just(0u64), 0u64..=120_000_000])
+            .prop_map(|(a, b, wait)| Step::Reserve(a, b, wait)),
     ];
     prop::collection::vec((moves(), step), 1..30)
 }
@@ -401,6 +409,7 @@ fn same_refunds(
     policies: [Policy; 2],
     steps: Vec<(i64, Step)>,
     start: u64,
+    cluster: bool,
 ) -> Result<(), TestCaseError> {
     let runtime = runtime();
     let prefix = support::prefix("give-back-differential");
@@ -410,11 +419,13 @@ fn same_refunds(
         idle_eviction_s: 1 << 40,
         ..LimiterConfig::default()
     };
-    let memory = MemoryStore::new(&config, Arc::clone(&clock) as Arc<dyn Clock>).unwrap();
+    // Core at the scripts' resolution (microseconds): a reserved turn may
+    // fall between two microseconds, and both must book it the same.
+    let core = Limiter::new(&config, Resolution::Microseconds).unwrap();
     let redis = redis_store(&runtime, url, &prefix, &clock, &config);
     let in_memory = [
-        memory.prepare(policies[0]).unwrap(),
-        memory.prepare(policies[1]).unwrap(),
+        core.prepare(policies[0]).unwrap(),
+        core.prepare(policies[1]).unwrap(),
     ];
     let in_redis = [
         redis.prepare(policies[0]).unwrap(),
@@ -427,9 +438,7 @@ fn same_refunds(
         let (expected, got) = match step {
             Step::Charge(a, b) => {
                 let (a, b) = (charged(&policies[0], a), charged(&policies[1], b));
-                let expected = runtime
-                    .block_on(memory.acquire_units(&limits(&in_memory, a, b)))
-                    .unwrap();
+                let expected = core.acquire_units(&limits(&in_memory, a, b), now);
                 let got = runtime
                     .block_on(redis.acquire_units(&limits(&in_redis, a, b)))
                     .unwrap();
@@ -442,18 +451,36 @@ fn same_refunds(
                 {
                     continue;
                 }
-                let expected = runtime
-                    .block_on(memory.overdraw_units(&limits(&in_memory, a, b), overdraft))
-                    .unwrap();
+                let expected = core.overdraw_units(&limits(&in_memory, a, b), overdraft, now);
                 let got = runtime
                     .block_on(redis.overdraw_units(&limits(&in_redis, a, b), overdraft))
                     .unwrap();
                 (expected, got)
             }
-            Step::Refund(a, b) => {
-                let expected = runtime
-                    .block_on(memory.give_back_units(&limits(&in_memory, a, b)))
+            Step::Reserve(a, b, wait) => {
+                if cluster {
+                    continue;
+                }
+                let (a, b) = (charged(&policies[0], a), charged(&policies[1], b));
+                let expected =
+                    core.reserve_units_within(&limits(&in_memory, a, b), now, Some(wait));
+                let wait = MaxWait::UpTo(Duration::from_micros(wait));
+                let got = runtime
+                    .block_on(redis.reserve_units(&limits(&in_redis, a, b), wait))
                     .unwrap();
+                prop_assert_eq!(
+                    got.wait,
+                    expected.wait,
+                    "step {} at {}: {:?}, limits {:?}",
+                    index,
+                    now,
+                    step,
+                    policies
+                );
+                (expected.decisions, got.decisions)
+            }
+            Step::Refund(a, b) => {
+                let expected = core.give_back_units(&limits(&in_memory, a, b), now);
                 let got = runtime
                     .block_on(redis.give_back_units(&limits(&in_redis, a, b)))
                     .unwrap();
@@ -489,13 +516,13 @@ proptest! {
 
     #[test]
     #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
-    fn redis_gives_back_what_the_memory_store_gives_back(
+    fn redis_settles_as_core_does(
         first in with_calendars(),
         second in with_calendars(),
         steps in steps(),
         start in starts(),
     ) {
-        same_refunds(&support::require_redis_url(), [first, second], steps, start)?;
+        same_refunds(&support::require_redis_url(), [first, second], steps, start, false)?;
     }
 }
 
@@ -508,12 +535,12 @@ proptest! {
         not(has_redis_cluster),
         ignore = "set REDIS_CLUSTER_URL to run (.ci/redis-cluster start DIR)"
     )]
-    fn redis_gives_back_what_the_memory_store_gives_back_on_a_cluster(
+    fn redis_settles_as_core_does_on_a_cluster(
         first in with_calendars(),
         second in with_calendars(),
         steps in steps(),
         start in starts(),
     ) {
-        same_refunds(&support::require_cluster_url(), [first, second], steps, start)?;
+        same_refunds(&support::require_cluster_url(), [first, second], steps, start, true)?;
     }
 }
