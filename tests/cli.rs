@@ -176,6 +176,7 @@ fn check_config_prints_what_is_in_force_and_every_warning() {
         "check.toml",
         "listen = \"127.0.0.1:9000\"\nworkers = 1\n\
          [admin]\nlisten = \"127.0.0.1:9001\"\ntoken = \"change-me\"\n\
+         [access_log]\npath = \"/tmp/tollgate-check-access.log\"\n\
          [limits]\nidle_eviction_s = 600\n\
          [limits.default_policy]\nalgorithm = \"sliding_log\"\nlimit = 100\nwindow_s = 3600\n\
          [[routes]]\nprefix = \"/\"\nupstream = \"http://127.0.0.1:7000\"\n",
@@ -190,9 +191,8 @@ fn check_config_prints_what_is_in_force_and_every_warning() {
              default policy: sliding_log 100 per 3600 s\n\
              exempt keys: 0; tenants: 0, with 0 keys\n\
              route /: / -> http://127.0.0.1:7000/\n\
-             warning: the default policy counts over 3600 s, longer than \
-             limits.idle_eviction_s (600 s): a key idle that long starts over with its whole \
-             budget\n\
+             warning: access_log.path is set but access_log.enabled is not: no access log is \
+             written (set enabled = true)\n\
              warning: the admin token is the example's \"change-me\": set your own in \
              admin.token or $TOLLGATE_ADMIN_TOKEN\n\
              {}: the configuration is valid\n",

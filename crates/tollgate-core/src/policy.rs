@@ -365,7 +365,8 @@ impl Policy {
     /// long without a request a key's state equals a fresh one. A calendar
     /// window's is its nominal length and a day more (daylight-saving
     /// days are 25 hours long, and zones change their offsets). At least 1;
-    /// saturates at `u64::MAX`.
+    /// saturates at `u64::MAX`. The in-memory limiter keeps an idle key's
+    /// state at least this long, past `idle_eviction_s` when need be.
     ///
     /// ```
     /// use tollgate_core::Policy;

@@ -52,17 +52,29 @@ fn burst_after_a_long_idle_is_exactly_burst() {
 
 #[test]
 fn eviction_keeps_a_key_idle_3599_s_and_drops_it_at_3600_s() {
-    let limiter = gateway_with(Policy::fixed_window(5, 100_000).unwrap());
-    limiter.request_batch("k", 1000, units(5));
-    // 3599 s idle: the window is still full.
-    assert_eq!(
-        outcome(limiter.request("k", 4599)),
-        (0, 1, Some(0), 100_000 - 4599)
-    );
+    // A token an hour, one at most: whole again 3600 s after its use, so
+    // the eviction age stays the configured 3600 s.
+    let limiter = gateway_with(Policy::token_bucket(1, 3600, 1).unwrap());
+    limiter.request("k", 1000);
+    // 3599 s idle: the bucket is still empty, its token 1 s away.
+    assert_eq!(outcome(limiter.request("k", 4599)), (0, 1, Some(0), 1));
     // The rejected request at 4599 counts as use: 3600 s after it, the state is gone.
     assert_eq!(limiter.stats(8198).tracked_keys, 1);
     assert_eq!(limiter.stats(8199).tracked_keys, 0);
-    assert_eq!(outcome(limiter.request("k", 8199)), (1, 0, Some(4), 0));
+    assert_eq!(outcome(limiter.request("k", 8199)), (1, 0, Some(0), 0));
+}
+
+#[test]
+fn a_window_longer_than_the_eviction_age_is_kept_to_its_end() {
+    let limiter = gateway_with(Policy::fixed_window(5, 100_000).unwrap());
+    limiter.request_batch("k", 1000, units(5));
+    // 50,000 s idle, far past 3600: the window [0, 100000) is still full.
+    assert_eq!(
+        outcome(limiter.request("k", 51_000)),
+        (0, 1, Some(0), 100_000 - 51_000)
+    );
+    assert_eq!(limiter.stats(151_000 - 1).tracked_keys, 1);
+    assert_eq!(limiter.stats(151_000).tracked_keys, 0);
 }
 
 #[test]

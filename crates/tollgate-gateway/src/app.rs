@@ -38,8 +38,6 @@ pub(crate) struct App {
     pub(crate) config_path: Option<PathBuf>,
     /// The Redis URL given outside the file, which stands for the file's.
     pub(crate) store_url: Option<String>,
-    /// Whether the store running is the in-memory one.
-    pub(crate) in_memory_store: bool,
     /// Failed admin calls, limited per client address.
     pub(crate) admin_guard: AdminGuard,
     /// The gateway listener's TLS, when `[tls]` was set at start.

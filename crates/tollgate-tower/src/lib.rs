@@ -41,4 +41,6 @@ pub use route_limit::{
 pub use tollgate_core::FailurePolicy;
 pub use tollgate_core::{KnownKeys, MAX_COST, MemorySlots, SlotStore, UnknownKeys};
 pub use tollgate_core::{RouteKeyKind, Store};
-pub use usage_body::{Settle, SettledTrailers, UsageBody, read_usage, settle_in_background};
+pub use usage_body::{
+    Settle, SettledTrailers, UsageBody, accepts_trailers, read_usage, settle_in_background,
+};

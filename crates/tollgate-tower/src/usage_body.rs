@@ -19,6 +19,20 @@ pub fn read_usage(headers: &HeaderMap, name: &HeaderName) -> Option<UsageReport>
     UsageReport::parse(headers.get_all(name).iter().map(|value| value.as_bytes()))
 }
 
+/// Whether a request with `headers` accepts trailers in its response
+/// (RFC 9110 §10.1.4: `TE` lists `trailers`, parameters aside).
+pub fn accepts_trailers(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::TE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|member| {
+            let coding = member.split(';').next().unwrap_or("").trim();
+            coding.eq_ignore_ascii_case("trailers")
+        })
+}
+
 /// The trailers a settlement adds to its response once it has run (`None`:
 /// none), such as the rate-limit fields after it.
 pub type SettledTrailers = Pin<Box<dyn Future<Output = Option<HeaderMap>> + Send>>;

@@ -127,6 +127,70 @@ async fn usage_replaces_the_cost_when_the_body_ends() {
     assert_eq!(left().await, 99);
 }
 
+/// A client that accepts trailers (`TE: trailers`) gets the RateLimit
+/// fields after the settlement as trailers, announced in `Trailer`; the
+/// headers keep the state at admission. 100 a UTC day, at midnight.
+#[tokio::test]
+async fn trailers_carry_the_state_after_settlement() {
+    let clock = ManualClock::new(MIDNIGHT_S * 1_000_000_000);
+    let store =
+        Arc::new(MemoryStore::new(&LimiterConfig::default(), Arc::new(clock.clone())).unwrap());
+    let limits = HostLimits::builder()
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .build()
+        .unwrap();
+    let day = Calendar::new(CalendarPeriod::Day, "UTC", None).unwrap();
+    let service = limits
+        .route("llm")
+        .budget(Budget::calendar(100, day).unwrap())
+        .unwrap()
+        .key(KeySelector::Ip)
+        .charge(HeaderName::from_static("x-usage"), 40)
+        .unwrap()
+        .layer(reporting());
+    let ask = |used: &str, trailers: bool| {
+        let mut request = from("192.0.2.7:5000");
+        request
+            .headers_mut()
+            .insert("x-test-use", used.parse().unwrap());
+        if trailers {
+            request
+                .headers_mut()
+                .insert("te", "trailers".parse().unwrap());
+        }
+        let service = service.clone();
+        async move {
+            let response = service.oneshot(request).await.unwrap();
+            let headers = response.headers().clone();
+            let collected = response.into_body().collect().await.unwrap();
+            (headers, collected.trailers().cloned())
+        }
+    };
+    // Admitted with 1 (99 left), charged 30: 70.
+    let (headers, trailers) = ask("30", true).await;
+    assert_eq!(headers["ratelimit"], "\"llm\";r=99;t=86400");
+    assert_eq!(headers["trailer"], "ratelimit-policy, ratelimit");
+    let trailers = trailers.expect("trailers");
+    assert_eq!(trailers["ratelimit"], "\"llm\";r=70;t=86400");
+    assert_eq!(trailers["ratelimit-policy"], "\"llm\";q=100;w=86400");
+    // A bad report: the cost stays (69), the trailers show it.
+    let (_, trailers) = ask("-1", true).await;
+    assert_eq!(trailers.unwrap()["ratelimit"], "\"llm\";r=69;t=86400");
+    // Without TE: trailers: none, and no Trailer field (68, then 63).
+    let (headers, trailers) = ask("6", false).await;
+    assert_eq!(headers["ratelimit"], "\"llm\";r=68;t=86400");
+    assert!(headers.get("trailer").is_none());
+    assert_eq!(trailers, None);
+    // Its settlement runs in a task of its own: let it.
+    tokio::task::yield_now().await;
+    // An hour on (the key idle past the default eviction age, its day's
+    // count kept), past max: charged 40 (62 at admission, 63 - 40 = 23).
+    clock.advance_by("3600s").unwrap();
+    let (headers, trailers) = ask("1000", true).await;
+    assert_eq!(headers["ratelimit"], "\"llm\";r=62;t=82800");
+    assert_eq!(trailers.unwrap()["ratelimit"], "\"llm\";r=23;t=82800");
+}
+
 #[test]
 fn a_charge_is_checked() {
     let limits = HostLimits::builder().build().unwrap();

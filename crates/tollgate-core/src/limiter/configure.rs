@@ -58,6 +58,16 @@ impl Limiter {
                 .replace_policies(Arc::clone(&next), &self.hasher);
         }
         *policies = next;
+        drop(policies);
+        // Its keys keep their state as long as its policies count.
+        if let Some((first, list)) = plan.clone().split() {
+            let further = list.map(|list| list.further).unwrap_or_default();
+            let longest = further
+                .iter()
+                .map(|named| named.policy.counted_span_s())
+                .fold(first.counted_span_s(), u64::max);
+            self.keep_state_for(longest);
+        }
         Ok(plan.clone())
     }
 
@@ -91,7 +101,8 @@ impl Limiter {
             &self.next_version,
             &self.hasher,
         )?);
-        let idle_after = idle_ticks(config, self.resolution);
+        let prepared_s = self.prepared_whole_after_s.load(Ordering::Relaxed);
+        let idle_after = idle_ticks(config, self.resolution, prepared_s);
         self.count.set_cap(config.max_tracked_keys);
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
@@ -244,9 +255,44 @@ fn plan_policies(plan: &PlanRules) -> PlanPolicies {
     }
 }
 
-/// The idle eviction age in ticks.
-pub(super) fn idle_ticks(config: &LimiterConfig, resolution: Resolution) -> u64 {
-    resolution
-        .ticks_from_seconds(config.idle_eviction_s)
-        .unwrap_or(u64::MAX)
+/// The idle eviction age in ticks: `idle_eviction_s`, or longer where a
+/// policy of `config`, or one prepared since (`prepared_s`, the longest
+/// [`Policy::counted_span_s`] of those), keeps its state longer: a key's
+/// state is never dropped before it is whole again.
+pub(super) fn idle_ticks(config: &LimiterConfig, resolution: Resolution, prepared_s: u64) -> u64 {
+    let plans = std::iter::once(&config.default_policy)
+        .chain(config.tiers.values())
+        .chain(
+            config
+                .policy_lists
+                .values()
+                .flat_map(|list| list.further.iter().map(|named| &named.policy)),
+        );
+    let longest = plans
+        .map(Policy::counted_span_s)
+        .fold(config.idle_eviction_s.max(prepared_s), u64::max);
+    resolution.ticks_from_seconds(longest).unwrap_or(u64::MAX)
+}
+
+impl Limiter {
+    /// Keeps every key's state at least `whole_after_s` seconds after its
+    /// last request (a policy prepared for [`Limit::Policy`], or a default
+    /// plan put in force by [`Limiter::configure_plan`]), raising the idle
+    /// eviction age when it is longer, until the next
+    /// [`Limiter::reconfigure`] (which keeps the longest of these too).
+    pub(super) fn keep_state_for(&self, whole_after_s: u64) {
+        let before = self
+            .prepared_whole_after_s
+            .fetch_max(whole_after_s, Ordering::Relaxed);
+        if whole_after_s <= before {
+            return;
+        }
+        let ticks = self
+            .resolution
+            .ticks_from_seconds(whole_after_s)
+            .unwrap_or(u64::MAX);
+        for shard in self.shards.iter() {
+            shard.lock().raise_idle_after(ticks);
+        }
+    }
 }

@@ -62,8 +62,10 @@ pub struct Stats {
 /// Exempt keys are never limited and hold no state. Time is passed in as `now`,
 /// an integer count of ticks of the limiter's [`Resolution`] (seconds for the
 /// operations harness, nanoseconds from a [`Clock`](crate::Clock) for a server).
-/// A key is idle once `now - last_request >= idle_eviction_s` and then loses its
-/// state, as if reset. At most `max_tracked_keys` keys hold state at once: when
+/// A key is idle once `now - last_request >= idle_eviction_s` (or longer: the
+/// longest [`Policy::counted_span_s`] of the policies configured or prepared, so
+/// a day's or a month's quota is not forgotten before its end) and then loses
+/// its state, as if reset. At most `max_tracked_keys` keys hold state at once: when
 /// the cap is reached, a new key pushes out the least recently used key of its
 /// shard (one of 64), an approximation of the least recently used key overall;
 /// a new key landing in an empty shard is admitted, so the count can pass the
@@ -100,6 +102,8 @@ pub struct Limiter {
     resolution: Resolution,
     /// The next rule version to hand out.
     next_version: AtomicU64,
+    /// The longest `Policy::counted_span_s` of the policies prepared.
+    prepared_whole_after_s: AtomicU64,
 }
 
 impl std::fmt::Debug for Limiter {
@@ -131,7 +135,7 @@ impl Limiter {
             &next_version,
             &hasher,
         )?);
-        let idle_after = idle_ticks(config, resolution);
+        let idle_after = idle_ticks(config, resolution, 0);
         let count = KeyCount::new(config.max_tracked_keys, resolution);
         let shards = (0..SHARDS)
             .map(|_| {
@@ -146,6 +150,7 @@ impl Limiter {
             hasher,
             resolution,
             next_version,
+            prepared_whole_after_s: AtomicU64::new(0),
         })
     }
 
@@ -283,7 +288,9 @@ impl Limiter {
     ///
     /// [`PolicyError::WindowTooLong`] when the window does not fit the resolution.
     pub fn prepare(&self, policy: Policy) -> Result<PreparedPolicy, PolicyError> {
-        Ok(PreparedPolicy::new(Rule::compile(policy, self.resolution)?))
+        let prepared = PreparedPolicy::new(Rule::compile(policy, self.resolution)?);
+        self.keep_state_for(policy.counted_span_s());
+        Ok(prepared)
     }
 
     /// Whether `key` is exempt from its plan.

@@ -437,6 +437,11 @@ impl Shard {
         self.tracked.set_idle_after(idle_after);
     }
 
+    /// Raises the idle eviction age to at least `idle_after`.
+    pub(crate) fn raise_idle_after(&mut self, idle_after: u64) {
+        self.tracked.raise_idle_after(idle_after);
+    }
+
     /// Drops one least recently used key while the limiter is over its cap.
     pub(crate) fn shed_one(&mut self) -> bool {
         self.tracked.shed_one()

@@ -177,6 +177,11 @@ impl TrackedKeys {
         self.idle_after = idle_after;
     }
 
+    /// Raises the idle eviction age to at least `idle_after`.
+    pub(crate) fn raise_idle_after(&mut self, idle_after: u64) {
+        self.idle_after = self.idle_after.max(idle_after);
+    }
+
     /// Drops this shard's least recently used key when the limiter is over its
     /// cap; whether it did.
     pub(crate) fn shed_one(&mut self) -> bool {

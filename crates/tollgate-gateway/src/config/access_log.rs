@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn a_path_without_enabled_is_warned_about() {
-        let warnings = |toml: &str| ServeConfig::from_toml_str(toml).unwrap().warnings(true);
+        let warnings = |toml: &str| ServeConfig::from_toml_str(toml).unwrap().warnings();
         let expected = "access_log.path is set but access_log.enabled is not: no access log \
                         is written (set enabled = true)"
             .to_owned();

@@ -120,7 +120,7 @@ mod tests {
         .map(warning);
         assert_eq!(config.layout_warnings(), expected);
         // Logged at start and on reload, with the other warnings.
-        assert_eq!(config.warnings(false), expected);
+        assert_eq!(config.warnings(), expected);
     }
 
     #[test]

@@ -103,7 +103,7 @@ mod tests {
             ["https:// upstreams: certificates NOT checked (upstream_tls.insecure_skip_verify)"]
         );
         assert_eq!(
-            insecure.warnings(false),
+            insecure.warnings(),
             [
                 "upstream_tls.insecure_skip_verify = true: the certificates of https:// \
                  upstreams are not checked, so anyone on the network path can pose as an \

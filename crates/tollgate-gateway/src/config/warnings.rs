@@ -7,17 +7,12 @@ use super::admin::EXAMPLE_ADMIN_TOKEN;
 impl ServeConfig {
     /// What in a valid configuration works, but probably not as meant: one
     /// sentence each, for the log (they name settings, never a key or token).
-    /// `in_memory`: whether the store running is the in-memory one (on a
-    /// reload, the store started with, whatever the file now says).
     ///
     /// A setting written in the old layout of `tollgate run --config` gets
-    /// its warning ([`ServeConfig::layout_warnings`]), whatever the store.
-    /// With the in-memory store, a key idle for `limits.idle_eviction_s`
-    /// loses its state (the engine's contract), route budgets' keys included,
-    /// so a policy counting over a longer span (a fixed window or sliding log
-    /// longer than that, a token bucket taking longer to fill) starts a key
-    /// that paused over again.
-    pub fn warnings(&self, in_memory: bool) -> Vec<String> {
+    /// its warning ([`ServeConfig::layout_warnings`]). (A policy counting
+    /// over a span longer than `limits.idle_eviction_s` is no longer one:
+    /// the in-memory limiter keeps a key's state until it is whole again.)
+    pub fn warnings(&self) -> Vec<String> {
         let mut warnings = self.layout_warnings();
         warnings.extend(self.upstream_tls.warning());
         if !self.access_log.enabled && self.access_log.path.is_some() {
@@ -27,53 +22,6 @@ impl ServeConfig {
                     .to_owned(),
             );
         }
-        if !in_memory {
-            return warnings;
-        }
-        let idle = self.limits.idle_eviction_s;
-        let mut spans = vec![(
-            "the default policy".to_owned(),
-            self.limits.default_policy.counted_span_s(),
-        )];
-        for (name, policy) in &self.limits.tiers {
-            spans.push((
-                format!("the policy of tier {name}"),
-                policy.counted_span_s(),
-            ));
-        }
-        // The further policies of plans written as lists.
-        for (plan, list) in &self.limits.policy_lists {
-            let of = if plan == tollgate_core::DEFAULT_TIER {
-                "the default plan".to_owned()
-            } else {
-                format!("tier {plan}")
-            };
-            for further in &list.further {
-                spans.push((
-                    format!("the policy {} of {of}", further.name),
-                    further.policy.counted_span_s(),
-                ));
-            }
-        }
-        for route in &self.routes {
-            if let Ok(Some(budget)) = route.budget() {
-                let name = format!("the budget of route {}", route.name());
-                spans.push((name, budget.policy().counted_span_s()));
-            }
-        }
-        for (name, budget) in [("tenant", self.host.tenant), ("ip", self.host.ip)] {
-            if let Some(budget) = budget {
-                spans.push((format!("host.{name}"), budget.policy().counted_span_s()));
-            }
-        }
-        for (name, span) in spans {
-            if span > idle {
-                warnings.push(format!(
-                    "{name} counts over {span} s, longer than limits.idle_eviction_s \
-                     ({idle} s): a key idle that long starts over with its whole budget"
-                ));
-            }
-        }
         warnings
     }
 
@@ -81,7 +29,7 @@ impl ServeConfig {
     /// it names) would log: [`ServeConfig::warnings`], the admin token's and
     /// the Redis key secret's.
     pub fn start_warnings(&self) -> Vec<String> {
-        let mut warnings = self.warnings(self.store.url.is_none());
+        let mut warnings = self.warnings();
         warnings.extend(self.admin_token_warning(self.admin.token_in_force().as_deref()));
         warnings.extend(self.key_secret_warning());
         warnings

@@ -110,20 +110,6 @@ impl Settlement {
     }
 }
 
-/// Whether a request with `headers` accepts trailers in its response
-/// (RFC 9110 §10.1.4: `TE` lists `trailers`).
-pub(crate) fn accepts_trailers(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(http::header::TE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|member| {
-            let coding = member.split(';').next().unwrap_or("").trim();
-            coding.eq_ignore_ascii_case("trailers")
-        })
-}
-
 /// `response` settling `settlement` when it ends: its usage read from its
 /// headers now, or from its trailers as they pass. A response whose client
 /// accepts trailers sends the rate-limit fields after the settlement as

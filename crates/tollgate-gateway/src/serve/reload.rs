@@ -44,7 +44,7 @@ impl App {
             tls.put_in_force(certificate);
         }
         let reloaded = InForce::new(config);
-        for warning in reloaded.config.warnings(self.in_memory_store) {
+        for warning in reloaded.config.warnings() {
             tracing::warn!("{warning}");
         }
         let before = self.in_force.swap(Arc::new(reloaded));

@@ -168,7 +168,6 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     if options.store.is_none() {
         crate::check_store_url(&config, options.config_path.as_deref())?;
     }
-    let in_memory_store = options.store.is_none() && config.store.url.is_none();
     let store = match options.store {
         Some(store) => store,
         None => store::open(
@@ -198,7 +197,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         .top_keys
         .then(|| TopKeys::new(Arc::clone(&options.clock), fingerprints));
     let started = InForce::new(config);
-    log_start_warnings(&started, in_memory_store);
+    log_start_warnings(&started);
     let app = Arc::new(App {
         store,
         slots,
@@ -209,7 +208,6 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         draining: AtomicBool::new(false),
         config_path: options.config_path,
         store_url: options.store_url,
-        in_memory_store,
         admin_guard: AdminGuard::new(options.clock),
         listener_tls,
         access_log,
@@ -293,8 +291,8 @@ pub(crate) fn log_known_keys(
     }
 }
 
-fn log_start_warnings(started: &InForce, in_memory_store: bool) {
-    for warning in started.config.warnings(in_memory_store) {
+fn log_start_warnings(started: &InForce) {
+    for warning in started.config.warnings() {
         tracing::warn!("{warning}");
     }
     if let Some(warning) = started

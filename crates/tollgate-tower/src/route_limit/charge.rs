@@ -13,6 +13,7 @@ use tollgate_core::{
     Limit, PreparedPolicy, Settlement as Settle, Store, UsageReport, apply_settlement, settle_usage,
 };
 
+use crate::header_fields::{HeaderTemplate, RATELIMIT, RATELIMIT_POLICY};
 use crate::usage_body::{Settle as SettleCallback, SettledTrailers, UsageBody, read_usage};
 
 /// How a route's requests are charged by usage: the response header (or
@@ -36,38 +37,75 @@ pub(crate) struct Settlement {
     /// Set when the decision charged the limit its cost: a request let
     /// through without it (the store failed open) settles nothing.
     pub(crate) charged: Arc<AtomicBool>,
+    /// The limit's RateLimit fields, when its client accepts trailers: sent
+    /// as trailers after the settlement.
+    pub(crate) trailers: Option<HeaderTemplate>,
 }
 
+/// The `Trailer` field of a response ending with the RateLimit fields
+/// (RFC 9110 §6.6.2).
+const TRAILER_FIELDS: &str = "ratelimit-policy, ratelimit";
+
 impl Settlement {
-    /// The settlement of `report` (run by the body in a task of its own):
-    /// nothing when the usage is the cost. It adds no trailers.
+    /// The settlement of `report` (run by the body in a task of its own,
+    /// or awaited before the trailers): nothing when the usage is the cost
+    /// and no trailers are sent. Its output: the RateLimit fields after it,
+    /// when trailers are sent.
     fn settle(self, report: Option<UsageReport>) -> SettledTrailers {
         if !self.charged.load(Ordering::Acquire) {
             return Box::pin(std::future::ready(None));
         }
-        let settlement = settle_usage(self.cost, self.charge.max, report).settlement;
-        if settlement == Settle::Keep {
-            return Box::pin(std::future::ready(None));
-        }
+        let settlement = match (
+            settle_usage(self.cost, self.charge.max, report).settlement,
+            &self.trailers,
+        ) {
+            (Settle::Keep, None) => return Box::pin(std::future::ready(None)),
+            // A look (0 units): the state now, for the trailers.
+            (Settle::Keep, Some(_)) => Settle::Overdraw {
+                units: 0,
+                overdraft: self.charge.max,
+            },
+            (settlement, _) => settlement,
+        };
         Box::pin(async move {
             let limit = Limit::Policy {
                 key: &self.key,
                 policy: &self.policy,
             };
-            let settled = apply_settlement(self.store.as_ref(), &[limit], settlement).await;
-            if settled.is_err() {
-                // Counted as a store failure whose outcome is the cost kept.
-                crate::metrics::record_store_failure(&self.route, "settle");
+            match apply_settlement(self.store.as_ref(), &[limit], settlement).await {
+                Ok(decisions) => {
+                    let (template, decision) = self.trailers.as_ref().zip(decisions.first())?;
+                    let mut fields = http::HeaderMap::with_capacity(2);
+                    fields.insert(RATELIMIT_POLICY, template.policy().clone());
+                    fields.insert(RATELIMIT, template.state(&decision.decision));
+                    Some(fields)
+                }
+                Err(_) => {
+                    // Counted as a store failure whose outcome is the cost kept.
+                    crate::metrics::record_store_failure(&self.route, "settle");
+                    None
+                }
             }
-            None
         })
     }
 
-    /// `body` of a response with `headers`, settling this when it ends.
-    pub(crate) fn wrap<B>(self, headers: &http::HeaderMap, body: B) -> UsageBody<B> {
+    /// `body` of a response with `headers`, settling this when it ends; a
+    /// response whose client accepts trailers announces the RateLimit
+    /// trailers in `headers` and loses its `Content-Length` (chunked in
+    /// HTTP/1.1).
+    pub(crate) fn wrap<B>(self, headers: &mut http::HeaderMap, body: B) -> UsageBody<B> {
         let header = self.charge.header.clone();
         let report = read_usage(headers, &header);
+        let trailers = self.trailers.is_some();
+        if trailers {
+            headers.remove(http::header::CONTENT_LENGTH);
+            headers.append(
+                http::header::TRAILER,
+                http::HeaderValue::from_static(TRAILER_FIELDS),
+            );
+        }
         let settle: SettleCallback = Box::new(move |report| self.settle(report));
-        UsageBody::settling(body, header, report, settle)
+        let body = UsageBody::settling(body, header, report, settle);
+        if trailers { body.with_trailers() } else { body }
     }
 }

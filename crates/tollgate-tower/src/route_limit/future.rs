@@ -138,9 +138,9 @@ where
                     if let Some(headers) = headers.take() {
                         headers.add_to(response.headers_mut());
                     }
-                    let (parts, body) = response.into_parts();
+                    let (mut parts, body) = response.into_parts();
                     let body = match this.settlement.take() {
-                        Some(settlement) => settlement.wrap(&parts.headers, body),
+                        Some(settlement) => settlement.wrap(&mut parts.headers, body),
                         None => UsageBody::plain(body),
                     };
                     return Poll::Ready(Ok(Response::from_parts(parts, Either::Left(body))));

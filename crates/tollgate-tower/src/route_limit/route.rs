@@ -111,12 +111,16 @@ impl PendingLimit {
 
     /// What an admitted request settles at the end of its response, on a
     /// route charged by usage.
+    /// `trailers`: its client accepts trailers (`TE: trailers`), so the
+    /// response ends with the RateLimit fields after the settlement.
     pub(crate) fn settlement(
         &self,
         charged: Arc<std::sync::atomic::AtomicBool>,
+        trailers: bool,
     ) -> Option<super::charge::Settlement> {
         let charge = self.route.charge.clone()?;
         Some(super::charge::Settlement {
+            trailers: trailers.then(|| self.budget().headers.clone()),
             store: Arc::clone(&self.route.shared.store),
             key: self.key.text.clone(),
             policy: self.budget().prepared,

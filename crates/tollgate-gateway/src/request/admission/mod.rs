@@ -23,7 +23,7 @@ use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
 use crate::observe::top_keys::{Decided, TopKeys};
 use crate::request::api_key::{KeyError, api_key};
-use crate::request::charge::{Settlement, accepts_trailers};
+use crate::request::charge::Settlement;
 use crate::request::delay::{Reserved, WaitingRoom, reserve};
 use crate::request::in_flight::{SlotGuard, TierSlot, acquire_slot};
 use crate::request::in_flight_limit::InFlightLimit;
@@ -312,7 +312,7 @@ pub(crate) async fn admit(
                 cost,
                 charge,
                 route_name: Arc::clone(route_name),
-                trailers: accepts_trailers(request_headers)
+                trailers: tollgate_tower::accepts_trailers(request_headers)
                     .then(|| [shadow.sends_headers(PLAN), shadow.sends_headers(ROUTE)]),
             });
         return Ok(Admitted {
