@@ -198,7 +198,11 @@ impl RouteLimitLayer {
     /// `Store::overdraw_units`). A missing or bad report (not one decimal
     /// integer) leaves the cost. The settlement runs in a tokio task as the
     /// response ends; the response's RateLimit fields show the state at
-    /// admission. Set it after [`cost`](Self::cost).
+    /// admission. A request accepting trailers (`TE: trailers`) gets the
+    /// RateLimit fields after the settlement as trailers too (announced in
+    /// `Trailer`, its `Content-Length` dropped; its body's end waits for the
+    /// settlement); of stacked layers charging by usage, the outermost's
+    /// trailers replace the others'. Set it after [`cost`](Self::cost).
     ///
     /// # Errors
     ///
