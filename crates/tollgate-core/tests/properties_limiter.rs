@@ -128,7 +128,7 @@ struct LimiterModel {
     clock: Clock,
     /// The idle eviction age in ticks: `idle_eviction_s`, or the longest
     /// span a policy in force counts over (`Policy::counted_span_s`), or
-    /// one put in force by `configure` since the last `reconfigure`.
+    /// one ever put in force by `configure`.
     idle: u64,
     idle_s: u64,
     configured_span_s: u64,

@@ -163,6 +163,15 @@ impl RedisSlots {
     }
 }
 
+/// A release under way, counted in `Shared::releasing` until dropped.
+struct Releasing<'a>(&'a AtomicU64);
+
+impl Drop for Releasing<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Shared {
     fn set_name(&self, key: &str) -> String {
         KeyNames::new(&self.prefix, Space::Policy, key, self.secret.as_deref()).in_flight()
@@ -205,10 +214,10 @@ impl Shared {
         let mut connection = self.connection.clone();
         let mut command = redis::cmd("ZREM");
         command.arg(&set).arg(self.member(lease.id));
+        // Counted as held until Redis answers, or the call is dropped.
+        let _releasing = Releasing(&self.releasing);
         let call = command.query_async::<i64>(&mut connection);
-        let answer = tokio::time::timeout(self.timeout, call).await;
-        self.releasing.fetch_sub(1, Ordering::SeqCst);
-        match answer {
+        match tokio::time::timeout(self.timeout, call).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(error)) => Err(unavailable(&error, self.cluster)),
             Err(_) => Err(StoreError::Unavailable(

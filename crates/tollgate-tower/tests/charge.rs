@@ -181,8 +181,27 @@ async fn trailers_carry_the_state_after_settlement() {
     assert_eq!(headers["ratelimit"], "\"llm\";r=68;t=86400");
     assert!(headers.get("trailer").is_none());
     assert_eq!(trailers, None);
-    // Its settlement runs in a task of its own: let it.
-    tokio::task::yield_now().await;
+    // Its settlement runs in a task of its own: wait for it (63 left).
+    let prepared = store
+        .prepare(Budget::calendar(100, day).unwrap().policy())
+        .unwrap();
+    let key = route_store_key("llm", RouteKeyKind::Ip, "192.0.2.7");
+    for _ in 0..1000 {
+        let looked = store
+            .acquire_units(&[LimitUnits {
+                limit: Limit::Policy {
+                    key: &key,
+                    policy: &prepared,
+                },
+                units: 0,
+            }])
+            .await
+            .unwrap();
+        if looked[0].decision.remaining == Some(63) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
     // An hour on (the key idle past the default eviction age, its day's
     // count kept), past max: charged 40 (62 at admission, 63 - 40 = 23).
     clock.advance_by("3600s").unwrap();

@@ -278,8 +278,8 @@ impl Limiter {
     /// Keeps every key's state at least `whole_after_s` seconds after its
     /// last request (a policy prepared for [`Limit::Policy`], or a default
     /// plan put in force by [`Limiter::configure_plan`]), raising the idle
-    /// eviction age when it is longer, until the next
-    /// [`Limiter::reconfigure`] (which keeps the longest of these too).
+    /// eviction age when it is longer. It only grows: a
+    /// [`Limiter::reconfigure`] keeps the longest of these too.
     pub(super) fn keep_state_for(&self, whole_after_s: u64) {
         let before = self
             .prepared_whole_after_s

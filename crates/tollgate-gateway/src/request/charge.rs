@@ -19,7 +19,7 @@ use tollgate_tower::{SettledTrailers, UsageBody, read_usage, settle_in_backgroun
 
 use crate::config::ChargeConfig;
 use crate::observe::metrics;
-use crate::request::admission::limit_headers;
+use crate::request::rate_limit_headers::limit_headers;
 
 /// What an admitted request on a route charged by usage settles when its
 /// response ends: its limits (owned), the `cost` they were charged, and

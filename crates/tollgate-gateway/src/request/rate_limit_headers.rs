@@ -7,7 +7,10 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use tollgate_core::Decision;
 use tollgate_tower::{RATELIMIT, RATELIMIT_POLICY, RateLimitField};
 
+mod limits;
 mod prepared;
+
+pub(crate) use limits::{PLAN, ROUTE, limit_headers};
 
 /// `X-RateLimit-Limit`: the most restrictive limit's quota.
 pub(crate) const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");

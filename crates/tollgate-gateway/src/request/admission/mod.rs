@@ -28,12 +28,11 @@ use crate::request::delay::{Reserved, WaitingRoom, reserve};
 use crate::request::in_flight::{SlotGuard, TierSlot, acquire_slot};
 use crate::request::in_flight_limit::InFlightLimit;
 use crate::request::problem::{problem, respond};
-use crate::request::rate_limit_headers::RateLimitHeaders;
+use crate::request::rate_limit_headers::{PLAN, ROUTE, RateLimitHeaders, limit_headers};
 use crate::request::routes::Route;
 use crate::request::shadow::ShadowLimits;
 use crate::serve::reloadable::Reloadable;
 use fields::bound;
-pub(crate) use fields::limit_headers;
 use refusal::{Refusal, Refusing};
 use route_limit::{RouteLimit, route_limit};
 use tollgate_core::{FailurePolicy, StoreError};
@@ -42,12 +41,6 @@ use tollgate_core::{FailurePolicy, StoreError};
 /// use [`RouteKeyKind::label`](tollgate_core::RouteKeyKind::label), and
 /// every limit of a keyless request [`KEYLESS`]).
 const PLAN_KEY_KIND: &str = "api_key";
-
-/// The index of a request's plan among its limits (its route budget is
-/// [`ROUTE`]), for shadow mode and the headers.
-const PLAN: usize = 0;
-/// The index of a request's route budget among its limits.
-const ROUTE: usize = 1;
 
 /// What an admitted request carries on: the headers to add to its
 /// response, and the concurrency slot it holds until that response ends.

@@ -9,8 +9,9 @@ use tollgate_tower::{Problem, record_denial, record_shadow_denial};
 
 use super::fields::plan_refused_by;
 use super::route_limit::RouteLimit;
-use super::{Decisions, PLAN, PLAN_KEY_KIND, Refused};
+use super::{Decisions, PLAN_KEY_KIND, Refused};
 use crate::request::problem::respond;
+use crate::request::rate_limit_headers::PLAN;
 use crate::request::rate_limit_headers::RateLimitHeaders;
 use crate::request::routes::Route;
 use crate::request::shadow::ShadowLimits;
