@@ -191,6 +191,17 @@ async fn with_trailers(
     key: &str,
     accept_trailers: bool,
 ) -> (http::HeaderMap, Option<http::HeaderMap>) {
+    sent_in(gateway, path, key, accept_trailers, http::Version::HTTP_11).await
+}
+
+/// [`with_trailers`] in HTTP `version`.
+async fn sent_in(
+    gateway: &Gateway,
+    path: &str,
+    key: &str,
+    accept_trailers: bool,
+    version: http::Version,
+) -> (http::HeaderMap, Option<http::HeaderMap>) {
     use http_body_util::BodyExt;
     let stream = tokio::net::TcpStream::connect(gateway.running.address)
         .await
@@ -201,6 +212,7 @@ async fn with_trailers(
             .unwrap();
     tokio::spawn(connection);
     let mut request = http::Request::get(path)
+        .version(version)
         .header("host", "localhost")
         .header("authorization", format!("Bearer {key}"));
     if accept_trailers {
@@ -260,11 +272,18 @@ async fn trailers_carry_the_state_after_settlement(gateway: &Gateway) {
     assert_eq!(field(&headers, "trailer"), None);
     assert_eq!(trailers, None);
     assert_eq!(settled(gateway, "sk_t", 64).await, 64);
-    // Past max: charged 40 (63 at admission, 64 - 40 = 24), 20 seconds on.
+    // HTTP/1.0 has no chunked body: no trailers, the length kept (1 used,
+    // as reported: 63 left).
+    let (headers, trailers) =
+        sent_in(gateway, "/use/1", "sk_t", true, http::Version::HTTP_10).await;
+    assert_eq!(field(&headers, "content-length"), Some("4"));
+    assert_eq!(field(&headers, "trailer"), None);
+    assert_eq!(trailers, None);
+    // Past max: charged 40 (62 at admission, 63 - 40 = 23), 20 seconds on.
     gateway.clock.advance_by("20s").unwrap();
     let (_, trailers) = with_trailers(gateway, "/use/1000", "sk_t", true).await;
     let trailers = trailers.unwrap();
-    assert_eq!(field(&trailers, "ratelimit"), Some("\"default\";r=24;t=40"));
+    assert_eq!(field(&trailers, "ratelimit"), Some("\"default\";r=23;t=40"));
     assert_eq!(field(&trailers, "x-ratelimit-reset"), Some("40"));
 }
 

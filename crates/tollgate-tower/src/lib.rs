@@ -42,5 +42,6 @@ pub use tollgate_core::FailurePolicy;
 pub use tollgate_core::{KnownKeys, MAX_COST, MemorySlots, SlotStore, UnknownKeys};
 pub use tollgate_core::{RouteKeyKind, Store};
 pub use usage_body::{
-    Settle, SettledTrailers, UsageBody, accepts_trailers, read_usage, settle_in_background,
+    Settle, SettledTrailers, UsageBody, accepts_trailers, can_send_trailers, read_usage,
+    settle_in_background, status_has_body,
 };

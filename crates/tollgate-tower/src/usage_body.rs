@@ -33,6 +33,28 @@ pub fn accepts_trailers(headers: &HeaderMap) -> bool {
         })
 }
 
+/// Whether the response to a request of `method` in `version` with
+/// `headers` can carry trailers: the request accepts them
+/// ([`accepts_trailers`]), is not `HEAD` (no body) and is HTTP/1.1 or later
+/// (HTTP/1.0 has no chunked body).
+pub fn can_send_trailers(
+    method: &http::Method,
+    version: http::Version,
+    headers: &HeaderMap,
+) -> bool {
+    *method != http::Method::HEAD
+        && !matches!(version, http::Version::HTTP_09 | http::Version::HTTP_10)
+        && accepts_trailers(headers)
+}
+
+/// Whether a response of `status` has a body to end with trailers (not
+/// 1xx, 204 or 304).
+pub fn status_has_body(status: http::StatusCode) -> bool {
+    !status.is_informational()
+        && status != http::StatusCode::NO_CONTENT
+        && status != http::StatusCode::NOT_MODIFIED
+}
+
 /// The trailers a settlement adds to its response once it has run (`None`:
 /// none), such as the rate-limit fields after it.
 pub type SettledTrailers = Pin<Box<dyn Future<Output = Option<HeaderMap>> + Send>>;

@@ -116,7 +116,7 @@ impl Settlement {
 /// trailers, announced in `Trailer`, its length then not given in advance
 /// (chunked in HTTP/1.1).
 pub(crate) fn settle_when_done(mut response: Response, settlement: Option<Settlement>) -> Response {
-    let Some(settlement) = settlement else {
+    let Some(mut settlement) = settlement else {
         return response;
     };
     let header = settlement.charge.header.clone();
@@ -125,6 +125,9 @@ pub(crate) fn settle_when_done(mut response: Response, settlement: Option<Settle
         // A tunnel has no trailers to wait for.
         settle_in_background(settlement.settle(report));
         return response;
+    }
+    if !tollgate_tower::status_has_body(response.status()) {
+        settlement.trailers = None;
     }
     let trailers = settlement.trailers.is_some();
     if trailers {

@@ -103,6 +103,17 @@ async fn answer(
             Err(response) => return response,
         }
     };
+    let mut admitted = admitted;
+    if let Some(settlement) = admitted.settlement.as_mut()
+        && !tollgate_tower::can_send_trailers(
+            request.method(),
+            request.version(),
+            request.headers(),
+        )
+    {
+        // No body (HEAD) or no chunked body (HTTP/1.0): no trailers.
+        settlement.trailers = None;
+    }
     let mut response = match route {
         Some(route) => {
             outcome.forwarded = true;

@@ -93,9 +93,17 @@ impl Settlement {
     /// response whose client accepts trailers announces the RateLimit
     /// trailers in `headers` and loses its `Content-Length` (chunked in
     /// HTTP/1.1).
-    pub(crate) fn wrap<B>(self, headers: &mut http::HeaderMap, body: B) -> UsageBody<B> {
+    pub(crate) fn wrap<B>(
+        mut self,
+        status: http::StatusCode,
+        headers: &mut http::HeaderMap,
+        body: B,
+    ) -> UsageBody<B> {
         let header = self.charge.header.clone();
         let report = read_usage(headers, &header);
+        if !crate::usage_body::status_has_body(status) {
+            self.trailers = None;
+        }
         let trailers = self.trailers.is_some();
         if trailers {
             headers.remove(http::header::CONTENT_LENGTH);

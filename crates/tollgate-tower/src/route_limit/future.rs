@@ -140,7 +140,7 @@ where
                     }
                     let (mut parts, body) = response.into_parts();
                     let body = match this.settlement.take() {
-                        Some(settlement) => settlement.wrap(&mut parts.headers, body),
+                        Some(settlement) => settlement.wrap(parts.status, &mut parts.headers, body),
                         None => UsageBody::plain(body),
                     };
                     return Poll::Ready(Ok(Response::from_parts(parts, Either::Left(body))));

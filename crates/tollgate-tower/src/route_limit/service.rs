@@ -125,8 +125,8 @@ where
     }
 }
 
-/// Whether `request` accepts trailers in its response (RFC 9110 §10.1.4:
-/// `TE` lists `trailers`).
+/// Whether `request`'s response can carry trailers: it accepts them (RFC
+/// 9110 §10.1.4: `TE` lists `trailers`), is not `HEAD` nor HTTP/1.0.
 fn accepts_trailers<B>(request: &http::Request<B>) -> bool {
-    crate::usage_body::accepts_trailers(request.headers())
+    crate::usage_body::can_send_trailers(request.method(), request.version(), request.headers())
 }

@@ -305,8 +305,11 @@ pub(crate) async fn admit(
                 cost,
                 charge,
                 route_name: Arc::clone(route_name),
+                // (`handle.rs` drops it for a request whose response cannot
+                // carry trailers: HEAD, HTTP/1.0.)
                 trailers: tollgate_tower::accepts_trailers(request_headers)
-                    .then(|| [shadow.sends_headers(PLAN), shadow.sends_headers(ROUTE)]),
+                    .then(|| [shadow.sends_headers(PLAN), shadow.sends_headers(ROUTE)])
+                    .filter(|described| described.contains(&true)),
             });
         return Ok(Admitted {
             headers,
