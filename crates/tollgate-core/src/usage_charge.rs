@@ -68,6 +68,30 @@ pub enum Settlement {
     },
 }
 
+impl Settlement {
+    /// This settlement, made a look where it would keep the cost (0 units
+    /// charged past the limit into a debt of at most `overdraft`, so never
+    /// deeper than the charge's own), for a caller that needs the state
+    /// after it: the rate-limit fields a response sends as trailers.
+    ///
+    /// ```
+    /// use tollgate_core::Settlement;
+    ///
+    /// assert_eq!(Settlement::Keep.or_look(40), Settlement::Overdraw { units: 0, overdraft: 40 });
+    /// assert_eq!(Settlement::GiveBack(3).or_look(40), Settlement::GiveBack(3));
+    /// ```
+    #[must_use]
+    pub fn or_look(self, overdraft: u64) -> Settlement {
+        match self {
+            Settlement::Keep => Settlement::Overdraw {
+                units: 0,
+                overdraft,
+            },
+            other => other,
+        }
+    }
+}
+
 /// A settlement, and what to count of its report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settled {

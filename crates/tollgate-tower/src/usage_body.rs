@@ -20,7 +20,8 @@ pub fn read_usage(headers: &HeaderMap, name: &HeaderName) -> Option<UsageReport>
 }
 
 /// Whether a request with `headers` accepts trailers in its response
-/// (RFC 9110 §10.1.4: `TE` lists `trailers`, parameters aside).
+/// (RFC 9110 §10.1.4: `TE` lists `trailers`). A member weighted `q=0`
+/// (RFC 9110 §12.4.2: "not acceptable") does not count.
 pub fn accepts_trailers(headers: &HeaderMap) -> bool {
     headers
         .get_all(http::header::TE)
@@ -28,9 +29,29 @@ pub fn accepts_trailers(headers: &HeaderMap) -> bool {
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .any(|member| {
-            let coding = member.split(';').next().unwrap_or("").trim();
-            coding.eq_ignore_ascii_case("trailers")
+            let mut parts = member.split(';');
+            let coding = parts.next().unwrap_or("").trim();
+            coding.eq_ignore_ascii_case("trailers") && !parts.any(weighs_zero)
         })
+}
+
+/// Whether a `TE` member's parameter is a weight of zero (`q=0`, `q=0.000`).
+fn weighs_zero(parameter: &str) -> bool {
+    let Some((name, value)) = parameter.split_once('=') else {
+        return false;
+    };
+    if !name.trim().eq_ignore_ascii_case("q") {
+        return false;
+    }
+    let value = value.trim();
+    let fraction = match value.strip_prefix('0') {
+        Some(rest) => rest,
+        None => return false,
+    };
+    fraction.is_empty()
+        || fraction
+            .strip_prefix('.')
+            .is_some_and(|digits| digits.chars().all(|digit| digit == '0'))
 }
 
 /// Whether the response to a request of `method` in `version` with
@@ -59,11 +80,13 @@ pub fn status_has_body(status: http::StatusCode) -> bool {
 /// none), such as the rate-limit fields after it.
 pub type SettledTrailers = Pin<Box<dyn Future<Output = Option<HeaderMap>> + Send>>;
 
-/// What settles a request's usage, given its report (`None`: none): the
-/// settlement to run, run in a task of its own (the response does not wait
-/// for it), or awaited before the response's trailers when its client
-/// accepts trailers ([`UsageBody::with_trailers`]).
-pub type Settle = Box<dyn FnOnce(Option<UsageReport>) -> SettledTrailers + Send>;
+/// What settles a request's usage, given its report (`None`: none) and
+/// whether its trailers will be sent (the body ended with trailers
+/// wanted: [`UsageBody::with_trailers`]; `false` when it ends without or
+/// is dropped): the settlement to run, awaited before the response's
+/// trailers when they are sent, else run in a task of its own (the
+/// response does not wait for it).
+pub type Settle = Box<dyn FnOnce(Option<UsageReport>, bool) -> SettledTrailers + Send>;
 
 pin_project_lite::pin_project! {
     /// A response body passing `B` through, reading a usage report from its
@@ -89,7 +112,7 @@ pin_project_lite::pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let Some(settle) = this.settle.take() {
-                settle_in_background(settle(*this.report));
+                settle_in_background(settle(*this.report, false));
             }
             if let Some(Trailers { settling: Some(settling), .. }) = this.trailers.take() {
                 settle_in_background(settling);
@@ -179,10 +202,10 @@ where
                     trailers.settling = None;
                     trailers.sent = true;
                     let mut sent = trailers.held.take().unwrap_or_default();
-                    for (name, value) in settled.into_iter().flatten() {
-                        if let Some(name) = name {
-                            sent.insert(name, value);
-                        }
+                    // Each field the settlement gives replaces `B`'s of
+                    // its name, every value of it kept.
+                    if let Some(settled) = settled {
+                        sent.extend(settled);
                     }
                     return Poll::Ready((!sent.is_empty()).then(|| Ok(Frame::trailers(sent))));
                 }
@@ -218,7 +241,7 @@ where
                     let Some(settle) = this.settle.take() else {
                         return Poll::Ready(None);
                     };
-                    let settlement = settle(*this.report);
+                    let settlement = settle(*this.report, this.trailers.is_some());
                     match this.trailers.as_mut() {
                         Some(trailers) => trailers.settling = Some(settlement),
                         None => {
@@ -229,7 +252,7 @@ where
                 }
                 Poll::Ready(Some(Err(error))) => {
                     if let Some(settle) = this.settle.take() {
-                        settle_in_background(settle(*this.report));
+                        settle_in_background(settle(*this.report, false));
                     }
                     if let Some(trailers) = this.trailers.as_mut() {
                         trailers.sent = true;
@@ -283,12 +306,13 @@ mod tests {
         let inner = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
         let seen = Arc::new(Mutex::new(None));
         let recorded = Arc::clone(&seen);
-        let settle: Settle = Box::new(move |report| {
+        let settle: Settle = Box::new(move |report, _| {
             *recorded.lock().unwrap() = report;
             Box::pin(async {
                 let mut fields = HeaderMap::new();
                 fields.insert("ratelimit", "settled".parse().unwrap());
                 fields.insert("x-other", "replaced".parse().unwrap());
+                fields.append("x-other", "twice".parse().unwrap());
                 Some(fields)
             })
         });
@@ -314,10 +338,60 @@ mod tests {
             &Bytes::from_static(b"tokens")
         );
         let trailers = frames[1].trailers_ref().unwrap();
-        assert_eq!(trailers.len(), 3);
+        assert_eq!(trailers.len(), 4);
         assert_eq!(trailers["x-usage"], "30");
-        assert_eq!(trailers["x-other"], "replaced");
+        let other: Vec<_> = trailers.get_all("x-other").iter().collect();
+        assert_eq!(other, ["replaced", "twice"]);
         assert_eq!(trailers["ratelimit"], "settled");
+    }
+
+    /// Whether the settlement of a body with trailers wanted, given
+    /// `frames` then dropped or read to its end (`read_to_end`), was told
+    /// its trailers will be sent.
+    async fn told_trailers_sent(read_to_end: bool) -> Option<bool> {
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> =
+            vec![Ok(Frame::data(Bytes::from_static(b"tokens")))];
+        let inner = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+        let told = Arc::new(Mutex::new(None));
+        let recorded = Arc::clone(&told);
+        let settle: Settle = Box::new(move |_, sending_trailers| {
+            *recorded.lock().unwrap() = Some(sending_trailers);
+            Box::pin(async { None })
+        });
+        let mut body = UsageBody::settling(inner, HeaderName::from_static("x-usage"), None, settle)
+            .with_trailers();
+        let first = body.frame().await.unwrap().unwrap();
+        assert_eq!(first.data_ref().unwrap(), &Bytes::from_static(b"tokens"));
+        if read_to_end {
+            assert!(body.frame().await.is_none());
+        }
+        drop(body);
+        *told.lock().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_body_dropped_before_its_end_settles_without_trailers() {
+        // Ended: the settlement's fields are wanted for the trailers.
+        assert_eq!(told_trailers_sent(true).await, Some(true));
+        // The client gone: no trailers, so no look at the state is needed.
+        assert_eq!(told_trailers_sent(false).await, Some(false));
+    }
+
+    #[test]
+    fn a_weight_of_zero_refuses_trailers() {
+        let accepts = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(http::header::TE, http::HeaderValue::from_static(value));
+            accepts_trailers(&headers)
+        };
+        assert!(accepts("trailers"));
+        assert!(accepts("gzip, Trailers"));
+        assert!(accepts("trailers;q=0.5"));
+        assert!(accepts("trailers; q=1"));
+        assert!(!accepts("trailers;q=0"));
+        assert!(!accepts("trailers; Q = 0.000"));
+        assert!(!accepts("gzip"));
+        assert!(!accepts("trailersx"));
     }
 
     #[tokio::test]

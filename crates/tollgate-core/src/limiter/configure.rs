@@ -101,13 +101,18 @@ impl Limiter {
             &self.next_version,
             &self.hasher,
         )?);
-        let prepared_s = self.prepared_whole_after_s.load(Ordering::Relaxed);
-        let idle_after = idle_ticks(config, self.resolution, prepared_s);
+        let configured = idle_ticks(config, self.resolution);
         self.count.set_cap(config.max_tracked_keys);
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
             shard.replace_policies(Arc::clone(&next), &self.hasher);
-            shard.set_idle_after(idle_after);
+            // Read under the shard's lock: a policy prepared meanwhile is
+            // seen here, or raises this shard after (`keep_state_for`).
+            let prepared = self
+                .resolution
+                .ticks_from_seconds(self.prepared_whole_after_s.load(Ordering::Relaxed))
+                .unwrap_or(u64::MAX);
+            shard.set_idle_after(configured.max(prepared));
         }
         // A lower cap: drop least recently used keys evenly across the shards.
         let mut shed = true;
@@ -255,11 +260,12 @@ fn plan_policies(plan: &PlanRules) -> PlanPolicies {
     }
 }
 
-/// The idle eviction age in ticks: `idle_eviction_s`, or longer where a
-/// policy of `config`, or one prepared since (`prepared_s`, the longest
-/// [`Policy::counted_span_s`] of those), keeps its state longer: a key's
-/// state is never dropped before it is whole again.
-pub(super) fn idle_ticks(config: &LimiterConfig, resolution: Resolution, prepared_s: u64) -> u64 {
+/// The idle eviction age in ticks that `config` asks for:
+/// `idle_eviction_s`, or longer where one of its policies keeps its state
+/// longer (the longest [`Policy::counted_span_s`]): a key's state is never
+/// dropped before it is whole again. Policies prepared since raise it
+/// further ([`Limiter::keep_state_for`]).
+pub(super) fn idle_ticks(config: &LimiterConfig, resolution: Resolution) -> u64 {
     let plans = std::iter::once(&config.default_policy)
         .chain(config.tiers.values())
         .chain(
@@ -270,7 +276,7 @@ pub(super) fn idle_ticks(config: &LimiterConfig, resolution: Resolution, prepare
         );
     let longest = plans
         .map(Policy::counted_span_s)
-        .fold(config.idle_eviction_s.max(prepared_s), u64::max);
+        .fold(config.idle_eviction_s, u64::max);
     resolution.ticks_from_seconds(longest).unwrap_or(u64::MAX)
 }
 

@@ -135,7 +135,7 @@ impl Limiter {
             &next_version,
             &hasher,
         )?);
-        let idle_after = idle_ticks(config, resolution, 0);
+        let idle_after = idle_ticks(config, resolution);
         let count = KeyCount::new(config.max_tracked_keys, resolution);
         let shards = (0..SHARDS)
             .map(|_| {

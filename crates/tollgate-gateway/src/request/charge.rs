@@ -41,10 +41,13 @@ pub(crate) struct Settlement {
 
 impl Settlement {
     /// The settlement of `report`, its store call run when the body polls
-    /// it (or in a task of its own): nothing when the usage is the cost
-    /// and no trailers are sent. Its output: the rate-limit fields after it,
-    /// as trailers.
-    fn settle(self, report: Option<UsageReport>) -> SettledTrailers {
+    /// it (when `sending_trailers`) or in a task of its own: nothing when
+    /// the usage is the cost and no trailers are sent. Its output: the
+    /// rate-limit fields after it, as trailers.
+    fn settle(mut self, report: Option<UsageReport>, sending_trailers: bool) -> SettledTrailers {
+        if !sending_trailers {
+            self.trailers = None;
+        }
         let settled = settle_usage(self.cost, self.charge.max, report);
         if settled.missing {
             metrics::record_charge_missing(&self.route_name);
@@ -52,15 +55,13 @@ impl Settlement {
         if settled.clamped {
             metrics::record_charge_clamped(&self.route_name);
         }
-        let settlement = match (settled.settlement, self.trailers) {
-            (Settle::Keep, None) => return Box::pin(std::future::ready(None)),
-            // A look (0 units, never past the overdraft): the state now.
-            (Settle::Keep, Some(_)) => Settle::Overdraw {
-                units: 0,
-                overdraft: self.charge.max,
-            },
-            (settlement, _) => settlement,
+        let settlement = match self.trailers {
+            Some(_) => settled.settlement.or_look(self.charge.max),
+            None => settled.settlement,
         };
+        if settlement == Settle::Keep {
+            return Box::pin(std::future::ready(None));
+        }
         Box::pin(async move {
             let route = self.route.as_ref().map(|(key, policy)| Limit::Policy {
                 key: key.as_str(),
@@ -123,7 +124,7 @@ pub(crate) fn settle_when_done(mut response: Response, settlement: Option<Settle
     let report = read_usage(response.headers(), &header);
     if response.status() == http::StatusCode::SWITCHING_PROTOCOLS {
         // A tunnel has no trailers to wait for.
-        settle_in_background(settlement.settle(report));
+        settle_in_background(settlement.settle(report, false));
         return response;
     }
     if !tollgate_tower::status_has_body(response.status()) {
@@ -138,7 +139,8 @@ pub(crate) fn settle_when_done(mut response: Response, settlement: Option<Settle
             HeaderValue::from_static(TRAILER_FIELDS),
         );
     }
-    let settle: tollgate_tower::Settle = Box::new(move |report| settlement.settle(report));
+    let settle: tollgate_tower::Settle =
+        Box::new(move |report, sending_trailers| settlement.settle(report, sending_trailers));
     response.map(|body| {
         let body = UsageBody::settling(body, header, report, settle);
         Body::new(if trailers { body.with_trailers() } else { body })

@@ -209,26 +209,8 @@ fn rate_limit_field(
         "week_starts" if extensions => {
             d.string(value, &mut out.week_starts);
         }
-        "overdraft" if extensions => {
-            if value.is_null() {
-                out.overdraft = None;
-            } else {
-                let mut overdraft = 0;
-                if d.uint(value, u64::MAX, "uint64", &mut overdraft) {
-                    out.overdraft = Some(overdraft);
-                }
-            }
-        }
-        "burst" if extensions => {
-            if value.is_null() {
-                out.burst = None;
-            } else {
-                let mut burst = 0;
-                if d.uint(value, u64::MAX, "uint64", &mut burst) {
-                    out.burst = Some(burst);
-                }
-            }
-        }
+        "overdraft" if extensions => d.optional_uint64(value, &mut out.overdraft),
+        "burst" if extensions => d.optional_uint64(value, &mut out.burst),
         _ => {}
     }
 }

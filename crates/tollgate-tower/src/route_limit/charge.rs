@@ -48,25 +48,24 @@ const TRAILER_FIELDS: &str = "ratelimit-policy, ratelimit";
 
 impl Settlement {
     /// The settlement of `report` (run by the body in a task of its own,
-    /// or awaited before the trailers): nothing when the usage is the cost
-    /// and no trailers are sent. Its output: the RateLimit fields after it,
-    /// when trailers are sent.
-    fn settle(self, report: Option<UsageReport>) -> SettledTrailers {
+    /// or awaited before the trailers when `sending_trailers`): nothing
+    /// when the usage is the cost and no trailers are sent. Its output: the
+    /// RateLimit fields after it, when trailers are sent.
+    fn settle(mut self, report: Option<UsageReport>, sending_trailers: bool) -> SettledTrailers {
         if !self.charged.load(Ordering::Acquire) {
             return Box::pin(std::future::ready(None));
         }
-        let settlement = match (
-            settle_usage(self.cost, self.charge.max, report).settlement,
-            &self.trailers,
-        ) {
-            (Settle::Keep, None) => return Box::pin(std::future::ready(None)),
-            // A look (0 units): the state now, for the trailers.
-            (Settle::Keep, Some(_)) => Settle::Overdraw {
-                units: 0,
-                overdraft: self.charge.max,
-            },
-            (settlement, _) => settlement,
+        if !sending_trailers {
+            self.trailers = None;
+        }
+        let settlement = settle_usage(self.cost, self.charge.max, report).settlement;
+        let settlement = match self.trailers {
+            Some(_) => settlement.or_look(self.charge.max),
+            None => settlement,
         };
+        if settlement == Settle::Keep {
+            return Box::pin(std::future::ready(None));
+        }
         Box::pin(async move {
             let limit = Limit::Policy {
                 key: &self.key,
@@ -107,12 +106,20 @@ impl Settlement {
         let trailers = self.trailers.is_some();
         if trailers {
             headers.remove(http::header::CONTENT_LENGTH);
-            headers.append(
-                http::header::TRAILER,
-                http::HeaderValue::from_static(TRAILER_FIELDS),
-            );
+            // Once, though stacked layers each send these fields.
+            let announced = headers
+                .get_all(http::header::TRAILER)
+                .iter()
+                .any(|value| value == TRAILER_FIELDS);
+            if !announced {
+                headers.append(
+                    http::header::TRAILER,
+                    http::HeaderValue::from_static(TRAILER_FIELDS),
+                );
+            }
         }
-        let settle: SettleCallback = Box::new(move |report| self.settle(report));
+        let settle: SettleCallback =
+            Box::new(move |report, sending_trailers| self.settle(report, sending_trailers));
         let body = UsageBody::settling(body, header, report, settle);
         if trailers { body.with_trailers() } else { body }
     }

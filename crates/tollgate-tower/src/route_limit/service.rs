@@ -74,7 +74,7 @@ where
             Some(pending) => {
                 // On a route charged by usage, what its response settles,
                 // once the layer deciding for it has charged it.
-                let settlement = limit.settlement(pending.charged(), accepts_trailers(&request));
+                let settlement = limit.settlement(pending.charged(), can_send_trailers(&request));
                 match pending.join(store, limit) {
                     Ok(()) => {
                         return ResponseFuture::pass(self.inner.call(request)).settling(settlement);
@@ -87,7 +87,7 @@ where
         // The outermost (or one that must decide alone): gather the limits of
         // the layers further in while calling them, then decide them all.
         let charged = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let settlement = limit.settlement(Arc::clone(&charged), accepts_trailers(&request));
+        let settlement = limit.settlement(Arc::clone(&charged), can_send_trailers(&request));
         let pending = PendingLimits::open(store, limit, charged);
         request.extensions_mut().insert(pending.clone());
         let future = self.inner.call(request);
@@ -125,8 +125,8 @@ where
     }
 }
 
-/// Whether `request`'s response can carry trailers: it accepts them (RFC
-/// 9110 §10.1.4: `TE` lists `trailers`), is not `HEAD` nor HTTP/1.0.
-fn accepts_trailers<B>(request: &http::Request<B>) -> bool {
+/// Whether `request`'s response can carry trailers
+/// ([`crate::usage_body::can_send_trailers`]).
+fn can_send_trailers<B>(request: &http::Request<B>) -> bool {
     crate::usage_body::can_send_trailers(request.method(), request.version(), request.headers())
 }

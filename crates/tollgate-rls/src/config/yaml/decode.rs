@@ -92,6 +92,20 @@ impl Decoder {
         }
     }
 
+    /// An optional `uint64` (a tollgate extension's `*uint64`): `None` for a
+    /// null, else [`Decoder::uint`]'s value; a bad value is a type error and
+    /// leaves `out` as it was.
+    pub(crate) fn optional_uint64(&mut self, node: &Node, out: &mut Option<u64>) {
+        if node.is_null() {
+            *out = None;
+            return;
+        }
+        let mut value = 0;
+        if self.uint(node, u64::MAX, "uint64", &mut value) {
+            *out = Some(value);
+        }
+    }
+
     /// A Go struct: `field` is called with each key's text and value node, in
     /// order (merge keys expanded); a null resets the struct to its zero value.
     pub(crate) fn structure<T: Default>(
