@@ -78,10 +78,43 @@ fn assert_hardened(container: &Value, pod: &Value) {
     assert!(container["resources"]["requests"]["cpu"].is_string());
 }
 
+/// The resources of a manifest find each other: its Services and
+/// PodDisruptionBudgets select the Deployment's pods by their labels, and
+/// every port a Service targets is a port the container names.
+fn assert_wired(documents: &[Value], ports: &[(String, u64)]) {
+    let labels = &of_kind(documents, "Deployment")["spec"]["template"]["metadata"]["labels"];
+    let selects = |selector: &Value| {
+        let selector = selector.as_mapping().unwrap();
+        assert!(!selector.is_empty());
+        selector
+            .iter()
+            .all(|(name, value)| labels.get(name) == Some(value))
+    };
+    for document in documents {
+        match document["kind"].as_str() {
+            Some("Service") => {
+                assert!(selects(&document["spec"]["selector"]), "{document:?}");
+                for service_port in document["spec"]["ports"].as_sequence().unwrap() {
+                    let target = service_port["targetPort"].as_str().unwrap();
+                    port(ports, target);
+                }
+            }
+            Some("PodDisruptionBudget") => {
+                assert!(
+                    selects(&document["spec"]["selector"]["matchLabels"]),
+                    "{document:?}"
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_manifest_is_what_the_binary_serves() {
     let documents = documents("gateway.yaml");
     let (container, ports) = container(&documents);
+    assert_wired(&documents, &ports);
     let pod = &of_kind(&documents, "Deployment")["spec"]["template"]["spec"];
     assert_hardened(container, pod);
     assert_eq!(container["image"].as_str().unwrap(), built_image());
@@ -132,6 +165,15 @@ async fn the_gateway_manifest_is_what_the_binary_serves() {
 async fn the_rls_manifest_is_a_drop_in_for_envoyproxy_ratelimit() {
     let documents = documents("rls.yaml");
     let (container, ports) = container(&documents);
+    assert_wired(&documents, &ports);
+    // The Service exposes each of the Go service's ports.
+    let service: Vec<&str> = of_kind(&documents, "Service")["spec"]["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|service_port| service_port["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(service, ["http", "grpc", "debug"]);
     let pod = &of_kind(&documents, "Deployment")["spec"]["template"]["spec"];
     assert_hardened(container, pod);
     assert_eq!(container["image"].as_str().unwrap(), built_image());
@@ -153,6 +195,8 @@ async fn the_rls_manifest_is_a_drop_in_for_envoyproxy_ratelimit() {
             .to_owned()
     };
     assert_eq!(env("RUNTIME_IGNOREDOTFILES"), "true");
+    // Not ready until a configuration of a domain is loaded.
+    assert_eq!(env("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"), "true");
     let mount = container["volumeMounts"][0]["mountPath"].as_str().unwrap();
     assert_eq!(
         mount,
@@ -170,21 +214,21 @@ async fn the_rls_manifest_is_a_drop_in_for_envoyproxy_ratelimit() {
         of_kind(&documents, "ConfigMap")["data"]["example.yaml"].as_str(),
         Some(example.as_str())
     );
-    // The probes ask a path rls answers 200 on its HTTP port, with that
-    // configuration.
+    // Readiness asks a path rls answers 200 on its HTTP port, with that
+    // configuration; liveness only that the port answers (a configuration
+    // that fails to load makes a pod unready, not restarted).
     let (rls, _directory) = tollgate_test_support::rls::start_at_noon(
         &example,
         tollgate_test_support::rls::arguments(),
     )
     .await;
     let http = rls.server().http_address().unwrap();
-    for probe in ["readinessProbe", "livenessProbe"] {
-        let get = &container[probe]["httpGet"];
-        assert_eq!(get["port"], "http", "{probe}");
-        let path = get["path"].as_str().unwrap();
-        let answer = reqwest::get(format!("http://{http}{path}")).await.unwrap();
-        assert_eq!(answer.status(), 200, "{probe} {path}");
-    }
+    let get = &container["readinessProbe"]["httpGet"];
+    assert_eq!(get["port"], "http");
+    let path = get["path"].as_str().unwrap();
+    let answer = reqwest::get(format!("http://{http}{path}")).await.unwrap();
+    assert_eq!(answer.status(), 200, "readinessProbe {path}");
+    assert_eq!(container["livenessProbe"]["tcpSocket"]["port"], "http");
     tollgate_test_support::rls::stop(rls).await;
 }
 

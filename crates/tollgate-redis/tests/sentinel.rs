@@ -104,7 +104,13 @@ async fn the_store_follows_the_primary_through_failovers() {
     let directory = tempfile::tempdir().unwrap();
     let mut processes = Processes(Vec::new());
     let data = |port: u16| {
+        // Its own directory: a replica's full sync writes its dump there,
+        // not in the crate's.
+        let own = directory.path().join(format!("redis-{port}"));
+        std::fs::create_dir_all(&own).unwrap();
         vec![
+            "--dir".to_owned(),
+            own.display().to_string(),
             "--port".to_owned(),
             port.to_string(),
             "--bind".to_owned(),
