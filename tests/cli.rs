@@ -265,6 +265,58 @@ fn check_config_counts_the_known_keys_and_warns_when_none_is_listed_under_refuse
 }
 
 #[test]
+fn check_config_refuses_the_public_api_settings_that_cannot_work_naming_them() {
+    let route = "[[routes]]\nname = \"r\"\nprefix = \"/r\"\nupstream = \"http://127.0.0.1:1\"\n\
+                 rpm = 60\n";
+    let refused = |name: &str, toml: &str| {
+        let config = scratch_file(&format!("{name}.toml"), toml);
+        let output = tollgate(&["check-config", config.to_str().unwrap()], b"");
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        assert!(output.stdout.is_empty());
+        String::from_utf8(output.stderr).unwrap()
+    };
+    let optional = refused(
+        "public-optional",
+        &format!("{route}api_key = \"optional\"\nkey = \"principal\"\n"),
+    );
+    assert!(
+        optional.contains("route r (/r): api_key = \"optional\"")
+            && optional.contains("key it by \"ip\" or \"header:NAME\""),
+        "{optional}"
+    );
+    let none_in_flight = refused("public-in-flight", &format!("{route}max_in_flight = 0\n"));
+    assert!(
+        none_in_flight.contains("route r (/r): max_in_flight must be 1 to 4294967296"),
+        "{none_in_flight}"
+    );
+    let negative = refused("public-delay", &format!("{route}delay = \"-1s\"\n"));
+    assert!(
+        negative.contains("`routes[0].delay`") && negative.contains("\"-1s\" is negative"),
+        "{negative}"
+    );
+    // A file of known keys: the line named, the key on another line never
+    // shown.
+    let keys = |name: &str, contents: &[u8]| {
+        let file = std::env::temp_dir().join(format!("tollgate-cli-{name}.keys"));
+        std::fs::write(&file, contents).unwrap();
+        let config = format!("[keys]\nknown = \"{}\"\n", file.display());
+        refused(name, &config)
+    };
+    let not_text = keys("public-keys-binary", b"sk_live_secret_one\n\xff\xfe\n");
+    assert!(
+        not_text.contains("keys.known") && not_text.contains("not UTF-8 text (line 2)"),
+        "{not_text}"
+    );
+    assert!(!not_text.contains("sk_live_secret_one"), "{not_text}");
+    let malformed = keys("public-keys-digest", b"sk_live_secret_one\nsha256:abcz\n");
+    assert!(
+        malformed.contains("keys.known") && malformed.contains("line 2 of the file of known keys"),
+        "{malformed}"
+    );
+    assert!(!malformed.contains("sk_live_secret_one"), "{malformed}");
+}
+
+#[test]
 fn simulate_gives_the_engines_numbers_and_pictures() {
     // 10 a second for 2 s against 5 per aligned second: 5 pass and 5 are
     // refused in each second, and nothing is left at its end.

@@ -525,3 +525,67 @@ async fn a_request_the_failure_policy_decided_is_logged_and_counted_so() {
         Some(1.0)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_request_is_logged_with_its_wait_and_carries_its_headers() {
+    // The route: a token bucket of 60 a minute (one a second), a burst of
+    // 1, waiting up to 2 s. On the gateway's clock, which does not move,
+    // the first request takes the token; the second's turn is when the next
+    // one is in, 1 s later: it waits exactly 1,000,000 µs, then passes.
+    let upstream = Upstream::start().await;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("access.log");
+    let gateway = Gateway::start(
+        &gateway::config(&format!(
+            "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow_s = 60\n\
+             [access_log]\nenabled = true\npath = \"{}\"\n\
+             [[routes]]\nname = \"al_wait\"\nprefix = \"/\"\nupstream = \"http://{}\"\n\
+             rpm = 60\nburst = 1\ndelay = \"2s\"\n",
+            path.display(),
+            upstream.address
+        )),
+        START_S,
+    )
+    .await;
+    assert_eq!(gateway.status("/x", "sk_wait").await, 200);
+    let delayed = gateway.get("/x", "sk_wait").await;
+    assert_eq!(delayed.status(), 200);
+    // Its fields are those of its decision at its turn, 1 s on: the plan's
+    // window (START_S is 10^8 whole minutes) has 59 s left, 98 of its
+    // 100 (two used); the bucket is empty, and full again 1 s later.
+    assert_eq!(
+        gateway::header(&delayed, "ratelimit").as_deref(),
+        Some("\"default\";r=98;t=59, \"al_wait\";r=0;t=1")
+    );
+    assert_eq!(
+        gateway::header(&delayed, "ratelimit-policy").as_deref(),
+        Some("\"default\";q=100;w=60, \"al_wait\";q=1;w=1")
+    );
+    gateway.until_nothing_held().await;
+    let lines = lines_of(&path, 2).await;
+    let fields: Vec<(Value, Value, Value, Value)> = lines
+        .iter()
+        .map(|line| {
+            let line: Value = serde_json::from_str(line).unwrap();
+            (
+                line["decision"].clone(),
+                line["policy"].clone(),
+                line["remaining"].clone(),
+                line["wait_us"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            (json!("allowed"), json!("al_wait"), json!(0), json!(0)),
+            (
+                json!("delayed"),
+                json!("al_wait"),
+                json!(0),
+                json!(1_000_000)
+            ),
+        ]
+    );
+    assert_eq!(upstream.requests(), 2);
+}

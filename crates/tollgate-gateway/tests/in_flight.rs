@@ -87,6 +87,7 @@ async fn a_key_holds_at_most_max_in_flight_until_its_responses_end() {
     assert_eq!(refusals, Some(1.0));
     // sk_a's two held requests and sk_b's one.
     assert_eq!(upstream.most_in_flight(), 3);
+    gateway.until_nothing_held().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,6 +127,7 @@ async fn slots_and_rates_are_all_or_nothing() {
     assert_eq!(header(&refused, "retry-after").as_deref(), Some("1"));
     assert_eq!(gateway.running.slots_held(), 0);
     assert_eq!(upstream.requests(), 2);
+    gateway.until_nothing_held().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,7 +142,7 @@ async fn a_client_gone_mid_body_gives_its_slot_back() {
     drop(stalled);
     until_held(&gateway, 0).await;
     assert_eq!(gateway.status("/x", "sk_a").await, 200);
-    until_held(&gateway, 0).await;
+    gateway.until_nothing_held().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,7 +161,7 @@ async fn keyless_and_per_ip_requests_count_per_client_ip() {
     assert_eq!(refused.status(), 429);
     upstream.release.notify_waiters();
     assert_eq!(held.await.unwrap().unwrap().status(), 200);
-    until_held(&gateway, 0).await;
+    gateway.until_nothing_held().await;
 }
 
 #[test]

@@ -111,6 +111,29 @@ impl Gateway {
         .await
     }
 
+    /// Waits (at most 10 s, in steps of 10 ms) until the gateway holds
+    /// nothing: no concurrency slot, no request waiting, no turn booked and
+    /// not yet served nor given back; panics naming what it still holds.
+    /// The check at the end of every concurrency and delay test: no path
+    /// leaks a slot or a reservation.
+    pub async fn until_nothing_held(&self) {
+        let held = || {
+            (
+                self.running.slots_held(),
+                self.running.requests_waiting(),
+                self.running.turns_booked(),
+            )
+        };
+        for _ in 0..1000 {
+            if held() == (0, 0, 0) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let (slots, waiting, turns) = held();
+        panic!("held at the end: {slots} slots, {waiting} requests waiting, {turns} turns booked");
+    }
+
     /// The URL of `path` on its proxy listener.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.running.address)

@@ -6,9 +6,15 @@ use std::time::Duration;
 use http::Uri;
 use serde::{Deserialize, Deserializer};
 
-/// A human duration: `"30s"`, `"250ms"`, `"1m 30s"`.
+/// A human duration: `"30s"`, `"250ms"`, `"1m 30s"`. A negative one
+/// (`"-1s"`) is refused as such: a duration is never below 0.
 pub(super) fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(deserializer)?;
+    if text.trim_start().starts_with('-') {
+        return Err(serde::de::Error::custom(format!(
+            "{text:?} is negative: a duration is at least 0, such as \"0s\" or \"250ms\""
+        )));
+    }
     humantime::parse_duration(&text).map_err(serde::de::Error::custom)
 }
 

@@ -30,6 +30,8 @@ pub(crate) struct Delay {
 pub(crate) struct WaitingRoom {
     places: Mutex<HashMap<(Arc<str>, String), u64>>,
     total: AtomicU64,
+    /// The turns booked and not yet served nor given back ([`OpenTurn`]).
+    turns: AtomicU64,
 }
 
 impl fmt::Debug for WaitingRoom {
@@ -67,6 +69,13 @@ impl WaitingRoom {
         self.total.load(Ordering::Relaxed)
     }
 
+    /// The turns booked in the store and not yet served nor given back,
+    /// over every route and key: 0 once every request with a turn has been
+    /// served or has given its units back.
+    pub(crate) fn turns_open(&self) -> u64 {
+        self.turns.load(Ordering::Relaxed)
+    }
+
     fn leave(&self, name: &(Arc<str>, String)) {
         let mut places = self
             .places
@@ -101,6 +110,23 @@ impl fmt::Debug for Place {
 impl Drop for Place {
     fn drop(&mut self) {
         self.room.leave(&self.name);
+    }
+}
+
+/// One booked turn counted in its [`WaitingRoom`] until dropped: when its
+/// request is served, or once its units are given back.
+struct OpenTurn(Arc<WaitingRoom>);
+
+impl OpenTurn {
+    fn new(room: &Arc<WaitingRoom>) -> Self {
+        room.turns.fetch_add(1, Ordering::Relaxed);
+        OpenTurn(Arc::clone(room))
+    }
+}
+
+impl Drop for OpenTurn {
+    fn drop(&mut self) {
+        self.0.turns.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -164,17 +190,23 @@ pub(crate) async fn give_back(store: &dyn Store, reserved: &Reserved) {
 /// own, and leaves its place in the [`WaitingRoom`] once that is done.
 pub(crate) struct Waiting {
     store: Arc<dyn Store>,
-    reserved: Option<Reserved>,
+    /// The turn and its count in the room, until served or given back.
+    reserved: Option<(Reserved, OpenTurn)>,
     /// Left once the request is served, or once its units are given back.
     place: Option<Place>,
 }
 
 impl Waiting {
-    /// `reserved` on `store`, holding `place`.
-    pub(crate) fn new(store: Arc<dyn Store>, reserved: Reserved, place: Option<Place>) -> Self {
+    /// `reserved` on `store`, counted in `room`, holding `place`.
+    fn new(
+        store: Arc<dyn Store>,
+        reserved: Reserved,
+        room: &Arc<WaitingRoom>,
+        place: Option<Place>,
+    ) -> Self {
         Waiting {
             store,
-            reserved: Some(reserved),
+            reserved: Some((reserved, OpenTurn::new(room))),
             place,
         }
     }
@@ -191,7 +223,7 @@ impl Waiting {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        let Some(reserved) = self.reserved.take() else {
+        let Some((reserved, open)) = self.reserved.take() else {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -201,6 +233,7 @@ impl Drop for Waiting {
         let place = self.place.take();
         runtime.spawn(async move {
             give_back(store.as_ref(), &reserved).await;
+            drop(open);
             drop(place);
         });
     }
@@ -216,7 +249,8 @@ pub(crate) struct Booked {
 
 /// `reserved`'s limits (its `counted_at` not yet known) decided on `store`,
 /// the request waiting up to `max_wait` for its turn
-/// ([`Store::reserve_units`]), holding `place` while it waits. The store
+/// ([`Store::reserve_units`]), holding `place` while it waits, its turn
+/// counted in `room` ([`WaitingRoom::turns_open`]). The store
 /// call runs in a task of its own, which holds the place and builds the
 /// [`Waiting`] of a turn booked ahead: a request gone before the store
 /// answered (its client left, the gateway stopped), or before it took the
@@ -231,13 +265,14 @@ pub(crate) struct Booked {
 /// The store's, and [`StoreError::Unavailable`](tollgate_core::StoreError)
 /// when the task ended without an answer.
 pub(crate) async fn reserve(
-    store: &Arc<dyn Store>,
+    (store, room): (&Arc<dyn Store>, &Arc<WaitingRoom>),
     reserved: Reserved,
     (max_wait, held_at_once): (MaxWait, bool),
     place: Option<Place>,
 ) -> Result<Booked, tollgate_core::StoreError> {
     let (sender, receiver) = tokio::sync::oneshot::channel();
     let store = Arc::clone(store);
+    let room = Arc::clone(room);
     tokio::spawn(async move {
         let reservation = {
             let limits = reserved.limits();
@@ -250,7 +285,10 @@ pub(crate) async fn reserve(
                     counted_at: reservation.counted_at,
                     ..reserved
                 };
-                (reservation.wait, Waiting::new(store, reserved, place))
+                (
+                    reservation.wait,
+                    Waiting::new(store, reserved, &room, place),
+                )
             });
             Booked {
                 decisions: reservation.decisions,

@@ -102,6 +102,14 @@ impl Running {
         self.app.waiting.waiting()
     }
 
+    /// The turns booked in the store (a route's or a tier's `delay`, or a
+    /// reservation held until a tier's slot is taken) and not yet served
+    /// nor given back, over every route and key: 0 once every request with
+    /// a turn has been served or has given its units back.
+    pub fn turns_booked(&self) -> u64 {
+        self.app.waiting.turns_open()
+    }
+
     /// Stops accepting connections and lets in-flight requests finish for
     /// at most the configuration's `drain_timeout` (the one in force: a
     /// reload may have changed it); then closes the connections still open

@@ -34,15 +34,10 @@ pub(crate) fn routes(upstream: &Upstream, name: &str, rest: &str) -> String {
     ))
 }
 
-/// Waits (at most 10 s) until no request of `gateway` waits.
+/// Waits (at most 10 s) until no request of `gateway` waits, and nothing
+/// is held: no turn booked but neither served nor given back, no slot.
 async fn until_none_waits(gateway: &Gateway) {
-    for _ in 0..1000 {
-        if gateway.running.requests_waiting() == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{} requests wait", gateway.running.requests_waiting());
+    gateway.until_nothing_held().await;
 }
 
 /// `count` requests to `path` at once; their statuses and `Retry-After`s,

@@ -111,10 +111,7 @@ pub(crate) async fn a_key_waits_up_to_its_tiers_delay(
         1,
         "{observed:?}"
     );
-    until("no request waits", || {
-        gateway.running.requests_waiting() == 0
-    })
-    .await;
+    gateway.until_nothing_held().await;
     assert_eq!(upstream.requests(), 11 + 1 + 1);
     assert_eq!(
         gateway
@@ -221,7 +218,7 @@ pub(crate) async fn tiers_and_the_host_set_the_concurrency_limit(
     }
     until("no slot held", || gateway.running.slots_held() == 0).await;
     assert_eq!(gateway.status("/x", "sk_pro").await, 200);
-    until("no slot held", || gateway.running.slots_held() == 0).await;
+    gateway.until_nothing_held().await;
     // Seven held, sk_free's one (while the seven were held), pro's last.
     assert_eq!(upstream.requests(), 9);
     assert_eq!(upstream.most_in_flight(), 8);
@@ -282,10 +279,6 @@ pub(crate) async fn a_turn_refused_its_slot_is_given_back(
             .await,
         Some(1.0)
     );
-    until("no slot held", || gateway.running.slots_held() == 0).await;
-    until("no request waits", || {
-        gateway.running.requests_waiting() == 0
-    })
-    .await;
+    gateway.until_nothing_held().await;
     assert_eq!(upstream.requests(), 2);
 }

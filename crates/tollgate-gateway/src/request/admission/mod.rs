@@ -183,7 +183,14 @@ pub(crate) async fn admit(
         Some(max_wait) => {
             let reserved = reserved(key, route_limit.as_ref(), cost);
             let limits = usize::from(key.is_some()) + usize::from(route_limit.is_some());
-            match reserve(stores.store, reserved, (max_wait, slot_after), place).await {
+            match reserve(
+                (stores.store, stores.waiting),
+                reserved,
+                (max_wait, slot_after),
+                place,
+            )
+            .await
+            {
                 Ok(booked) => Decisions::answered(key.is_some(), booked.decisions, limits)
                     .map(|decisions| (decisions, booked.turn)),
                 Err(error) => Err(error),
