@@ -136,7 +136,10 @@ async fn a_killed_gateway_s_slot_comes_back_within_its_lease_ttl() {
         held.await.unwrap().is_err(),
         "the killed gateway's client is cut off"
     );
-    // The lease is no longer renewed: the slot comes back once it ends.
+    // The lease is no longer renewed: the slot comes back once it ends, at
+    // most lease_ttl (1 s) after its last renewal, which came before the
+    // kill.
+    let killed = std::time::Instant::now();
     let mut refusals_after_kill = 0;
     loop {
         match survivor.get("/x").await.status().as_u16() {
@@ -150,6 +153,23 @@ async fn a_killed_gateway_s_slot_comes_back_within_its_lease_ttl() {
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+    let back_after = killed.elapsed();
+    // 1 s of lease, and as much again for the requests that poll for it on
+    // a loaded machine (a lease still renewed would never come back).
+    assert!(
+        back_after < Duration::from_secs(2),
+        "the slot came back {back_after:?} after the kill"
+    );
     upstream.release.notify_waiters();
+    // The survivor's request has ended: no lease is left in Redis.
+    let mut left = Vec::new();
+    for _ in 0..500 {
+        left = redis_support::keys(&url, &format!("{prefix}:*:f"));
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(left.is_empty(), "leases left: {left:?}");
     redis_support::cleanup(&url, &prefix);
 }

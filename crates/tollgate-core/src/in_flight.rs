@@ -33,9 +33,15 @@
 //! # }
 //! ```
 
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(loom))]
+use parking_lot::Mutex;
+#[cfg(not(loom))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+#[cfg(loom)]
+use loom_lock::Mutex;
 
 use crate::caller::Keyless;
 use crate::route_budget::RouteKeyKind;
@@ -184,6 +190,24 @@ impl SlotStore for MemorySlots {
 
     fn held(&self) -> u64 {
         self.held.load(Ordering::Relaxed)
+    }
+}
+
+/// Under `--cfg loom` (the loom models of `tests/loom_slots.rs`), the
+/// shards' lock is loom's, with parking_lot's `lock` (no poisoning).
+#[cfg(loom)]
+mod loom_lock {
+    /// loom's mutex, locked as parking_lot's is.
+    pub(super) struct Mutex<T>(loom::sync::Mutex<T>);
+
+    impl<T> Mutex<T> {
+        pub(super) fn new(value: T) -> Self {
+            Mutex(loom::sync::Mutex::new(value))
+        }
+
+        pub(super) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+            self.0.lock().unwrap_or_else(|poison| poison.into_inner())
+        }
     }
 }
 

@@ -53,6 +53,8 @@ pub(crate) struct Shared {
     known_keys: Option<(Arc<KnownKeys>, UnknownKeys)>,
     /// Where concurrency slots are kept.
     pub(crate) slots: Arc<dyn SlotStore>,
+    /// The requests waiting for their turn (a route's delay), per key.
+    pub(crate) waiting: Arc<crate::route_limit::WaitingRoom>,
     /// The builder's own in-memory store, with the idle eviction it has now:
     /// raised to cover every budget made on it.
     memory: Option<(Arc<MemoryStore>, Mutex<LimiterConfig>)>,
@@ -175,6 +177,13 @@ impl HostLimits {
         self.shared.slots.held()
     }
 
+    /// The requests of this host's routes waiting for their turn now (a
+    /// [`RouteLimitLayer::delay`]), over every key: 0 once none waits and
+    /// every turn not served has been given back.
+    pub fn requests_waiting(&self) -> u64 {
+        self.shared.waiting.waiting()
+    }
+
     /// The layer of the route `name`: the `route` label of the metrics, the
     /// policy name in the RateLimit fields, and the start of its store keys
     /// (`{name}/{kind}:{value}`; two layers with one name on one store share
@@ -192,6 +201,7 @@ impl HostLimits {
             selector: Default::default(),
             cost: 1,
             max_wait: std::time::Duration::ZERO,
+            max_waiting: crate::route_limit::DEFAULT_MAX_WAITING,
             charge: None,
         })
     }
@@ -330,6 +340,7 @@ impl HostLimitsBuilder {
             slots: self
                 .slots
                 .unwrap_or_else(|| Arc::new(MemorySlots::new()) as Arc<dyn SlotStore>),
+            waiting: Arc::default(),
             memory,
         };
         // Prepared under a placeholder name: each route renames its copy.

@@ -31,12 +31,13 @@ pub use key::{
     ClientIpResolver, ForwardedHeader, KeySelector, PeerAddr, Principal, RequestParts, Tenant,
 };
 pub use metrics::{
-    DENIALS_METRIC, PLUGIN, SHADOW_DENIALS_METRIC, STORE_FAILURES_METRIC, describe_metrics,
-    record_denial, record_shadow_denial, record_store_failure,
+    DELAYED_METRIC, DENIALS_METRIC, PLUGIN, SHADOW_DENIALS_METRIC, STORE_FAILURES_METRIC,
+    describe_metrics, record_delayed, record_denial, record_shadow_denial, record_store_failure,
 };
 pub use problem::{PROBLEM_JSON, Problem};
 pub use route_limit::{
-    ChargeError, CostError, DelayError, MAX_DELAY, ResponseFuture, RouteLimit, RouteLimitLayer,
+    ChargeError, CostError, DEFAULT_MAX_WAITING, DelayError, MAX_DELAY, ResponseFuture, RouteLimit,
+    RouteLimitLayer,
 };
 pub use tollgate_core::FailurePolicy;
 pub use tollgate_core::{KnownKeys, MAX_COST, MemorySlots, SlotStore, UnknownKeys};

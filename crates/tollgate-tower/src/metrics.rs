@@ -1,4 +1,5 @@
-//! The denial counter, recorded through the `metrics` crate so any exporter works.
+//! The layer's counters (denials, shadow denials, delayed requests, store
+//! failures), recorded through the `metrics` crate so any exporter works.
 
 use std::sync::Arc;
 
@@ -21,6 +22,11 @@ pub fn describe_metrics() {
         SHADOW_DENIALS_METRIC,
         "Refusals by a limit in shadow mode, whose requests were let through, by plugin, route \
          and key_kind."
+    );
+    metrics::describe_counter!(
+        DELAYED_METRIC,
+        "Requests that waited for their turn (a route's delay) and were then served, by plugin \
+         and route."
     );
     metrics::describe_counter!(
         STORE_FAILURES_METRIC,
@@ -82,6 +88,23 @@ pub fn record_store_failure(route: &Arc<str>, policy: &'static str) {
         "plugin" => PLUGIN,
         "route" => Arc::clone(route),
         "policy" => policy,
+    )
+    .increment(1);
+}
+
+/// The delayed counter: incremented by one for each request that waited
+/// for its turn ([`RouteLimitLayer::delay`](crate::RouteLimitLayer::delay))
+/// and was then served. Labels: `plugin`, `route` (the outermost layer's,
+/// which decided). The gateway server counts under the same name, by `tier`
+/// and `route`.
+pub const DELAYED_METRIC: &str = "tollgate_delayed_total";
+
+/// Counts one request of `route` served after waiting for its turn.
+pub fn record_delayed(route: &Arc<str>) {
+    metrics::counter!(
+        DELAYED_METRIC,
+        "plugin" => PLUGIN,
+        "route" => Arc::clone(route),
     )
     .increment(1);
 }

@@ -11,10 +11,11 @@ mod support;
 use std::time::Duration;
 
 use http::StatusCode;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use support::{Backend, from, header, send};
 use tokio::time::Instant;
 use tollgate_core::ManualClock;
-use tollgate_tower::{Budget, HostLimits, MAX_DELAY};
+use tollgate_tower::{Budget, DELAYED_METRIC, HostLimits, MAX_DELAY};
 
 #[tokio::test(start_paused = true)]
 async fn requests_wait_their_turn_and_a_request_gone_gives_its_turn_back() {
@@ -59,6 +60,72 @@ async fn requests_wait_their_turn_and_a_request_gone_gives_its_turn_back() {
     assert_eq!(send(&service, request()).await.status(), StatusCode::OK);
     assert_eq!(before.elapsed(), Duration::from_secs(2));
     assert_eq!(backend.calls(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_most_max_waiting_requests_of_a_key_wait_and_the_served_are_counted() {
+    // The runtime is this thread's: the recorder sees every count.
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let clock = ManualClock::new(0);
+    let host = HostLimits::builder().clock(clock.clone()).build().unwrap();
+    // One token a second, a bucket one deep, up to 10 s of waiting, at most
+    // two requests of a key waiting at once.
+    let layer = host
+        .route("tw_queue")
+        .budget(Budget::new(60, 1).unwrap())
+        .unwrap()
+        .delay(Duration::from_secs(10))
+        .unwrap()
+        .max_waiting(std::num::NonZeroU64::new(2).unwrap());
+    let backend = Backend::default();
+    let service = backend.wrapped(&layer);
+    let request = || from("192.0.2.9:5000");
+    assert_eq!(send(&service, request()).await.status(), StatusCode::OK);
+    let start = Instant::now();
+    // Three at once: two take the places and their turns (1 s and 2 s);
+    // the third finds no place, may not wait, and is refused with its turn
+    // (3 s away) as Retry-After, booking nothing.
+    let (first, second, third) = tokio::join!(
+        send(&service, request()),
+        send(&service, request()),
+        send(&service, request())
+    );
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(second.status(), StatusCode::OK);
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&third, "retry-after"), Some("3"));
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+    assert_eq!(host.requests_waiting(), 0);
+    // The third booked nothing: on the store's clock, which stands at 0,
+    // the next turn is the one at 3 s (not 4 s), within the delay, and the
+    // places are free again.
+    let before = Instant::now();
+    assert_eq!(send(&service, request()).await.status(), StatusCode::OK);
+    assert_eq!(before.elapsed(), Duration::from_secs(3));
+    assert_eq!(backend.calls(), 4);
+    let delayed: Vec<_> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == DELAYED_METRIC)
+        .map(|(key, _, _, value)| {
+            let labels: Vec<String> = key
+                .key()
+                .labels()
+                .map(|label| format!("{}={}", label.key(), label.value()))
+                .collect();
+            (labels, value)
+        })
+        .collect();
+    assert_eq!(
+        delayed,
+        [(
+            vec!["plugin=tollgate".to_owned(), "route=tw_queue".to_owned()],
+            DebugValue::Counter(3)
+        )]
+    );
 }
 
 #[test]

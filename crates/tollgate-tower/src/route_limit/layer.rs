@@ -147,9 +147,10 @@ impl RouteLimitLayer {
     /// on a tokio timer, then is called; one whose turn is further is
     /// refused at once with `Retry-After` its wait less the delay. A client
     /// gone while it waits gives its turn back. Stacked layers wait only
-    /// when every one of them has a delay, up to the shortest. (The
-    /// gateway's `max_waiting`, a bound on the requests of one key waiting
-    /// at once, is not a setting of the layer.) Needs a tokio runtime.
+    /// when every one of them has a delay, up to the shortest. At most
+    /// [`max_waiting`](Self::max_waiting) requests of one key wait at once.
+    /// Served after a wait, a request is counted in
+    /// [`DELAYED_METRIC`](crate::DELAYED_METRIC). Needs a tokio runtime.
     ///
     /// # Errors
     ///
@@ -170,6 +171,18 @@ impl RouteLimitLayer {
         self.route.max_wait = delay;
         self.cover_delay();
         Ok(self)
+    }
+
+    /// The most requests of one key that wait for their turn at once (a
+    /// gateway route's `max_waiting`, nginx's `limit_req ... burst`'s
+    /// queue): [`DEFAULT_MAX_WAITING`](super::DEFAULT_MAX_WAITING) (100) by
+    /// default. One more is decided without waiting: refused at once, with
+    /// `Retry-After` until its turn would have been, its units untouched.
+    /// Stacked layers count the outermost's key.
+    #[must_use]
+    pub fn max_waiting(mut self, most: std::num::NonZeroU64) -> Self {
+        self.route.max_waiting = most.get();
+        self
     }
 
     /// Keeps the route's budgets' state in the builder's in-memory store

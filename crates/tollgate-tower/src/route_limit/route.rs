@@ -76,6 +76,9 @@ pub(crate) struct Route {
     /// instead (see [`RouteLimitLayer::delay`](super::RouteLimitLayer::delay));
     /// zero: refused at once.
     pub(crate) max_wait: std::time::Duration,
+    /// The most requests of one key waiting at once (see
+    /// [`RouteLimitLayer::max_waiting`](super::RouteLimitLayer::max_waiting)).
+    pub(crate) max_waiting: u64,
     /// How its requests are charged by usage when their responses end.
     pub(crate) charge: Option<super::charge::Charge>,
 }

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use super::decide::{Outcome, all_limits, outcome, store_failed};
 use super::route::PendingLimit;
-use crate::metrics::record_store_failure;
+use super::waiting::Place;
+use crate::metrics::{record_delayed, record_store_failure};
 
 /// A turn booked ahead for a request: its limits (`None` once served) and
 /// the reservation's `counted_at`. Dropped unserved (refused by another
@@ -21,6 +22,9 @@ use crate::metrics::record_store_failure;
 struct Turn {
     limits: Option<(PendingLimit, Vec<PendingLimit>)>,
     counted_at: u64,
+    /// The request's place among its key's waiting requests: left once it
+    /// is served, or once its turn is given back.
+    place: Option<Place>,
 }
 
 impl Drop for Turn {
@@ -32,6 +36,7 @@ impl Drop for Turn {
             return;
         };
         let counted_at = self.counted_at;
+        let place = self.place.take();
         runtime.spawn(async move {
             let store = Arc::clone(&first.route.shared.store);
             let limits = all_limits(&first, &more);
@@ -39,6 +44,7 @@ impl Drop for Turn {
                 let route = &first.route;
                 record_store_failure(&route.name, route.shared.failure.label());
             }
+            drop(place);
         });
     }
 }
@@ -47,13 +53,24 @@ impl Drop for Turn {
 /// store call in a task of its own (so a turn booked for a request gone
 /// before the store answered is given back there), then, for a turn ahead
 /// that every limit allows, a wait on a tokio timer before the request is
-/// called.
+/// called. The request first takes a place among the waiting requests of
+/// `first`'s key (at most its route's `max_waiting`); without one it may
+/// not wait: decided at once, a turn ahead refuses it.
 pub(crate) async fn reserve(
     first: PendingLimit,
     more: Vec<PendingLimit>,
     max_wait: Duration,
 ) -> Outcome {
     let route = Arc::clone(&first.route);
+    let place = route
+        .shared
+        .waiting
+        .enter(&first.key.text, route.max_waiting);
+    let max_wait = if place.is_some() {
+        max_wait
+    } else {
+        Duration::ZERO
+    };
     let (sender, receiver) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         let store = Arc::clone(&first.route.shared.store);
@@ -68,6 +85,7 @@ pub(crate) async fn reserve(
                     let turn = Turn {
                         limits: Some((first, more)),
                         counted_at: reservation.counted_at,
+                        place,
                     };
                     (reservation.wait, turn)
                 });
@@ -85,6 +103,7 @@ pub(crate) async fn reserve(
         tokio::time::sleep(wait).await;
         // Served: its units stay charged.
         turn.limits = None;
+        record_delayed(&route.name);
     }
     decided
 }
