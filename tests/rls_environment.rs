@@ -189,3 +189,90 @@ async fn every_unsupported_go_setting_is_refused_by_name() {
         assert!(stderr.contains(setting.name), "{}: {stderr}", setting.name);
     }
 }
+
+#[tokio::test]
+async fn a_start_on_the_defaults_logs_at_info_and_says_once_where_statsd_goes() {
+    // The Go defaults but for loopback listeners on kernel-chosen ports, a
+    // configuration, a statsd port nothing listens on and a short flush:
+    // statsd is on by the Go default, never asked for.
+    let root = tempfile::tempdir().unwrap();
+    let config = root.path().join("rl/config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("rl.yaml"),
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
+    )
+    .unwrap();
+    let statsd = free_port();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+    command
+        .arg("rls")
+        .env_clear()
+        .envs([
+            ("HOST", "127.0.0.1"),
+            ("GRPC_HOST", "127.0.0.1"),
+            ("DEBUG_HOST", "127.0.0.1"),
+            ("PORT", "0"),
+            ("GRPC_PORT", "0"),
+            ("DEBUG_PORT", "0"),
+            ("RUNTIME_ROOT", &root.path().display().to_string()),
+            ("RUNTIME_SUBDIRECTORY", "rl"),
+            ("STATSD_PORT", &statsd.to_string()),
+            ("STATS_FLUSH_INTERVAL", "50ms"),
+            ("LOG_FORMAT", "json"),
+        ])
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut entries: Vec<serde_json::Value> = Vec::new();
+    let mut http = None;
+    let _ = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let entry: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if entry["fields"]["message"] == "Listening for HTTP" {
+                http = entry["fields"]["address"].as_str().map(str::to_owned);
+            }
+            let debug = entry["fields"]["message"] == "Listening for debug";
+            entries.push(entry);
+            if debug && http.is_some() {
+                return;
+            }
+        }
+    })
+    .await;
+    let http = http.unwrap_or_else(|| panic!("no HTTP listener: {entries:?}"));
+    // A decision, so the counters have something to send.
+    let answer = reqwest::Client::new()
+        .post(format!("http://{http}/json"))
+        .body(r#"{"domain": "d", "descriptors": [{"entries": [{"key": "k", "value": "v"}]}]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    // Twenty flushes or more, each failing to reach statsd.
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            entries.push(serde_json::from_str(&line).unwrap());
+        }
+    })
+    .await;
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    let loud: Vec<_> = entries
+        .iter()
+        .filter(|entry| entry["level"] != "INFO")
+        .collect();
+    assert!(loud.is_empty(), "lines above INFO: {loud:?}");
+    let statsd_lines: Vec<_> = entries
+        .iter()
+        .filter(|entry| entry.to_string().contains("statsd"))
+        .collect();
+    assert_eq!(statsd_lines.len(), 1, "{statsd_lines:?}");
+    assert_eq!(
+        statsd_lines[0]["fields"]["address"],
+        format!("localhost:{statsd}")
+    );
+    let said = statsd_lines[0]["fields"]["message"].as_str().unwrap();
+    assert!(said.contains("USE_STATSD is true by default"), "{said}");
+}

@@ -2,8 +2,9 @@
 //! Cluster (`REDIS_CLUSTER_URL`) or a redis-server of the test's own
 //! ([`OwnRedis`]); key prefixes of a test's own and their cleanup
 //! ([`prefix`], [`cleanup`]); a test's store settings ([`on_manual_clock`],
-//! [`by_message_only`]); counting script calls ([`script_calls`]); and a
-//! Redis that stalls ([`Stalled`]).
+//! [`by_message_only`]); counting script calls ([`script_calls`]); a
+//! Redis that stalls ([`Stalled`]); and a Sentinel deployment of a
+//! primary, its replica and three sentinels ([`Sentinels`]).
 //!
 //! A Redis test carries
 //! `#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]`
@@ -18,6 +19,7 @@
 
 mod keys;
 mod own;
+mod sentinel;
 mod stall;
 mod stats;
 mod store;
@@ -26,6 +28,7 @@ use std::time::Duration;
 
 pub use keys::{cleanup, connect, keys, keys_and_ttls, prefix, state_keys_and_ttls};
 pub use own::OwnRedis;
+pub use sentinel::{MASTER, Sentinels, query, wait_until};
 pub use stall::{Stalled, process_id, wait_for_the_backlog};
 pub use stats::{reset_stats, script_calls};
 pub use store::{by_message_only, on_manual_clock, wait_for_default_policy};

@@ -214,6 +214,7 @@ impl Rls {
                 address,
                 arguments.stats_flush_interval,
                 counter_source,
+                statsd_asked_for(),
             ));
         }
         Ok(Rls {
@@ -405,4 +406,17 @@ impl crate::config::files::ReloadTarget for HealthyReloads {
     fn reload_failed(&self) {
         self.service.reload_failed();
     }
+}
+
+/// Whether this process was asked for statsd (`USE_STATSD` in its
+/// environment, or `--use-statsd` on its command line), rather than having
+/// it on by the Go service's default: an unreachable statsd is then worth
+/// a warning.
+fn statsd_asked_for() -> bool {
+    std::env::var_os("USE_STATSD").is_some()
+        || std::env::args_os().any(|argument| {
+            argument
+                .to_str()
+                .is_some_and(|argument| argument.starts_with("--use-statsd"))
+        })
 }

@@ -18,12 +18,15 @@ use tokio::net::TcpStream;
 pub(crate) type CounterSource = Arc<dyn Fn() -> BTreeMap<String, u64> + Send + Sync>;
 
 /// Sends the growth of every counter to the statsd at `address` every
-/// `interval`, reconnecting after a failure (logged once per outage). Runs
+/// `interval`, reconnecting after a failure (logged once per outage: a
+/// warning when statsd was `asked_for`, else at debug level, since the
+/// start line already said where the Go service's default sends). Runs
 /// until aborted.
 pub(crate) fn spawn_statsd(
     address: String,
     interval: Duration,
     counters: CounterSource,
+    asked_for: bool,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut sent: BTreeMap<String, u64> = BTreeMap::new();
@@ -54,8 +57,10 @@ pub(crate) fn spawn_statsd(
                         failing = false;
                     }
                     Ok(Err(error)) => {
-                        if !failing {
+                        if !failing && asked_for {
                             tracing::warn!(%address, %error, "cannot reach statsd; retrying every flush");
+                        } else if !failing {
+                            tracing::debug!(%address, %error, "cannot reach statsd; retrying every flush");
                         }
                         failing = true;
                         continue;
@@ -282,7 +287,7 @@ mod tests {
                 reading.load(std::sync::atomic::Ordering::Relaxed),
             )])
         });
-        let task = spawn_statsd(address, Duration::from_millis(20), source);
+        let task = spawn_statsd(address, Duration::from_millis(20), source, true);
         let (mut stream, _) = listener.accept().await.unwrap();
         let mut buffer = vec![0; 64];
         let read = tokio::io::AsyncReadExt::read(&mut stream, &mut buffer)
