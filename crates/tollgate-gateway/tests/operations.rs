@@ -383,9 +383,10 @@ async fn a_store_url_that_is_not_redis_is_named_with_its_file_and_never_shown() 
         error.to_string(),
         format!(
             "{}: store.url (or --store) is not a Redis URL: expected \
-             redis://[user:password@]host:port[/db] or \
+             redis://[user:password@]host:port[/db], \
              redis-cluster://[user:password@]host:port[,host:port...] (rediss:// or \
-             rediss-cluster:// for TLS)",
+             rediss-cluster:// for TLS) or \
+             redis-sentinel://[user:password@]host:port[,host:port...]/MASTER[/db]",
             path.display()
         )
     );

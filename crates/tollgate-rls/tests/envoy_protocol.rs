@@ -201,3 +201,23 @@ async fn json_and_healthcheck_answer_as_the_go_service() {
     );
     rls::stop(rls).await;
 }
+
+#[tokio::test]
+async fn json_says_why_while_no_configuration_is_loaded() {
+    // A YAML that does not load: the service starts without a
+    // configuration, and /json says so in the Go service's words.
+    let (rls, _directory) = rls::start_at_noon("domain: [", rls::arguments()).await;
+    let http = rls.server().http_address().unwrap();
+    let answer = reqwest::Client::new()
+        .post(format!("http://{http}/json"))
+        .body(r#"{"domain": "rl", "descriptors": [{"entries": [{"key": "foo", "value": "j"}]}]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+    assert_eq!(
+        answer.text().await.unwrap(),
+        "Bad Request: no rate limit configuration loaded\n"
+    );
+    rls::stop(rls).await;
+}

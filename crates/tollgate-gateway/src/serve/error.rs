@@ -70,6 +70,6 @@ pub enum StartError {
 
 /// What a `[store] url` that is not a Redis URL is told.
 const STORE_URL_EXPECTED: &str = "store.url (or --store) is not a Redis URL: expected \
-     redis://[user:password@]host:port[/db] or \
+     redis://[user:password@]host:port[/db], \
      redis-cluster://[user:password@]host:port[,host:port...] (rediss:// or rediss-cluster:// for \
-     TLS)";
+     TLS) or redis-sentinel://[user:password@]host:port[,host:port...]/MASTER[/db]";
