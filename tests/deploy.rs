@@ -217,11 +217,9 @@ async fn the_rls_manifest_is_a_drop_in_for_envoyproxy_ratelimit() {
     // Readiness asks a path rls answers 200 on its HTTP port, with that
     // configuration; liveness only that the port answers (a configuration
     // that fails to load makes a pod unready, not restarted).
-    let (rls, _directory) = tollgate_test_support::rls::start_at_noon(
-        &example,
-        tollgate_test_support::rls::arguments(),
-    )
-    .await;
+    let mut arguments = tollgate_test_support::rls::arguments();
+    arguments.healthy_with_at_least_one_config_loaded = true;
+    let (rls, _directory) = tollgate_test_support::rls::start_at_noon(&example, arguments).await;
     let http = rls.server().http_address().unwrap();
     let get = &container["readinessProbe"]["httpGet"];
     assert_eq!(get["port"], "http");

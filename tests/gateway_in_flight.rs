@@ -154,10 +154,10 @@ async fn a_killed_gateway_s_slot_comes_back_within_its_lease_ttl() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     let back_after = killed.elapsed();
-    // 1 s of lease, and as much again for the requests that poll for it on
-    // a loaded machine (a lease still renewed would never come back).
+    // 1 s of lease, and twice as much again for the requests that poll for
+    // it on a loaded machine (a lease still renewed would never come back).
     assert!(
-        back_after < Duration::from_secs(2),
+        back_after < Duration::from_secs(3),
         "the slot came back {back_after:?} after the kill"
     );
     upstream.release.notify_waiters();

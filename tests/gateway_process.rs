@@ -183,16 +183,16 @@ async fn sighup_reads_the_known_keys_again_and_keeps_them_when_the_file_cannot_b
     )
     .unwrap();
     let mut process = Process::start(&path).await;
+    let mut passed = Vec::new();
     // `get` sends sk_a, not listed: refused before any budget.
     assert_eq!(process.get("/").await.status(), 401);
     std::fs::write(&keys, "sk_b\nsk_a\n").unwrap();
     process.signal("-HUP");
-    Process::wait_for(&mut process.logs, "configuration reloaded").await;
+    Process::wait_keeping(&mut process.logs, "configuration reloaded", &mut passed).await;
     assert_eq!(process.get("/").await.status(), 200);
     // Gone: the list in force is kept, and the log says so, with no key.
     std::fs::remove_file(&keys).unwrap();
     process.signal("-HUP");
-    let mut passed = Vec::new();
     let kept = Process::wait_keeping(
         &mut process.logs,
         "the file of known keys cannot be read: the list in force is kept",
@@ -201,7 +201,7 @@ async fn sighup_reads_the_known_keys_again_and_keeps_them_when_the_file_cannot_b
     .await;
     assert_eq!(kept["level"], "WARN");
     assert_eq!(kept["fields"]["kept"], 2);
-    Process::wait_for(&mut process.logs, "configuration reloaded").await;
+    Process::wait_keeping(&mut process.logs, "configuration reloaded", &mut passed).await;
     assert_eq!(process.get("/").await.status(), 200);
     // Malformed: kept likewise, its line named, no key shown.
     std::fs::write(&keys, "sk_a\nsha256:zz\n").unwrap();
@@ -214,7 +214,7 @@ async fn sighup_reads_the_known_keys_again_and_keeps_them_when_the_file_cannot_b
     .await;
     let error = malformed["fields"]["error"].as_str().unwrap();
     assert!(error.contains("line 2"), "{error}");
-    Process::wait_for(&mut process.logs, "configuration reloaded").await;
+    Process::wait_keeping(&mut process.logs, "configuration reloaded", &mut passed).await;
     assert_eq!(process.get("/").await.status(), 200);
     for line in passed.iter().chain([&kept, &malformed]) {
         let text = line.to_string();

@@ -1,9 +1,11 @@
 //! The dashboard (`GET /dashboard` on the admin listener, issue #27) in a
 //! real browser: Debian's chromium, headless, driven over WebDriver by
 //! Debian's chromium-driver (fantoccini). After known traffic (5 requests
-//! of `sk_a` under a plan of 3 a minute: 3 allowed, 2 rejected), it signs
-//! in with the admin token, finds the numbers `/admin/stats` gives, the
-//! plan in force, the rates, the top key and a simulation drawn, with no
+//! of `sk_a` under a plan of 3 a minute: 3 allowed, 2 rejected; a shadow
+//! refusal and a delayed request of `sk_b`), it signs in with the admin
+//! token, finds the numbers `/admin/stats` gives, the plan in force, the
+//! decisions by outcome, tier and route, updated without a reload after
+//! more traffic, the top key and a simulation drawn, with no
 //! error in the browser's console; keeps a screenshot
 //! (`target/tmp/dashboard.png`); and after signing out a wrong token shows
 //! the sign-in form again. Skipped without chromedriver on the `PATH`
@@ -16,7 +18,7 @@ use fantoccini::wd::{Capabilities, WebDriverCompatibleCommand};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use tollgate_test_support::gateway::{Gateway, config};
-use tollgate_test_support::loopback::free_port;
+use tollgate_test_support::loopback::{Upstream, free_port};
 
 /// chromedriver's `POST /session/{id}/se/log` for the browser's console.
 #[derive(Debug)]
@@ -114,6 +116,15 @@ async fn text_when(client: &Client, id: &str, ready: impl Fn(&str) -> bool) -> S
     panic!("#{id} shows {last:?}");
 }
 
+/// The six cells after `row` (a route, or a route and a tier) in a table's
+/// text: three rates per second ("-" before a second poll) then three
+/// counts.
+fn cells(text: &str, row: &str) -> Option<Vec<String>> {
+    let (_, after) = text.split_once(&format!("{row} "))?;
+    let cells: Vec<String> = after.split(' ').take(6).map(str::to_owned).collect();
+    (cells.len() == 6).then_some(cells)
+}
+
 /// Types `token` into the sign-in form and sends it.
 async fn sign_in(client: &Client, token: &str) {
     let field = client.find(Locator::Id("token")).await.unwrap();
@@ -133,15 +144,33 @@ async fn visible(client: &Client, id: &str) -> bool {
     ignore = "install Debian's chromium and chromium-driver (apt-get install chromium chromium-driver) to run"
 )]
 async fn the_dashboard_shows_the_gateways_numbers_in_a_real_browser() {
+    let upstream = Upstream::start().await;
     let gateway = Gateway::start(
-        &config(
-            "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow_s = 60\n",
-        ),
+        &config(&format!(
+            "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow_s = 60\n\
+             [[routes]]\nname = \"demo\"\nprefix = \"/\"\nupstream = \"http://{0}\"\n\
+             [[routes]]\nname = \"dash_shadow\"\nprefix = \"/shadow\"\nupstream = \"http://{0}\"\n\
+             key = \"ip\"\nrpm = 1\nburst = 1\nshadow = true\n\
+             [[routes]]\nname = \"dash_wait\"\nprefix = \"/wait\"\nupstream = \"http://{0}\"\n\
+             key = \"ip\"\nrpm = 60\nburst = 1\ndelay = \"2s\"\n",
+            upstream.address
+        )),
         600,
     )
     .await;
     for _ in 0..5 {
         gateway.status("/hello", "sk_a").await;
+    }
+    // Two more outcomes: a shadow refusal (sk_b's second on a budget of one,
+    // let through) and a delayed request (sk_d's second on one a second
+    // waits its turn, 1 s).
+    for (path, key) in [
+        ("/shadow", "sk_b"),
+        ("/shadow", "sk_b"),
+        ("/wait", "sk_d"),
+        ("/wait", "sk_d"),
+    ] {
+        assert_eq!(gateway.status(path, key).await, 200);
     }
     let stats: Value = gateway
         .admin(reqwest::Method::GET, "/admin/stats", None)
@@ -149,9 +178,14 @@ async fn the_dashboard_shows_the_gateways_numbers_in_a_real_browser() {
         .json()
         .await
         .unwrap();
+    // The limiter's own counts, one per limit decided: sk_a's plan 3 and 2;
+    // sk_b's and sk_d's plans 2 allowed each; the shadow budget 1 and 1;
+    // the waiting budget 1 allowed at once, 1 whose turn was ahead (not
+    // allowed then: counted rejected by the engine, though it then waited
+    // and passed). Keys: the three plans' and the two budgets' (by IP).
     assert_eq!(
         stats,
-        json!({"tracked_keys": 1, "allowed": 3, "rejected": 2})
+        json!({"tracked_keys": 5, "allowed": 9, "rejected": 4})
     );
     let driver = driver().await;
     let profile = tempfile::tempdir().unwrap();
@@ -184,11 +218,48 @@ async fn the_dashboard_shows_the_gateways_numbers_in_a_real_browser() {
         summary.contains("default policy: fixed_window 3 per 60 s"),
         "{summary}"
     );
+    // By route and tier, each row's rates then counts of allowed, rejected
+    // and delayed: sk_a's 3 and 2 on demo; sk_d's 2, one delayed, on
+    // dash_wait; on dash_shadow sk_b's 1 and 1 (a request's decision is
+    // rejected when a limit refused it, shadow mode letting it through).
+    let counts =
+        |text: &str, row: &str| cells(text, row).map(|cells| cells[cells.len() - 3..].join(" "));
     let rates = text_when(&client, "rates", |text| text.contains("demo")).await;
-    assert!(
-        rates.contains("demo default") && rates.ends_with("3 2"),
+    assert_eq!(
+        counts(&rates, "demo default").as_deref(),
+        Some("3 2 0"),
         "{rates}"
     );
+    assert_eq!(
+        counts(&rates, "dash_wait default").as_deref(),
+        Some("2 0 1"),
+        "{rates}"
+    );
+    assert_eq!(
+        counts(&rates, "dash_shadow default").as_deref(),
+        Some("1 1 0"),
+        "{rates}"
+    );
+    // By route, the outcomes without a tier (shadow refused, in-flight
+    // refused, unavailable): dash_shadow's one shadow refusal.
+    let outcomes = text_when(&client, "outcomes", |text| !text.is_empty()).await;
+    assert_eq!(
+        counts(&outcomes, "dash_shadow").as_deref(),
+        Some("1 0 0"),
+        "{outcomes}"
+    );
+    // Live: two more requests, seen without a reload, with a rate per
+    // second once two polls have passed.
+    for _ in 0..2 {
+        gateway.status("/hello", "sk_c").await;
+    }
+    text_when(&client, "stats-allowed", |text| text == "11").await;
+    text_when(&client, "rates", |text| {
+        cells(text, "demo default").is_some_and(|cells| {
+            cells[3] == "5" && cells[0].parse::<f64>().is_ok_and(|rate| rate >= 0.0)
+        })
+    })
+    .await;
     let refused = text_when(&client, "top-refused", |text| {
         text != "none" && !text.is_empty()
     })

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tollgate_test_support::exposition::Exposition;
+use tollgate_test_support::exposition::{Exposition, undescribed};
 use tollgate_test_support::gateway::{Gateway, config};
 use tollgate_test_support::grafana::dashboard_metrics;
 use tollgate_test_support::loopback::Upstream;
@@ -93,6 +93,13 @@ async fn every_metric_of_the_gateway_dashboard_is_on_the_page() {
     assert_eq!(failing.status("/x", "sk_e").await, 200);
     // The recorder is the process's: one page holds both gateways' metrics.
     let page = gateway.metrics().await;
+    // The page this traffic makes holds nearly every family: each is
+    // described (# TYPE and # HELP), the store's and upstream's failures too.
+    let undescribed = undescribed(&page);
+    assert!(
+        undescribed.is_empty(),
+        "samples without # TYPE or # HELP: {undescribed:?}"
+    );
     let on_page = Exposition::parse(&page).names();
     let dashboard = dashboard_metrics(
         Path::new(concat!(

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 
+use tollgate_test_support::exposition::undescribed;
 use tollgate_test_support::gateway::{Gateway, config};
 use tollgate_test_support::loopback::Upstream;
 
@@ -53,21 +54,9 @@ async fn every_metric_has_help_and_type() {
     let without_help: Vec<&String> = typed.difference(&helped).collect();
     assert!(without_help.is_empty(), "no # HELP for {without_help:?}");
     // Every sample belongs to a family with both lines.
-    for line in page
-        .lines()
-        .filter(|line| !line.starts_with('#') && !line.is_empty())
-    {
-        let name = line.split(['{', ' ']).next().unwrap_or_default();
-        let family = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|suffix| {
-                name.strip_suffix(suffix)
-                    .filter(|base| typed.contains(*base))
-            })
-            .unwrap_or(name);
-        assert!(
-            typed.contains(family) && helped.contains(family),
-            "the sample {line} has no # TYPE or # HELP"
-        );
-    }
+    let undescribed = undescribed(&page);
+    assert!(
+        undescribed.is_empty(),
+        "samples without # TYPE or # HELP: {undescribed:?}"
+    );
 }

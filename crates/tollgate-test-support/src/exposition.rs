@@ -69,6 +69,35 @@ impl Exposition {
     }
 }
 
+/// The samples of the Prometheus text `page` whose family lacks its
+/// `# TYPE` or its `# HELP` line (a histogram's `_bucket`, `_sum` and
+/// `_count` samples belong to the family without the suffix): empty when
+/// every metric is described.
+pub fn undescribed(page: &str) -> Vec<String> {
+    let named = |prefix: &str| -> std::collections::BTreeSet<&str> {
+        page.lines()
+            .filter_map(|line| line.strip_prefix(prefix))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .collect()
+    };
+    let (typed, helped) = (named("# TYPE "), named("# HELP "));
+    page.lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .filter(|line| {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| {
+                    name.strip_suffix(suffix)
+                        .filter(|base| typed.contains(base))
+                })
+                .unwrap_or(name);
+            !(typed.contains(family) && helped.contains(family))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
 /// `name value`, `name{a="x",b="y"} value` or either with a timestamp after
 /// the value.
 fn parse_sample(line: &str) -> Option<Sample> {

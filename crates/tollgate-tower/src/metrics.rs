@@ -25,8 +25,7 @@ pub fn describe_metrics() {
     );
     metrics::describe_counter!(
         DELAYED_METRIC,
-        "Requests that waited for their turn (a route's delay) and were then served, by plugin \
-         and route."
+        "Requests that waited for their turn (a route's delay) and were then served."
     );
     metrics::describe_counter!(
         STORE_FAILURES_METRIC,
@@ -96,7 +95,7 @@ pub fn record_store_failure(route: &Arc<str>, policy: &'static str) {
 /// for its turn ([`RouteLimitLayer::delay`](crate::RouteLimitLayer::delay))
 /// and was then served. Labels: `plugin`, `route` (the outermost layer's,
 /// which decided). The gateway server counts under the same name, by `tier`
-/// and `route`.
+/// and `route`, likewise once served.
 pub const DELAYED_METRIC: &str = "tollgate_delayed_total";
 
 /// Counts one request of `route` served after waiting for its turn.

@@ -189,7 +189,6 @@ pub(crate) fn handle() -> PrometheusHandle {
 /// Gives every metric of the gateway its description: the `# HELP` line
 /// of `/metrics` (the exporter writes `# TYPE` for each).
 fn describe_metrics() {
-    tollgate_tower::describe_metrics();
     let counters = [
         (
             DECISIONS,
@@ -239,6 +238,9 @@ fn describe_metrics() {
         STORE_UP,
         "The share of the limit store that could decide at the last check (1: all of it)."
     );
+    // After the gateway's own: the exporter keeps a metric's first
+    // description, and the gateway labels `tollgate_delayed_total` by tier.
+    tollgate_tower::describe_metrics();
 }
 
 /// Runs the recorder's upkeep every [`UPKEEP_INTERVAL`] for the life of the

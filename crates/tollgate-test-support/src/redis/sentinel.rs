@@ -189,6 +189,22 @@ impl Sentinels {
         });
     }
 
+    /// Waits (at most 30 s, blocking the thread) until the Redis on `port`
+    /// is a replica whose link to its primary is up and synced (`ROLE`:
+    /// `slave`, state `connected`): killing its primary before then could
+    /// leave it to be promoted with a dataset cut short by its full sync.
+    pub fn until_synced_replica(&self, port: u16) {
+        wait_until("a synced replica", || {
+            let role: redis::RedisResult<Vec<redis::Value>> = query(port, &mut redis::cmd("ROLE"));
+            let text = |value: Option<&redis::Value>| match value {
+                Some(redis::Value::BulkString(text)) => String::from_utf8_lossy(text).into_owned(),
+                Some(redis::Value::SimpleString(text)) => text.clone(),
+                _ => String::new(),
+            };
+            role.is_ok_and(|role| text(role.first()) == "slave" && text(role.get(3)) == "connected")
+        });
+    }
+
     /// Kills the process on `port` (a primary, say).
     pub fn kill(&mut self, port: u16) {
         if let Some((_, child)) = self.processes.iter_mut().find(|(each, _)| *each == port) {

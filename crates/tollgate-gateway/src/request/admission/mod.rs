@@ -293,12 +293,16 @@ pub(crate) async fn admit(
         if let Some((wait, waiting)) = waiting {
             // Its turn is ahead: it waits, and gives its units back if its
             // client leaves first.
-            if !wait.is_zero() {
+            let delayed = !wait.is_zero();
+            if delayed {
                 outcome.admission = Admission::Delayed;
                 outcome.waited = wait;
-                metrics::record_delayed(route_name, tier);
             }
             waiting.until_turn(wait).await;
+            // Counted once served: a client gone while it waits is not.
+            if delayed {
+                metrics::record_delayed(route_name, tier);
+            }
         }
         // Charged `cost` by every limit: its usage is settled at the end.
         let settlement = route
