@@ -7,10 +7,12 @@
 //! another is decided on the new primary. For the gateway, the new primary
 //! is then killed: while no primary is named, `fail_closed` answers 503
 //! within the store's timeout, and decisions resume on the old primary once
-//! the sentinels promote it. (Whether a count survives that second
-//! failover depends on what was replicated before the kill: the store's
-//! test checks it with every write waited for; here it is not asserted.) (The store's own failover test, with every
-//! call timed: `crates/tollgate-redis/tests/sentinel.rs`.)
+//! the sentinels promote it (whether a count survives that second failover
+//! depends on what was replicated before the kill: the store's own test,
+//! `crates/tollgate-redis/tests/sentinel.rs`, checks it with every write
+//! waited for, and times every call). `tollgate rls` also authenticates
+//! with the Go service's `REDIS_AUTH` and `REDIS_SENTINEL_AUTH` to a
+//! primary and sentinels that ask for passwords.
 
 use std::time::{Duration, Instant};
 
@@ -158,5 +160,51 @@ async fn tollgate_rls_takes_the_go_services_sentinel_settings() {
     }
     assert!(on_the_new, "never decided on the new primary");
     assert_eq!(ask("other").await, (200, "OK".to_owned()));
+    tollgate_test_support::rls::stop(rls).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_redis),
+    ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run (needs redis-server too)"
+)]
+async fn tollgate_rls_authenticates_to_the_primary_and_the_sentinels() {
+    // The primary asks for one password and the sentinels for another: the
+    // Go service's REDIS_AUTH and REDIS_SENTINEL_AUTH.
+    let deployment = tokio::task::spawn_blocking(|| {
+        Sentinels::start_with_passwords(Some("primary-pw"), Some("sentinel-pw"))
+    })
+    .await
+    .unwrap();
+    let start = |sentinel_auth: &str| {
+        let mut arguments = tollgate_test_support::rls::arguments();
+        "SENTINEL".clone_into(&mut arguments.redis_type);
+        arguments.redis_url = Some(Secret::new(deployment.go_url()));
+        arguments.redis_auth = Secret::new("primary-pw");
+        arguments.redis_sentinel_auth = Secret::new(sentinel_auth);
+        arguments
+    };
+    let yaml = "domain: sentinel\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: hour\n      requests_per_unit: 1\n";
+    let body =
+        r#"{"domain": "sentinel", "descriptors": [{"entries": [{"key": "k", "value": "v"}]}]}"#;
+    let (rls, _directory) =
+        tollgate_test_support::rls::start_at_noon(yaml, start("sentinel-pw")).await;
+    let http = rls.server().http_address().unwrap();
+    let client = reqwest::Client::new();
+    let ask = || client.post(format!("http://{http}/json")).body(body).send();
+    assert_eq!(ask().await.unwrap().status(), 200);
+    assert_eq!(ask().await.unwrap().status(), 429);
+    tollgate_test_support::rls::stop(rls).await;
+    // A wrong sentinel password: no primary is found, no request decided.
+    let (rls, _directory) = tollgate_test_support::rls::start_at_noon(yaml, start("wrong")).await;
+    let http = rls.server().http_address().unwrap();
+    let answer = client
+        .post(format!("http://{http}/json"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(answer.status(), 200);
+    assert_ne!(answer.status(), 429);
     tollgate_test_support::rls::stop(rls).await;
 }

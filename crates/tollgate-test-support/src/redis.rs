@@ -28,7 +28,7 @@ use std::time::Duration;
 
 pub use keys::{cleanup, connect, keys, keys_and_ttls, prefix, state_keys_and_ttls};
 pub use own::OwnRedis;
-pub use sentinel::{MASTER, Sentinels, query, wait_until};
+pub use sentinel::{MASTER, Sentinels, query, query_as, wait_until};
 pub use stall::{Stalled, process_id, wait_for_the_backlog};
 pub use stats::{reset_stats, script_calls};
 pub use store::{by_message_only, on_manual_clock, wait_for_default_policy};

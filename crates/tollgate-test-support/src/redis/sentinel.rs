@@ -21,6 +21,10 @@ pub struct Sentinels {
     pub sentinels: [u16; 3],
     processes: Vec<(u16, Child)>,
     directory: tempfile::TempDir,
+    /// The primary's and replica's password (`requirepass`), if any.
+    password: Option<String>,
+    /// The sentinels' own password (`requirepass`), if any.
+    sentinel_password: Option<String>,
 }
 
 impl Drop for Sentinels {
@@ -58,7 +62,23 @@ pub fn query<T: redis::FromRedisValue>(
     port: u16,
     command: &mut redis::Cmd,
 ) -> redis::RedisResult<T> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
+    query_as(port, None, command)
+}
+
+/// [`query`] as a client of `password` (`None`: none).
+///
+/// # Errors
+///
+/// The connection's or the command's.
+pub fn query_as<T: redis::FromRedisValue>(
+    port: u16,
+    password: Option<&str>,
+    command: &mut redis::Cmd,
+) -> redis::RedisResult<T> {
+    let credentials = password
+        .map(|password| format!(":{password}@"))
+        .unwrap_or_default();
+    let client = redis::Client::open(format!("redis://{credentials}127.0.0.1:{port}"))?;
     let mut connection = client.get_connection_with_timeout(Duration::from_secs(1))?;
     command.query(&mut connection)
 }
@@ -79,6 +99,16 @@ impl Sentinels {
     /// Starts the five processes and waits (at most 30 s) until every
     /// sentinel knows the replica and the two other sentinels.
     pub fn start() -> Sentinels {
+        Sentinels::start_with_passwords(None, None)
+    }
+
+    /// [`Sentinels::start`], the primary and replica asking for `password`
+    /// (`requirepass`, the replica's `masterauth`, the sentinels'
+    /// `auth-pass`) and the sentinels for `sentinel_password`.
+    pub fn start_with_passwords(
+        password: Option<&str>,
+        sentinel_password: Option<&str>,
+    ) -> Sentinels {
         let directory = tempfile::tempdir().unwrap();
         let (primary, replica) = (free_port(), free_port());
         let sentinels = [free_port(), free_port(), free_port()];
@@ -100,7 +130,11 @@ impl Sentinels {
                 "no",
             ]
             .map(str::to_owned)
-            .to_vec()
+            .into_iter()
+            .chain(password.into_iter().flat_map(|password| {
+                ["--requirepass", password, "--masterauth", password].map(str::to_owned)
+            }))
+            .collect::<Vec<_>>()
         };
         processes.push((primary, redis_server(&data(primary))));
         let mut arguments = data(replica);
@@ -114,7 +148,13 @@ impl Sentinels {
                     "port {port}\nbind 127.0.0.1\n\
                      sentinel monitor {MASTER} 127.0.0.1 {primary} 2\n\
                      sentinel down-after-milliseconds {MASTER} 1000\n\
-                     sentinel failover-timeout {MASTER} 3000\n"
+                     sentinel failover-timeout {MASTER} 3000\n{}{}",
+                    password
+                        .map(|password| format!("sentinel auth-pass {MASTER} {password}\n"))
+                        .unwrap_or_default(),
+                    sentinel_password
+                        .map(|password| format!("requirepass {password}\n"))
+                        .unwrap_or_default(),
                 ),
             )
             .unwrap();
@@ -127,15 +167,19 @@ impl Sentinels {
             sentinels,
             processes,
             directory,
+            password: password.map(str::to_owned),
+            sentinel_password: sentinel_password.map(str::to_owned),
         };
         wait_until("the sentinels' discovery", || {
             sentinels.iter().all(|sentinel| {
-                let replicas: redis::RedisResult<Vec<redis::Value>> = query(
+                let replicas: redis::RedisResult<Vec<redis::Value>> = query_as(
                     *sentinel,
+                    sentinel_password,
                     redis::cmd("SENTINEL").arg("REPLICAS").arg(MASTER),
                 );
-                let others: redis::RedisResult<Vec<redis::Value>> = query(
+                let others: redis::RedisResult<Vec<redis::Value>> = query_as(
                     *sentinel,
+                    sentinel_password,
                     redis::cmd("SENTINEL").arg("SENTINELS").arg(MASTER),
                 );
                 replicas.is_ok_and(|list| list.len() == 1)
@@ -160,8 +204,9 @@ impl Sentinels {
 
     /// The port of the primary the sentinel `index` (0 to 2) names now.
     pub fn primary_named_by(&self, index: usize) -> Option<u16> {
-        let address: Vec<String> = query(
+        let address: Vec<String> = query_as(
             self.sentinels[index],
+            self.sentinel_password.as_deref(),
             redis::cmd("SENTINEL")
                 .arg("GET-MASTER-ADDR-BY-NAME")
                 .arg(MASTER),
@@ -173,7 +218,11 @@ impl Sentinels {
     /// Waits (at most 1 s) until the Redis on `port` has its writes on a
     /// replica (`WAIT 1 1000`).
     pub fn replicate(&self, port: u16) {
-        let _: redis::RedisResult<i64> = query(port, redis::cmd("WAIT").arg(1).arg(1000));
+        let _: redis::RedisResult<i64> = query_as(
+            port,
+            self.password.as_deref(),
+            redis::cmd("WAIT").arg(1).arg(1000),
+        );
     }
 
     /// Asks the first sentinel for a failover, again until it accepts (it
@@ -181,8 +230,9 @@ impl Sentinels {
     /// replica's link up).
     pub fn fail_over(&self) {
         wait_until("the failover accepted", || {
-            query::<String>(
+            query_as::<String>(
                 self.sentinels[0],
+                self.sentinel_password.as_deref(),
                 redis::cmd("SENTINEL").arg("FAILOVER").arg(MASTER),
             )
             .is_ok()
@@ -195,7 +245,8 @@ impl Sentinels {
     /// leave it to be promoted with a dataset cut short by its full sync.
     pub fn until_synced_replica(&self, port: u16) {
         wait_until("a synced replica", || {
-            let role: redis::RedisResult<Vec<redis::Value>> = query(port, &mut redis::cmd("ROLE"));
+            let role: redis::RedisResult<Vec<redis::Value>> =
+                query_as(port, self.password.as_deref(), &mut redis::cmd("ROLE"));
             let text = |value: Option<&redis::Value>| match value {
                 Some(redis::Value::BulkString(text)) => String::from_utf8_lossy(text).into_owned(),
                 Some(redis::Value::SimpleString(text)) => text.clone(),
