@@ -35,6 +35,61 @@ async fn requests_wait_their_turn_in_memory() {
     assert_eq!(delayed("dl_memory_full").await, Some(2.0));
 }
 
+/// The decision endpoint (`[forward_auth]`) waits as proxying does, before
+/// it answers: on 1 a second with a burst of 1 and 1.5 s of delay, of three
+/// decisions asked at once for one client, one is allowed at once, one
+/// after its wait, and one (2 s away) refused at once with
+/// `Retry-After: 1`. Nothing is forwarded; nothing is held at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_decision_endpoint_waits_before_it_answers() {
+    let upstream = Upstream::start().await;
+    let config = tollgate_test_support::gateway::config(&format!(
+        "[client_ip]\ntrusted_proxies = [\"127.0.0.1/32\"]\n\
+         [forward_auth]\npath = \"/_tollgate/decide\"\n\
+         [[routes]]\nname = \"dl_decide\"\nprefix = \"/decide\"\nupstream = \"http://{}\"\n\
+         api_key = \"none\"\nkey = \"ip\"\nrpm = 60\nburst = 1\ndelay = \"1500ms\"\n",
+        upstream.address
+    ));
+    let gateway = Gateway::start(&config, 0).await;
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..3 {
+        let ask = gateway
+            .client
+            .get(gateway.url("/_tollgate/decide"))
+            .header("x-forwarded-uri", "/decide/x")
+            .header("x-forwarded-for", "192.0.2.7")
+            .send();
+        let sender = sender.clone();
+        tokio::spawn(async move {
+            let answer = ask.await.unwrap();
+            let retry_after = tollgate_test_support::gateway::header(&answer, "retry-after");
+            sender
+                .send((answer.status().as_u16(), retry_after))
+                .unwrap();
+        });
+    }
+    drop(sender);
+    let mut answers = Vec::new();
+    while let Some(answer) = receiver.recv().await {
+        answers.push(answer);
+    }
+    // In the order answered: the two at once (either order), then the one
+    // that waited.
+    let mut first_two = answers[..2].to_vec();
+    first_two.sort();
+    assert_eq!(first_two, [(200, None), (429, Some("1".to_owned()))]);
+    assert_eq!(answers[2], (200, None));
+    assert_eq!(upstream.requests(), 0);
+    let delayed = gateway
+        .route_sample(
+            "tollgate_delayed_total",
+            &[("tier", "keyless"), ("route", "dl_decide")],
+        )
+        .await;
+    assert_eq!(delayed, Some(1.0));
+    gateway.until_nothing_held().await;
+}
+
 #[test]
 fn bad_delays_are_refused_at_load() {
     let refused = |settings: &str| {

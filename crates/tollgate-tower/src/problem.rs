@@ -74,10 +74,11 @@ impl Problem {
     /// with `status` (429 by default) and `Retry-After: 1`: a slot comes
     /// back when any of them ends, which no one can foretell.
     pub fn in_flight_refused(status: StatusCode, limit: &str, max: u64) -> Response<Full<Bytes>> {
+        let requests = if max == 1 { "request" } else { "requests" };
         let mut problem = Problem::new(
             status,
             format!(
-                "the concurrency limit of {limit} is reached: at most {max} requests in flight \
+                "the concurrency limit of {limit} is reached: at most {max} {requests} in flight \
                  at once; retry in 1 s"
             ),
         );

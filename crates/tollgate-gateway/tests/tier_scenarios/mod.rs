@@ -261,7 +261,7 @@ pub(crate) async fn a_turn_refused_its_slot_is_given_back(
     assert_eq!(
         problem["detail"],
         format!(
-            "the concurrency limit of {name}_both is reached: at most 1 requests in flight at \
+            "the concurrency limit of {name}_both is reached: at most 1 request in flight at \
              once; retry in 1 s"
         )
     );
