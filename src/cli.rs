@@ -200,6 +200,12 @@ pub(crate) struct ReplayArguments {
     /// `.png`).
     #[arg(long, value_name = "FILE")]
     pub(crate) plot: Option<PathBuf>,
+    /// What the picture has a panel for: each configuration's requests
+    /// (`overall`), or each tier or route (the 12 most refused), the
+    /// configurations side by side.
+    #[arg(long, value_name = "GROUP", default_value = "overall",
+        value_parser = ["overall", "tier", "route"])]
+    pub(crate) plot_by: String,
     /// How many of the keys most often refused to list, 1 to 1000.
     #[arg(long, value_name = "N", default_value_t = 10,
         value_parser = clap::value_parser!(u16).range(1..=1000))]

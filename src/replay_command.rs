@@ -8,7 +8,8 @@ use anyhow::{Context, bail};
 use tollgate_core::Fingerprinter;
 use tollgate_gateway::config::ServeConfig;
 use tollgate_replay::{
-    Candidate, Format, NginxKey, Options, Replayer, Source, plot_panels, replay as run, table,
+    Candidate, Format, MOST_GROUPS, NginxKey, Options, PlotBy, Replayer, Source, plot_panels,
+    replay as run, table,
 };
 use tollgate_simulate::plot::{self, Axes, Panel};
 
@@ -75,30 +76,30 @@ pub(crate) fn replay(arguments: &ReplayArguments) -> anyhow::Result<()> {
         );
     }
     if let Some(path) = &arguments.plot {
-        let (buckets, step_ms) = plot_panels(&report);
-        let titles: Vec<String> = report
-            .configs
+        let by = match arguments.plot_by.as_str() {
+            "tier" => PlotBy::Tier,
+            "route" => PlotBy::Route,
+            _ => PlotBy::Overall,
+        };
+        let plotted = plot_panels(&report, by);
+        let step_ms = plotted.step_ms;
+        let panels: Vec<Panel<'_>> = plotted
+            .panels
             .iter()
-            .map(|config| {
-                format!(
-                    "{}: {} of {} refused ({:.2}%)",
-                    config.config,
-                    config.overall.refused,
-                    config.overall.requests,
-                    config.overall.refused_percent
-                )
-            })
-            .collect();
-        let panels: Vec<Panel<'_>> = titles
-            .iter()
-            .zip(&buckets)
-            .map(|(title, buckets)| Panel {
-                title,
-                buckets,
+            .map(|panel| Panel {
+                title: &panel.title,
+                buckets: &panel.buckets,
                 remaining: false,
             })
             .collect();
-        let title = "requests allowed and refused over time";
+        let title = match (by, plotted.groups_left_out) {
+            (PlotBy::Overall, _) | (_, 0) => "requests allowed and refused over time".to_owned(),
+            (_, left_out) => format!(
+                "requests allowed and refused over time ({MOST_GROUPS} most refused shown, \
+                 {left_out} more left out)"
+            ),
+        };
+        let title = title.as_str();
         let per = if step_ms == 60_000 {
             "requests per minute".to_owned()
         } else {

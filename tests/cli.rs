@@ -449,6 +449,8 @@ fn replay_reads_a_log_and_reports_by_tier_and_route() {
             "json",
             "--plot",
             plot.to_str().unwrap(),
+            "--plot-by",
+            "route",
             log.to_str().unwrap(),
         ],
         b"",
@@ -476,7 +478,7 @@ fn replay_reads_a_log_and_reports_by_tier_and_route() {
     );
     assert!(!String::from_utf8_lossy(&output.stdout).contains("sk_r"));
     let svg = std::fs::read_to_string(&plot).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("1 of 3 refused (33.33%)"));
+    assert!(svg.starts_with("<svg") && svg.contains("route demo: 1 of 3 refused (33.33%)"));
     // A bad flag: a clear error, exit 2.
     let bad = tollgate(
         &[

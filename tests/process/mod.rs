@@ -22,10 +22,16 @@ impl Process {
     /// Starts `tollgate serve --config <path>` with JSON logs and waits for it
     /// to say where it listens.
     pub async fn start(path: &PathBuf) -> Process {
+        Process::start_with_env(path, &[]).await
+    }
+
+    /// [`Process::start`] with the environment variables `env` set too.
+    pub async fn start_with_env(path: &PathBuf, env: &[(&str, &str)]) -> Process {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
             .args(["serve", "--log-format", "json", "--config"])
             .arg(path)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()

@@ -1,5 +1,6 @@
 //! `GET /admin/top` (issue #27): the keys most refused and most active in a
-//! recent window, fingerprinted, over real HTTP on a manual clock. The
+//! recent window, fingerprinted, over real HTTP on a manual clock; two
+//! gateways on one Redis each listing their own. The
 //! fingerprints are Python's (no key secret is set):
 //! `hashlib.sha256(b"plan\0" + key).hexdigest()[:16]`, and `b"policy\0"`
 //! for a keyless request's route budget key `tk_open/ip:127.0.0.1`.
@@ -127,4 +128,58 @@ async fn turned_off_the_top_keys_are_not_counted() {
         body["detail"],
         "the top keys are not counted: [admin] top_keys = false"
     );
+}
+
+/// Two gateways sharing one budget on Redis each list the requests they
+/// decided, not the other's: the top keys are counted per gateway, in
+/// memory (CONFIG.md). `sk_a` (Python: `sha256(b"plan\0sk_a")[:16]`) twice
+/// through each, under a shared plan of 3 a minute: its fourth, through the
+/// second gateway, is refused; `sk_b` once through the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+async fn each_gateway_on_redis_lists_its_own_top_keys() {
+    use tollgate_test_support::redis as redis_support;
+    let url = redis_support::require_redis_url();
+    let prefix = redis_support::prefix("top-keys");
+    let upstream = Upstream::start().await;
+    let settings = config(&format!(
+        "[store]\nurl = \"{url}\"\nprefix = \"{prefix}\"\ntimeout = \"2s\"\ntime = \"local\"\n\
+         [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow_s = 60\n\
+         [[routes]]\nname = \"tk_shared\"\nprefix = \"/\"\nupstream = \"http://{}\"\n",
+        upstream.address
+    ));
+    let start = || async {
+        let config = tollgate_gateway::ServeConfig::from_toml_str(&settings).unwrap();
+        Gateway::start_on_redis(config, 600, &url, &prefix).await
+    };
+    let (first, second) = (start().await, start().await);
+    let statuses = [
+        first.status("/x", "sk_a").await,
+        first.status("/x", "sk_a").await,
+        second.status("/x", "sk_a").await,
+        second.status("/x", "sk_a").await,
+        second.status("/x", "sk_b").await,
+    ];
+    assert_eq!(statuses, [200, 200, 200, 429, 200]);
+    let (sk_a, sk_b) = ("19b10fb0f2540938", "7906cd67a7574c7d");
+    let listed = |key: &str, count: u64| json!({"key": key, "kind": "api_key", "count": count, "error": 0, "tier": "default", "route": "tk_shared"});
+    let (_, mine) = top(&first, "?window=5m").await;
+    assert_eq!(
+        mine,
+        json!({
+            "window_s": 300, "requests": 2, "refusals": 0, "error_bound": 0,
+            "most_refused": [],
+            "most_active": [listed(sk_a, 2)],
+        })
+    );
+    let (_, theirs) = top(&second, "?window=5m").await;
+    assert_eq!(
+        theirs,
+        json!({
+            "window_s": 300, "requests": 3, "refusals": 1, "error_bound": 0,
+            "most_refused": [listed(sk_a, 1)],
+            "most_active": [listed(sk_a, 2), listed(sk_b, 1)],
+        })
+    );
+    redis_support::cleanup(&url, &prefix);
 }

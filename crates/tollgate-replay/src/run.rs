@@ -15,7 +15,7 @@ use tollgate_core::Fingerprinter;
 use crate::formats::Format;
 use crate::line::{LogLine, Logged};
 use crate::replayer::{Replayed, Replayer, Skip};
-use crate::tally::{Figures, OverTime, Tally};
+use crate::tally::{Figures, Tally};
 
 /// How far out of order a log's lines may be and still be decided in order,
 /// by default: 60 s, in nanoseconds. The lines of the window are held in
@@ -80,9 +80,6 @@ pub struct ConfigReport {
     pub skipped: BTreeMap<String, u64>,
     /// For tollgate's own log: how many decisions the replay reproduced.
     pub agreement: Option<Agreement>,
-    /// Requests allowed and refused per minute: `(minute since the epoch,
-    /// allowed, refused)`.
-    pub per_minute: Vec<(u64, u64, u64)>,
 }
 
 /// How the replay's decisions compare with the logged ones.
@@ -105,7 +102,6 @@ struct Counts {
     exempt: u64,
     skipped: BTreeMap<Skip, u64>,
     agreement: Agreement,
-    over_time: OverTime,
 }
 
 /// A line waiting in its log's window.
@@ -252,7 +248,6 @@ pub fn replay(
             exempt: 0,
             skipped: BTreeMap::new(),
             agreement: Agreement::default(),
-            over_time: OverTime::default(),
         })
         .collect();
     let mut logs: Vec<Ordered> = sources
@@ -316,12 +311,6 @@ pub fn replay(
                     .map(|(reason, count)| (reason.code().to_owned(), count))
                     .collect(),
                 agreement: (*format == Format::Tollgate).then_some(counts.agreement),
-                per_minute: counts
-                    .over_time
-                    .0
-                    .into_iter()
-                    .map(|(minute, (allowed, refused))| (minute, allowed, refused))
-                    .collect(),
             }
         })
         .collect();
@@ -368,7 +357,6 @@ fn decide(candidate: &Candidate, counts: &mut Counts, line: &LogLine, place: &st
                 .entry(route)
                 .or_default()
                 .count(line.time, refused, key);
-            counts.over_time.count(line.time, refused);
         }
         Replayed::Exempt => counts.exempt += 1,
         Replayed::Skipped(reason) => *counts.skipped.entry(reason).or_default() += 1,

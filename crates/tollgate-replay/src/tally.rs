@@ -1,7 +1,8 @@
 //! What a replay counts, per tier and per route ([`Tally`]): requests,
 //! would-be refusals, the keys most often refused (a space-saving sketch,
-//! so memory stays bounded whatever the keys), and the peak rates; and the
-//! refusals over time, per minute.
+//! so memory stays bounded whatever the keys), the peak rates, and the
+//! requests allowed and refused per minute (bounded by the log's span in
+//! minutes, not by its lines).
 
 use std::collections::BTreeMap;
 
@@ -21,6 +22,7 @@ pub(crate) struct Tally {
     /// The second being counted, its requests, and the most in one so far.
     second: (u64, u64, u64),
     minute: (u64, u64, u64),
+    over_time: OverTime,
 }
 
 impl Default for Tally {
@@ -31,6 +33,7 @@ impl Default for Tally {
             refused_keys: HeavyHitters::new(KEYS_KEPT),
             second: (u64::MAX, 0, 0),
             minute: (u64::MAX, 0, 0),
+            over_time: OverTime::default(),
         }
     }
 }
@@ -62,6 +65,10 @@ pub struct Figures {
     pub peak_per_minute: u64,
     /// The keys most often refused, most first.
     pub most_refused: Vec<RefusedKey>,
+    /// Requests allowed and refused per minute, in time order: `(minute
+    /// since the epoch, allowed, refused)`, minutes without a request left
+    /// out.
+    pub per_minute: Vec<(u64, u64, u64)>,
 }
 
 impl Tally {
@@ -77,6 +84,7 @@ impl Tally {
             slot.1 += 1;
             slot.2 = slot.2.max(slot.1);
         }
+        self.over_time.count(time, refused);
         if refused {
             self.refused += 1;
             if let Some((key, keyless)) = key {
@@ -116,6 +124,12 @@ impl Tally {
             peak_per_second: self.second.2,
             peak_per_minute: self.minute.2,
             most_refused,
+            per_minute: self
+                .over_time
+                .0
+                .iter()
+                .map(|(minute, (allowed, refused))| (*minute, *allowed, *refused))
+                .collect(),
         }
     }
 }
@@ -135,12 +149,12 @@ pub(crate) fn percent(part: u64, whole: u64) -> f64 {
     (part as f64 * 10_000.0 / whole as f64).round() / 100.0
 }
 
-/// Requests and refusals per minute (since the epoch), for the plot.
+/// Requests allowed and refused per minute (since the epoch).
 #[derive(Default)]
-pub(crate) struct OverTime(pub(crate) BTreeMap<u64, (u64, u64)>);
+struct OverTime(BTreeMap<u64, (u64, u64)>);
 
 impl OverTime {
-    pub(crate) fn count(&mut self, time: u64, refused: bool) {
+    fn count(&mut self, time: u64, refused: bool) {
         let minute = self.0.entry(time / (60 * NANOS_PER_SECOND)).or_default();
         if refused {
             minute.1 += 1;
