@@ -201,8 +201,8 @@ pub(crate) struct ReplayArguments {
     #[arg(long, value_name = "FILE")]
     pub(crate) plot: Option<PathBuf>,
     /// What the picture has a panel for: each configuration's requests
-    /// (`overall`), or each tier or route (the 12 most refused), the
-    /// configurations side by side.
+    /// (`overall`), or each tier or route (the 12 most refused), each
+    /// configuration's in turn.
     #[arg(long, value_name = "GROUP", default_value = "overall",
         value_parser = ["overall", "tier", "route"])]
     pub(crate) plot_by: String,

@@ -36,10 +36,10 @@ async fn requests_wait_their_turn_in_memory() {
 }
 
 /// The decision endpoint (`[forward_auth]`) waits as proxying does, before
-/// it answers: on 1 a second with a burst of 1 and 1.5 s of delay, of three
-/// decisions asked at once for one client, one is allowed at once, one
-/// after its wait, and one (2 s away) refused at once with
-/// `Retry-After: 1`. Nothing is forwarded; nothing is held at the end.
+/// it answers: on one every 3 s with a burst of 1 and 4 s of delay, of
+/// three decisions asked at once for one client, one is allowed at once,
+/// one after its wait (3 s), and one (6 s away) refused at once with
+/// `Retry-After: 2`. Nothing is forwarded; nothing is held at the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_decision_endpoint_waits_before_it_answers() {
     let upstream = Upstream::start().await;
@@ -47,7 +47,7 @@ async fn the_decision_endpoint_waits_before_it_answers() {
         "[client_ip]\ntrusted_proxies = [\"127.0.0.1/32\"]\n\
          [forward_auth]\npath = \"/_tollgate/decide\"\n\
          [[routes]]\nname = \"dl_decide\"\nprefix = \"/decide\"\nupstream = \"http://{}\"\n\
-         api_key = \"none\"\nkey = \"ip\"\nrpm = 60\nburst = 1\ndelay = \"1500ms\"\n",
+         api_key = \"none\"\nkey = \"ip\"\nrpm = 20\nburst = 1\ndelay = \"4s\"\n",
         upstream.address
     ));
     let gateway = Gateway::start(&config, 0).await;
@@ -77,7 +77,7 @@ async fn the_decision_endpoint_waits_before_it_answers() {
     // that waited.
     let mut first_two = answers[..2].to_vec();
     first_two.sort();
-    assert_eq!(first_two, [(200, None), (429, Some("1".to_owned()))]);
+    assert_eq!(first_two, [(200, None), (429, Some("2".to_owned()))]);
     assert_eq!(answers[2], (200, None));
     assert_eq!(upstream.requests(), 0);
     let delayed = gateway

@@ -13,7 +13,8 @@ async fn slots_are_held_until_responses_end_in_memory() {
     let upstream = Upstream::start().await;
     let config = in_flight_scenarios::routes(&upstream, "if_memory", "");
     let gateway = Gateway::start(&config, 0).await;
-    in_flight_scenarios::a_key_holds_at_most_max_in_flight(&gateway, &upstream, "if_memory").await;
+    in_flight_scenarios::a_key_holds_at_most_max_in_flight(&gateway, &upstream, "if_memory", None)
+        .await;
     in_flight_scenarios::slots_and_rates_are_all_or_nothing(&gateway, &upstream, "if_memory").await;
     in_flight_scenarios::a_client_gone_mid_body_gives_its_slot_back(&gateway).await;
     in_flight_scenarios::keyless_requests_count_per_client_ip(&gateway, &upstream).await;

@@ -1,7 +1,7 @@
 //! What a replay's picture shows ([`plot_panels`]): requests allowed and
 //! refused over time, one panel per configuration for all its requests, or
-//! per tier or per route with the configurations side by side, on one time
-//! axis of whole minutes. Drawn by [`tollgate_simulate::plot`].
+//! per tier or per route with each configuration's in turn, stacked on one
+//! time axis of whole minutes. Drawn by [`tollgate_simulate::plot`].
 
 use std::collections::BTreeMap;
 
@@ -22,7 +22,7 @@ pub enum PlotBy {
     /// Each configuration's requests, all together.
     Overall,
     /// Each tier (`keyless` for requests without an API key), each
-    /// configuration's beside the other's.
+    /// configuration's in turn.
     Tier,
     /// Each route, likewise.
     Route,

@@ -107,25 +107,19 @@ proptest! {
 
     /// Arbitrary bytes between good lines (not UTF-8, NUL, lone `\r`): the
     /// replay ends, counting every line, and the good ones are decided.
+    /// Blank lines are passed over: `a_blank_line_is_not_a_line`.
     #[test]
     fn a_replay_of_any_bytes_counts_every_line(
         noise in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..80), 0..20),
     ) {
         let good = GOOD[0];
         let mut log = Vec::new();
-        // The line numbers of the noise that is not blank (blank lines,
-        // whitespace only, are passed over).
-        let mut counted_noise = Vec::new();
-        for (index, bytes) in noise.iter().enumerate() {
+        for bytes in &noise {
             log.extend_from_slice(good.as_bytes());
             log.push(b'\n');
-            let noise: Vec<u8> = bytes.iter().copied().filter(|byte| *byte != b'\n').collect();
-            let blank = std::str::from_utf8(&noise)
-                .is_ok_and(|text| text.trim_end_matches(['\n', '\r']).trim().is_empty());
-            if !blank {
-                counted_noise.push(2 * index + 2);
-            }
-            log.extend_from_slice(&noise);
+            // Never blank: each noise line starts with `x`.
+            log.push(b'x');
+            log.extend(bytes.iter().copied().filter(|byte| *byte != b'\n'));
             log.push(b'\n');
         }
         let candidates = [candidate()];
@@ -138,12 +132,32 @@ proptest! {
             &candidates,
             Options::default(),
         );
-        prop_assert_eq!(report.lines, (noise.len() + counted_noise.len()) as u64);
-        prop_assert_eq!(report.bad_lines, counted_noise.len() as u64);
+        // Every line counted; each noise line bad, named by its number (the
+        // first is line 2).
+        prop_assert_eq!(report.lines, 2 * noise.len() as u64);
+        prop_assert_eq!(report.bad_lines, noise.len() as u64);
         prop_assert_eq!(report.configs[0].overall.requests, noise.len() as u64);
-        if let Some(first) = counted_noise.first() {
-            let place = format!("log:{first}: ");
-            prop_assert!(report.bad_examples[0].starts_with(&place), "{:?}", report.bad_examples);
+        if !noise.is_empty() {
+            prop_assert!(report.bad_examples[0].starts_with("log:2: "), "{:?}", report.bad_examples);
         }
     }
+}
+
+/// A blank line (nothing, or spaces and a `\r`) is passed over: not
+/// counted, not bad.
+#[test]
+fn a_blank_line_is_not_a_line() {
+    let log = format!("{}\n\n   \r\n{}\n", GOOD[0], GOOD[0]);
+    let candidates = [candidate()];
+    let report = replay(
+        vec![Source {
+            name: "log".to_owned(),
+            reader: Box::new(std::io::Cursor::new(log.into_bytes())),
+        }],
+        &Format::Tollgate,
+        &candidates,
+        Options::default(),
+    );
+    assert_eq!((report.lines, report.bad_lines), (2, 0));
+    assert_eq!(report.configs[0].overall.requests, 2);
 }

@@ -292,9 +292,9 @@ impl HostLimitsBuilder {
     /// as the gateway's `[keys] known`), and what a request whose
     /// [`Principal`](crate::Principal) is not among them gets
     /// ([`UnknownKeys`]): refused (401) before any budget is used, or
-    /// anonymous (keyed as a request without a principal is: per client IP,
-    /// by the route's own budget unless it is keyed by principal or tenant,
-    /// else by the host's per IP). Without it (the default), every
+    /// anonymous (held per client IP: to the route's own budget, whatever
+    /// it is keyed by, else to the host's per-IP default, as core's
+    /// `RouteBudgets::choose_keyless` picks). Without it (the default), every
     /// principal is taken as it comes. A request without a principal is
     /// unaffected.
     pub fn known_keys(mut self, known: Arc<KnownKeys>, unknown: UnknownKeys) -> Self {

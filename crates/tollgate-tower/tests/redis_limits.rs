@@ -105,20 +105,20 @@ async fn requests_wait_their_turn_on_redis_and_a_request_gone_gives_it_back() {
     let prefix = redis_support::prefix("tower-delay");
     let manual = ManualClock::new(START);
     let clock: Arc<dyn Clock> = Arc::new(manual.clone());
-    // One token a second, a bucket one deep, up to 1.5 s of waiting.
+    // A token every 3 s, a bucket one deep, up to 4 s of waiting.
     let host = host(&url, &prefix, &clock, None);
     let layer = host
         .route("tw_redis_delay")
-        .budget(Budget::new(60, 1).unwrap())
+        .budget(Budget::new(20, 1).unwrap())
         .unwrap()
-        .delay(Duration::from_millis(1500))
+        .delay(Duration::from_secs(4))
         .unwrap();
     let backend = Backend::default();
     let service = backend.wrapped(&layer);
     let request = || from("192.0.2.21:5000");
-    // On a clock that stands still: one at once, one at its turn (1 s), and
-    // one whose turn (2 s) is past the delay, refused at once: it comes
-    // back before the one that waits.
+    // On a clock that stands still: one at once, one at its turn (3 s), and
+    // one whose turn (6 s) is past the delay, refused at once
+    // (`Retry-After: 2`): it comes back before the one that waits.
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..3 {
         let (service, sender) = (service.clone(), sender.clone());
@@ -139,19 +139,19 @@ async fn requests_wait_their_turn_on_redis_and_a_request_gone_gives_it_back() {
         first_two,
         [
             (StatusCode::OK, None),
-            (StatusCode::TOO_MANY_REQUESTS, Some("1".to_owned()))
+            (StatusCode::TOO_MANY_REQUESTS, Some("2".to_owned()))
         ]
     );
     assert_eq!(answers[2], (StatusCode::OK, None));
     assert_eq!(backend.calls(), 2);
-    // A second later the next turn (2 s) is 1 s away: a request waits for
-    // it, and gives it back when dropped.
-    manual.advance_by("1s").unwrap();
+    // 4 s later the next turn (6 s) is 2 s away: a request waits for it,
+    // and gives it back when dropped.
+    manual.advance_by("4s").unwrap();
     let gone = tokio::time::timeout(Duration::from_millis(200), send(&service, request())).await;
     assert!(gone.is_err(), "still waiting when dropped");
     until_none_waits(&host).await;
-    // The turn given back is taken by the next (it waits 1 s) and only it:
-    // the one after it, 2 s away, is refused.
+    // The turn given back is taken by the next (it waits 2 s) and only it:
+    // the one after it, 5 s away, is refused (`Retry-After: 1`).
     let next = {
         let service = service.clone();
         tokio::spawn(async move { send(&service, request()).await.status() })
