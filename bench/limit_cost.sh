@@ -10,6 +10,10 @@
 #                      decided, no rate-limit headers (the proxy path alone)
 #   tollgate_no_top_keys  limiting, without counting the top keys
 #                      (`[admin] top_keys = false`): what `/admin/top` costs
+#   bare_proxy         the floor of tollgate's HTTP stack: a reverse proxy of a
+#                      few dozen lines on the same hyper, hyper-util and tokio
+#                      and release profile, no routing, limiting or metrics
+#                      (crates/tollgate-gateway/examples/bare_proxy.rs)
 #   nginx_plain        nginx as a plain proxy (one process)
 #   nginx_limit_req    the same with `limit_req` keyed by the same header
 #
@@ -17,15 +21,18 @@
 # every request carrying one of 100 API keys in turn, the counters dumped; the
 # instructions (all threads) divided by wrk's request count. The cost of
 # limiting is limiting less exempt for tollgate and limit_req less plain for
-# nginx; the script prints both and their ratio, and writes each server's
+# nginx; the script prints both and their ratio, tollgate's own overhead
+# (exempt / bare proxy), the stack's (bare proxy / nginx plain) and the whole
+# path against nginx's (limiting / limit_req), and writes each server's
 # callgrind breakdown by function (inclusive and self) to bench/out/, and
 # what limiting adds, function by function (limiting less exempt, limit_req
 # less plain; the script's Python part reads callgrind's output files).
 # Installs valgrind, nginx, wrk and python3 from Debian's packages if missing.
 #
 # Usage: bench/limit_cost.sh [seconds under wrk, default 8]
-# (NO_BUILD=1 measures the release binary already built; TOLLGATE_BINARY=PATH
-# measures that build instead, e.g. a previous commit's, and builds nothing.)
+# (NO_BUILD=1 measures the release binaries already built; TOLLGATE_BINARY=PATH
+# measures that build instead, e.g. a previous commit's, and builds nothing;
+# BARE_PROXY_BINARY=PATH likewise for the bare proxy.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,9 +62,13 @@ ADMIN_PORT=18192
 RATE=100000
 
 TOLLGATE="${TOLLGATE_BINARY:-./target/release/tollgate}"
+BARE_PROXY="${BARE_PROXY_BINARY:-./target/release/examples/bare_proxy}"
 if [ -z "${NO_BUILD:-}" ] && [ -z "${TOLLGATE_BINARY:-}" ]; then
-    echo "--- building tollgate (release)"
+    echo "--- building tollgate and the bare proxy (release)"
     cargo build --release -q -p tollgate
+    cargo build --release -q -p tollgate-gateway --example bare_proxy
+elif [ ! -x "$BARE_PROXY" ]; then
+    cargo build --release -q -p tollgate-gateway --example bare_proxy
 fi
 
 cat > "$WORK/upstream.conf" <<CONF
@@ -208,6 +219,9 @@ TOLLGATE_EXEMPT=$PER_REQUEST
 TOLLGATE_EXEMPT_REQUESTS=$REQUESTS
 measure tollgate_no_top_keys "$TOLLGATE" serve --config "$WORK/tollgate_no_top_keys.toml"
 TOLLGATE_NO_TOP_KEYS=$PER_REQUEST
+measure bare_proxy "$BARE_PROXY" "127.0.0.1:$SERVER_PORT" "127.0.0.1:$UPSTREAM_PORT" 1
+BARE=$PER_REQUEST
+BARE_REQUESTS=$REQUESTS
 measure nginx_plain nginx -p "$WORK" -c "$WORK/nginx_plain.conf"
 NGINX_PLAIN=$PER_REQUEST
 NGINX_PLAIN_REQUESTS=$REQUESTS
@@ -223,7 +237,14 @@ echo "nginx (limit_req - plain proxy): $NGINX_COST"
 echo "tollgate's top keys (limiting - limiting with [admin] top_keys = false): \
 $((TOLLGATE_LIMITING - TOLLGATE_NO_TOP_KEYS))"
 awk -v t="$TOLLGATE_COST" -v n="$NGINX_COST" \
-    'BEGIN { if (n > 0) printf "ratio tollgate / nginx: %.2f (target: at most 0.5)\n", t / n }'
+    'BEGIN { if (n > 0) printf "ratio tollgate / nginx: %.2f\n", t / n }'
+echo "--- the whole path, instructions per request"
+awk -v e="$TOLLGATE_EXEMPT" -v b="$BARE" -v p="$NGINX_PLAIN" -v l="$TOLLGATE_LIMITING" \
+    -v r="$NGINX_LIMIT_REQ" 'BEGIN {
+        printf "own overhead, exempt / bare proxy:  %.2f (target: at most 1.15)\n", e / b
+        printf "the stack, bare proxy / nginx plain: %.2f\n", b / p
+        printf "whole path, limiting / limit_req:    %.2f (target: at most 1.3)\n", l / r
+    }'
 # What limiting adds, by function: self instructions per request with
 # limiting less without, largest first.
 by_function() {
@@ -295,8 +316,13 @@ by_function 40 "$OUT/limit_cost-tollgate_limiting.callgrind" "$TOLLGATE_LIMITING
 by_function 40 "$OUT/limit_cost-nginx_limit_req.callgrind" "$NGINX_LIMIT_REQ_REQUESTS" \
     "$OUT/limit_cost-nginx_plain.callgrind" "$NGINX_PLAIN_REQUESTS" \
     >"$OUT/limit_cost-nginx-added.txt"
+by_function 40 "$OUT/limit_cost-tollgate_exempt.callgrind" "$TOLLGATE_EXEMPT_REQUESTS" \
+    "$OUT/limit_cost-bare_proxy.callgrind" "$BARE_REQUESTS" \
+    >"$OUT/limit_cost-tollgate-over-bare.txt"
 echo "--- what limiting adds to tollgate, by function (self instructions per request)"
 head -22 "$OUT/limit_cost-tollgate-added.txt"
 echo "--- what limit_req adds to nginx"
 head -12 "$OUT/limit_cost-nginx-added.txt"
+echo "--- what tollgate's exempt path adds to the bare proxy"
+head -22 "$OUT/limit_cost-tollgate-over-bare.txt"
 echo "breakdowns by function: $OUT/limit_cost-*.txt"

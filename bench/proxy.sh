@@ -5,7 +5,11 @@
 # For reference, a second `tollgate serve` with every benchmark key exempt
 # (`tollgate_exempt`): the same proxy path with no limit decided and no
 # rate-limit headers, the floor of what tollgate's HTTP stack costs; and nginx
-# as a plain proxy (`nginx_plain_proxy`, no `limit_req`), nginx's floor.
+# as a plain proxy (`nginx_plain_proxy`, no `limit_req`), nginx's floor; and
+# `bare_proxy`, the floor of tollgate's HTTP stack: a reverse proxy of a few
+# dozen lines on the same hyper, hyper-util and tokio and release profile, no
+# routing, limiting or metrics (crates/tollgate-gateway/examples/bare_proxy.rs),
+# with as many worker threads.
 # Keyless routes (issue #26): `tollgate_per_ip`, a route with
 # `api_key = "none"` limited per client IP, against `nginx_per_ip`, a location
 # with `limit_req` keyed by `$binary_remote_addr`, both at the same rate (the
@@ -22,6 +26,7 @@
 # Usage: bench/proxy.sh [seconds per run, default 10] [connections, default 64]
 #                       [workers of tollgate and of the nginx limiter, default: CPUs]
 #        TOLLGATE_BINARY=PATH in the environment: measure that tollgate build
+#        (BARE_PROXY_BINARY=PATH likewise for the bare proxy)
 # Each line: requests per second, p99 latency, and the CPU time the process
 # answering spent per request (all its threads, from /proc). Results go to
 # stdout and to bench/out/ (not committed).
@@ -63,6 +68,11 @@ else
     cargo build --release -q
     TOLLGATE=./target/release/tollgate
 fi
+BARE_PROXY="${BARE_PROXY_BINARY:-./target/release/examples/bare_proxy}"
+if [ -z "${BARE_PROXY_BINARY:-}" ]; then
+    cargo build --release -q -p tollgate-gateway --example bare_proxy
+fi
+BARE_PORT=18097
 
 cat > "$WORK/upstream.conf" <<CONF
 worker_processes 1;
@@ -174,7 +184,9 @@ RUST_LOG=warn "$TOLLGATE" serve --config "$WORK/tollgate.toml" 2>"$WORK/tollgate
 TOLLGATE_PID=$!
 RUST_LOG=warn "$TOLLGATE" serve --config "$WORK/tollgate-exempt.toml" 2>"$WORK/tollgate-exempt.log" &
 EXEMPT_PID=$!
-for port in $UPSTREAM_PORT $TOLLGATE_PORT $NGINX_PORT $EXEMPT_PORT $PLAIN_PORT; do
+"$BARE_PROXY" "127.0.0.1:$BARE_PORT" "127.0.0.1:$UPSTREAM_PORT" "$WORKERS" &
+BARE_PID=$!
+for port in $UPSTREAM_PORT $TOLLGATE_PORT $NGINX_PORT $EXEMPT_PORT $PLAIN_PORT $BARE_PORT; do
     for _ in $(seq 100); do
         curl -s -o /dev/null -H 'Authorization: Bearer warmup' "http://127.0.0.1:$port/" && break
         sleep 0.1
@@ -227,6 +239,7 @@ plain_pids=$(pgrep -P "$(cat "$WORK/plain.pid")" | tr '\n' ' ')
     run nginx_limit_req_again $NGINX_PORT $limiter_pids
     run tollgate_exempt $EXEMPT_PORT $EXEMPT_PID
     run nginx_plain_proxy $PLAIN_PORT $plain_pids
+    run bare_proxy $BARE_PORT $BARE_PID
     RUN_PATH=/ip/ run tollgate_per_ip $TOLLGATE_PORT $TOLLGATE_PID
     RUN_PATH=/ip/ run nginx_per_ip $NGINX_PORT $limiter_pids
     RUN_PATH=/conn/ run tollgate_in_flight $TOLLGATE_PORT $TOLLGATE_PID

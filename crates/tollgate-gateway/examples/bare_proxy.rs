@@ -27,7 +27,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .worker_threads(workers)
         .enable_all()
         .build()?
-        .block_on(serve(listen, upstream))
+        .block_on(async {
+            // Ends on SIGINT (which a shell's background job ignores unless
+            // a handler is installed, as the bench scripts need).
+            tokio::select! {
+                served = serve(listen, upstream) => served,
+                _ = tokio::signal::ctrl_c() => Ok(()),
+            }
+        })
 }
 
 async fn serve(listen: SocketAddr, upstream: SocketAddr) -> Result<(), Box<dyn std::error::Error>> {

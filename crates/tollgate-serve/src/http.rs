@@ -1,7 +1,7 @@
 //! Serving a plain HTTP listener (HTTP/1.1, or HTTP/2 with prior knowledge)
 //! with the rules every tollgate listener keeps: accepting through
 //! [`accept`](crate::accept()) (its error policy, `TCP_NODELAY`), each
-//! connection closed once idle ([`idle`](crate::idle())), a stop that lets
+//! connection closed once idle ([`race_idle`](crate::race_idle())), a stop that lets
 //! requests in flight finish and a forced end that closes what is left. The
 //! listeners this serves: the gateway's admin listener, and `tollgate rls`'s
 //! HTTP, debug and Prometheus listeners. (The gateway's proxy listener and
@@ -23,7 +23,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use crate::idle::{Activity, InFlight, Tracked, idle};
+use crate::idle::{Activity, InFlight, Tracked};
+use crate::idle_race::race_idle;
 use crate::in_flight_body::InFlightBody;
 use crate::shed::Connections;
 use crate::shutdown::Stopping;
@@ -85,13 +86,10 @@ pub async fn serve_http<Make, Service, ResponseBody>(
                     builder.serve_connection_with_upgrades(io, service).into_owned(),
                 );
                 connections.spawn(async move {
-                    tokio::select! {
-                        served = connection => if let Err(error) = served {
-                            tracing::debug!(%error, "HTTP connection ended");
-                        },
-                        () = idle(&activity, idle_timeout) => {
-                            tracing::debug!(?idle_timeout, "idle HTTP connection closed");
-                        }
+                    match race_idle(connection, &activity, idle_timeout).await {
+                        Some(Err(error)) => tracing::debug!(%error, "HTTP connection ended"),
+                        Some(Ok(())) => {}
+                        None => tracing::debug!(?idle_timeout, "idle HTTP connection closed"),
                     }
                 });
             }

@@ -23,6 +23,19 @@ pub(crate) const HOP_BY_HOP: [&str; 8] = [
     "upgrade",
 ];
 
+/// [`HOP_BY_HOP`] as header names, in the same order: a map removes a name
+/// directly, where a `&str` is parsed into one first.
+static HOP_BY_HOP_NAMES: [HeaderName; 8] = [
+    HeaderName::from_static("connection"),
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("proxy-authenticate"),
+    HeaderName::from_static("proxy-authorization"),
+    HeaderName::from_static("te"),
+    HeaderName::from_static("trailer"),
+    HeaderName::from_static("upgrade"),
+];
+
 // One bit per name in `remove_hop_by_hop`.
 const _: () = assert!(HOP_BY_HOP.len() <= 32);
 
@@ -65,9 +78,9 @@ pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
     for name in &named {
         headers.remove(name);
     }
-    for (index, name) in HOP_BY_HOP.iter().enumerate() {
+    for (index, name) in HOP_BY_HOP_NAMES.iter().enumerate() {
         if present & (1 << index) != 0 {
-            headers.remove(*name);
+            headers.remove(name);
         }
     }
 }
@@ -80,6 +93,15 @@ fn is_plain_connection_option(option: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_names_are_the_list() {
+        let names: Vec<&str> = super::HOP_BY_HOP_NAMES
+            .iter()
+            .map(http::HeaderName::as_str)
+            .collect();
+        assert_eq!(names, super::HOP_BY_HOP);
+    }
+
     use super::*;
     use http::HeaderValue;
 

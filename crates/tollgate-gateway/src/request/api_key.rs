@@ -2,11 +2,12 @@
 //! case) or `X-API-Key: <key>`.
 
 use http::HeaderMap;
-use http::header::AUTHORIZATION;
+use http::header::{AUTHORIZATION, HeaderName};
 use tollgate_core::ApiKey;
 
-/// The `X-API-Key` header.
-pub(crate) const X_API_KEY: &str = "x-api-key";
+/// The `X-API-Key` header. A `HeaderName`, not a `&str`: a map looks a name
+/// up directly, where a `&str` is parsed into one on every lookup.
+pub(crate) const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
 /// The longest API key accepted, in bytes: keys are kept in memory (and in
 /// Redis names, hashed), so their length is bounded.
@@ -31,11 +32,8 @@ pub(crate) enum KeyError {
 /// each sent once. When both are sent, `Authorization` decides, and
 /// `X-API-Key` must carry the same key.
 pub(crate) fn api_key(headers: &HeaderMap) -> Result<&str, KeyError> {
-    for (name, header) in [
-        ("Authorization", AUTHORIZATION.as_str()),
-        ("X-API-Key", X_API_KEY),
-    ] {
-        if headers.get_all(header).iter().nth(1).is_some() {
+    for (name, header) in [("Authorization", AUTHORIZATION), ("X-API-Key", X_API_KEY)] {
+        if headers.get_all(&header).iter().nth(1).is_some() {
             return Err(KeyError::Ambiguous(if name == "Authorization" {
                 "the request carries two Authorization headers"
             } else {
@@ -48,7 +46,7 @@ pub(crate) fn api_key(headers: &HeaderMap) -> Result<&str, KeyError> {
         return Err(KeyError::Missing("the API key is longer than 256 bytes"));
     }
     if headers.contains_key(AUTHORIZATION)
-        && let Some(other) = headers.get(X_API_KEY)
+        && let Some(other) = headers.get(&X_API_KEY)
     {
         let other = other.to_str().ok().and_then(ApiKey::parse);
         if other.is_none_or(|other| other.as_str() != key) {
@@ -73,7 +71,7 @@ fn read_key(headers: &HeaderMap) -> Result<&str, &'static str> {
             .map(|key| key.as_str())
             .ok_or("the bearer token is empty");
     }
-    match headers.get(X_API_KEY) {
+    match headers.get(&X_API_KEY) {
         Some(value) => value
             .to_str()
             .ok()

@@ -129,16 +129,15 @@ async fn until_idle(
     idle_timeout: Duration,
     access_log: Option<AccessLog>,
 ) {
-    tokio::select! {
-        served = connection => if let Err(error) = served {
+    match tollgate_serve::race_idle(connection, activity, idle_timeout).await {
+        Some(Err(error)) => {
             tracing::debug!(%error, "client connection ended");
             if let (Some(access_log), Some(status)) = (access_log, rejected_status(&*error)) {
                 access_log.rejected(status);
             }
-        },
-        () = tollgate_serve::idle(activity, idle_timeout) => {
-            tracing::debug!(?idle_timeout, "idle client connection closed");
         }
+        Some(Ok(())) => {}
+        None => tracing::debug!(?idle_timeout, "idle client connection closed"),
     }
 }
 
