@@ -9,11 +9,10 @@
 
 mod in_flight_scenarios;
 
-use std::time::Duration;
-
 use tollgate_test_support::gateway::Gateway;
 use tollgate_test_support::loopback::Upstream;
 use tollgate_test_support::redis as redis_support;
+use tollgate_test_support::wait::until;
 
 /// The scenarios on the Redis (or cluster) at `url`, routes named `name_*`.
 async fn scenarios_on(url: &str, name: &str) {
@@ -42,20 +41,16 @@ async fn scenarios_on(url: &str, name: &str) {
     redis_support::cleanup(url, &prefix);
 }
 
-/// Waits (at most 5 s) until no lease is left under `prefix` (a key's
+/// Waits until no lease is left under `prefix` (a key's
 /// leases are `PREFIX:{DIGEST}:f`), on the server or on every node of a
 /// cluster: every slot's release has reached Redis.
 async fn no_lease_is_left(url: &str, prefix: &str) {
-    let mut left = Vec::new();
-    for _ in 0..500 {
-        left = redis_support::state_keys_and_ttls(url, prefix);
-        left.retain(|(key, _)| key.ends_with(":f"));
-        if left.is_empty() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("leases left: {left:?}");
+    until("no lease left in Redis", || {
+        redis_support::state_keys_and_ttls(url, prefix)
+            .iter()
+            .all(|(key, _)| !key.ends_with(":f"))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,6 +22,8 @@
 //! - `gateway` (`gateway`): a gateway started in process on a manual clock.
 //! - `rls` (`rls`): `tollgate rls` started in process on loopback.
 //! - `rlqs` (`rlqs`): `tollgate rlqs` started in process on loopback.
+//! - `wait` (`wait`, and with `redis` or `loopback`): waiting until a
+//!   condition holds, polled every 10 ms for at most 10 s.
 //! - `conformance` (`rls`): the envoyproxy/ratelimit conformance cases
 //!   (`tests/conformance/envoy-rls/`), each file's count of cases pinned.
 //!
@@ -58,5 +60,7 @@ pub mod redis;
 pub mod rlqs;
 #[cfg(feature = "rls")]
 pub mod rls;
+#[cfg(feature = "wait")]
+pub mod wait;
 #[cfg(feature = "websocket")]
 pub mod websocket;

@@ -17,6 +17,7 @@ use support::{Backend, from, header, send, with_principal};
 use tollgate_core::{Clock, LimiterConfig, ManualClock};
 use tollgate_redis::{RedisSlots, RedisStore};
 use tollgate_test_support::redis as redis_support;
+use tollgate_test_support::wait::until;
 use tollgate_tower::{Budget, HostLimits, KeySelector, KnownKeys, UnknownKeys};
 
 /// 2100-01-01T00:00:00Z in nanoseconds, far from Redis's own clock.
@@ -38,16 +39,10 @@ fn host(url: &str, prefix: &str, clock: &Arc<dyn Clock>, known: Option<&[u8]>) -
     builder.build().unwrap()
 }
 
-/// Waits (at most 5 s) until `host` holds no slot: a slot's release is a
-/// Redis call of its own, sent when the response body is dropped.
+/// Waits until `host` holds no slot: a slot's release is a Redis call of
+/// its own, sent when the response body is dropped.
 async fn until_no_slot_is_held(host: &HostLimits) {
-    for _ in 0..500 {
-        if host.slots_held() == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{} slots held", host.slots_held());
+    until("no slot held", || host.slots_held() == 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,13 +151,7 @@ async fn requests_wait_their_turn_on_redis_and_a_request_gone_gives_it_back() {
         let service = service.clone();
         tokio::spawn(async move { send(&service, request()).await.status() })
     };
-    for _ in 0..500 {
-        if host.requests_waiting() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(host.requests_waiting(), 1, "the next request never waited");
+    until("the next request waiting", || host.requests_waiting() == 1).await;
     let after = send(&service, request()).await;
     assert_eq!(after.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(header(&after, "retry-after"), Some("1"));
@@ -172,15 +161,9 @@ async fn requests_wait_their_turn_on_redis_and_a_request_gone_gives_it_back() {
     redis_support::cleanup(&url, &prefix);
 }
 
-/// Waits (at most 5 s) until no request of `host` waits for its turn.
+/// Waits until no request of `host` waits for its turn.
 async fn until_none_waits(host: &HostLimits) {
-    for _ in 0..500 {
-        if host.requests_waiting() == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{} requests waiting", host.requests_waiting());
+    until("no request waiting", || host.requests_waiting() == 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,10 +7,9 @@
 //! until released); only orders and counts are asserted, never durations.
 //! Every scenario ends with nothing held.
 
-use std::time::Duration;
-
 use tollgate_test_support::gateway::{Gateway, config, header};
 use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::wait::until;
 
 /// A route `name_suffix` on `/suffix` (stripped) to `upstream`, then
 /// `settings`.
@@ -81,28 +80,22 @@ fn spawn_get(
     tokio::spawn(request)
 }
 
-/// Waits (at most 5 s) until `gateway` holds `slots` slots: a slot is given
-/// back when hyper drops the response, just after the client has it (on
-/// Redis, once Redis has answered the release).
+/// Waits until `gateway` holds `slots` slots: a slot is given back when
+/// hyper drops the response, just after the client has it (on Redis, once
+/// Redis has answered the release).
 async fn until_held(gateway: &Gateway, slots: u64) {
-    for _ in 0..500 {
-        if gateway.running.slots_held() == slots {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{} slots held, not {slots}", gateway.running.slots_held());
+    until(&format!("{slots} slots held"), || {
+        gateway.running.slots_held() == slots
+    })
+    .await;
 }
 
 /// Waits until `upstream` has received `requests` requests in all.
 async fn until_received(upstream: &Upstream, requests: usize) {
-    for _ in 0..500 {
-        if upstream.requests() >= requests {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the upstream received {} requests", upstream.requests());
+    until(&format!("{requests} requests received"), || {
+        upstream.requests() >= requests
+    })
+    .await;
 }
 
 /// Two of a key's requests held at the upstream: a third is refused (429,

@@ -14,6 +14,7 @@ use reqwest::Method;
 use serde_json::json;
 use tollgate_test_support::gateway::{Gateway, config, header};
 use tollgate_test_support::loopback::Upstream;
+use tollgate_test_support::wait::until;
 
 /// `count` requests with `key` to `path` at once: their statuses and
 /// `Retry-After`s, in the order they were answered.
@@ -54,17 +55,6 @@ pub(crate) async fn assign(gateway: &Gateway, key: &str, tier: &str) {
         )
         .await;
     assert_eq!(assigned.status(), 200);
-}
-
-/// Waits (at most 10 s) until `check` holds.
-async fn until(what: &str, check: impl Fn() -> bool) {
-    for _ in 0..1000 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never: {what}");
 }
 
 /// The routes of the waiting scenario, named `name_*`, then `rest` (a
