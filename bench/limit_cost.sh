@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cost of limiting, in user-space instructions per proxied request, counted
 # by callgrind (repeatable on a busy machine, where wall-clock figures are not).
-# Four servers in front of one nginx upstream answering 200, each run alone
+# Eight servers in front of one nginx upstream answering 200, each run alone
 # under `valgrind --tool=callgrind`:
 #
 #   tollgate_limiting  `tollgate serve`, one worker, a token bucket per API key
@@ -10,6 +10,9 @@
 #                      decided, no rate-limit headers (the proxy path alone)
 #   tollgate_no_top_keys  limiting, without counting the top keys
 #                      (`[admin] top_keys = false`): what `/admin/top` costs
+#   tollgate_headers_none, tollgate_headers_ietf  limiting with no rate-limit
+#                      headers, and with RateLimit-Policy and RateLimit only
+#                      (`[responses] rate_limit_headers`): what the headers cost
 #   bare_proxy         the floor of tollgate's HTTP stack: a reverse proxy of a
 #                      few dozen lines on the same hyper, hyper-util and tokio
 #                      and release profile, no routing, limiting or metrics
@@ -151,6 +154,13 @@ CONF
 sed 's/^\[admin\]$/[admin]\ntop_keys = false/' "$WORK/tollgate_limiting.toml" \
     >"$WORK/tollgate_no_top_keys.toml"
 
+# The limiting gateway with no rate-limit headers, and with the IETF
+# draft's two only (`[responses] rate_limit_headers`).
+for set in none ietf; do
+    { cat "$WORK/tollgate_limiting.toml"; printf '[responses]\nrate_limit_headers = "%s"\n' "$set"; } \
+        >"$WORK/tollgate_headers_$set.toml"
+done
+
 # wrk: every request carries one of $KEYS API keys, in turn.
 cat > "$WORK/keys.lua" <<LUA
 local counter = 0
@@ -219,6 +229,10 @@ TOLLGATE_EXEMPT=$PER_REQUEST
 TOLLGATE_EXEMPT_REQUESTS=$REQUESTS
 measure tollgate_no_top_keys "$TOLLGATE" serve --config "$WORK/tollgate_no_top_keys.toml"
 TOLLGATE_NO_TOP_KEYS=$PER_REQUEST
+measure tollgate_headers_none "$TOLLGATE" serve --config "$WORK/tollgate_headers_none.toml"
+TOLLGATE_HEADERS_NONE=$PER_REQUEST
+measure tollgate_headers_ietf "$TOLLGATE" serve --config "$WORK/tollgate_headers_ietf.toml"
+TOLLGATE_HEADERS_IETF=$PER_REQUEST
 measure bare_proxy "$BARE_PROXY" "127.0.0.1:$SERVER_PORT" "127.0.0.1:$UPSTREAM_PORT" 1
 BARE=$PER_REQUEST
 BARE_REQUESTS=$REQUESTS
@@ -238,6 +252,17 @@ echo "tollgate's top keys (limiting - limiting with [admin] top_keys = false): \
 $((TOLLGATE_LIMITING - TOLLGATE_NO_TOP_KEYS))"
 awk -v t="$TOLLGATE_COST" -v n="$NGINX_COST" \
     'BEGIN { if (n > 0) printf "ratio tollgate / nginx: %.2f\n", t / n }'
+echo "--- limiting without rate-limit headers, and each header's cost"
+TOLLGATE_COST_BARE=$((TOLLGATE_HEADERS_NONE - TOLLGATE_EXEMPT))
+echo "tollgate without headers (rate_limit_headers = none, less exempt): $TOLLGATE_COST_BARE"
+awk -v t="$TOLLGATE_COST_BARE" -v n="$NGINX_COST" \
+    'BEGIN { if (n > 0) printf "ratio tollgate without headers / nginx: %.2f (target: at most 1.0)\n", t / n }'
+awk -v all="$TOLLGATE_LIMITING" -v ietf="$TOLLGATE_HEADERS_IETF" -v none="$TOLLGATE_HEADERS_NONE" \
+    'BEGIN {
+        printf "the five headers (all - none): %d, %.0f each (target: at most 250 each)\n", all - none, (all - none) / 5
+        printf "RateLimit-Policy and RateLimit (ietf - none): %d, %.0f each\n", ietf - none, (ietf - none) / 2
+        printf "the three X-RateLimit-* (all - ietf): %d, %.0f each\n", all - ietf, (all - ietf) / 3
+    }'
 echo "--- the whole path, instructions per request"
 awk -v e="$TOLLGATE_EXEMPT" -v b="$BARE" -v p="$NGINX_PLAIN" -v l="$TOLLGATE_LIMITING" \
     -v r="$NGINX_LIMIT_REQ" 'BEGIN {

@@ -49,6 +49,8 @@ async fn reporter() -> Reporter {
     Reporter { address, reported }
 }
 
+/// A route charged by usage; `store` (a `[store]` or another section) is
+/// written first.
 fn charge_config(upstream: &Reporter, route: &str, store: &str) -> String {
     config(&format!(
         "{store}\
@@ -292,6 +294,39 @@ async fn in_memory_trailers_carry_the_state_after_settlement() {
     let upstream = reporter().await;
     let gateway = Gateway::start(&charge_config(&upstream, "trailers_memory", ""), 120).await;
     trailers_carry_the_state_after_settlement(&gateway).await;
+}
+
+/// The trailers carry the fields of `[responses] rate_limit_headers` and
+/// the `Trailer` field names them; with none, no trailers are sent and the
+/// length is kept. (Plan: 100 per 60 s; 30 used.)
+#[tokio::test]
+async fn trailers_carry_the_header_set_only() {
+    let upstream = reporter().await;
+    let responses = "[responses]\nrate_limit_headers = \"ietf\"\n";
+    let gateway = Gateway::start(&charge_config(&upstream, "trailers_ietf", responses), 120).await;
+    let (headers, trailers) = with_trailers(&gateway, "/use/30", "sk_t", true).await;
+    assert_eq!(field(&headers, "x-ratelimit-remaining"), None);
+    assert_eq!(
+        field(&headers, "trailer"),
+        Some("ratelimit-policy, ratelimit")
+    );
+    let trailers = trailers.expect("trailers");
+    assert_eq!(field(&trailers, "ratelimit"), Some("\"default\";r=70;t=60"));
+    assert_eq!(
+        field(&trailers, "ratelimit-policy"),
+        Some("\"default\";q=100;w=60")
+    );
+    assert_eq!(trailers.len(), 2);
+
+    let responses = "[responses]\nrate_limit_headers = \"none\"\n";
+    let gateway = Gateway::start(&charge_config(&upstream, "trailers_none", responses), 120).await;
+    let (headers, trailers) = with_trailers(&gateway, "/use/30", "sk_t", true).await;
+    assert_eq!(field(&headers, "ratelimit"), None);
+    assert_eq!(field(&headers, "trailer"), None);
+    assert_eq!(field(&headers, "content-length"), Some("4"));
+    assert_eq!(trailers, None);
+    // The usage is settled all the same: 100 - 30.
+    assert_eq!(settled(&gateway, "sk_t", 70).await, 70);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

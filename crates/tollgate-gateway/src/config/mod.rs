@@ -1,8 +1,8 @@
 //! The gateway's configuration file (`gateway.toml`), one file per section:
 //! `listen` and `workers` ([`listeners`]), `[admin]`, `[limits]` (the core's
 //! [`LimiterConfig`], in the one layout `tollgate run --config` reads too,
-//! [`layout`]), `[upstream]`, `[host]`, `[client_ip]`, `[tenants]`,
-//! `[[routes]]`, `[store]`, `[tls]`, `[upstream_tls]` and `[access_log]`;
+//! [`layout`]), `[upstream]`, `[host]`, `[client_ip]`, `[refusal]`,
+//! `[responses]`, `[tenants]`, `[[routes]]`, `[store]`, `[tls]`, `[upstream_tls]` and `[access_log]`;
 //! the warnings a valid file can still deserve, the settings only a restart
 //! changes, and the errors. Every setting is
 //! documented in `docs/CONFIG.md`; `examples/gateway.toml` shows them all.
@@ -19,6 +19,7 @@ mod keys;
 mod layout;
 mod listeners;
 mod refusal;
+mod responses;
 mod route_limits;
 mod routes;
 mod start_only;
@@ -51,6 +52,7 @@ pub use forward_auth::ForwardAuthConfig;
 pub use host::HostConfig;
 pub use keys::{KNOWN_KEYS_MAX_BYTES, KeysConfig, known_keys_report, load_known_keys};
 pub use refusal::RefusalConfig;
+pub use responses::{RateLimitHeaderSet, ResponsesConfig};
 pub use routes::{InFlightKey, MAX_UPSTREAMS, Preflight, RouteConfig, RouteKey};
 pub(crate) use start_only::{InForce, kept_until_restart, removed_tiers};
 pub use store::{FailurePolicy, StoreConfig, StoreTime};
@@ -111,6 +113,9 @@ pub struct ServeConfig {
     /// The status of refused requests (429 by default), per tier too.
     #[serde(default)]
     pub refusal: RefusalConfig,
+    /// Which rate-limit headers responses carry (all by default).
+    #[serde(default)]
+    pub responses: ResponsesConfig,
     /// The keys that exist, and what another key gets.
     #[serde(default)]
     pub keys: KeysConfig,
@@ -159,6 +164,7 @@ impl ServeConfig {
             client_ip: ClientIpConfig::default(),
             forward_auth: ForwardAuthConfig::default(),
             refusal: RefusalConfig::default(),
+            responses: ResponsesConfig::default(),
             keys: KeysConfig::default(),
             tenants: BTreeMap::new(),
             routes: Vec::new(),

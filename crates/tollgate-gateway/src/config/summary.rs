@@ -12,7 +12,8 @@ use super::{RouteKey, ServeConfig};
 
 impl ServeConfig {
     /// One line per thing the configuration puts in force: listeners,
-    /// workers, store, plans, tenants, host budgets, routes and the decision
+    /// workers, store, plans, tenants, host budgets, routes, shadow mode, the
+    /// rate-limit headers (when not all), the access log and the decision
     /// endpoint.
     pub fn summary(&self) -> Vec<String> {
         let mut lines = vec![
@@ -176,6 +177,13 @@ impl ServeConfig {
             ));
         }
         lines.extend(self.shadow_summary());
+        let header_set = self.responses.rate_limit_headers;
+        if header_set != super::RateLimitHeaderSet::All {
+            lines.push(format!(
+                "rate-limit headers: {} ([responses] rate_limit_headers)",
+                header_set.as_str()
+            ));
+        }
         if self.access_log.enabled {
             lines.push(format!(
                 "access log: {} lines to {}",
@@ -385,6 +393,20 @@ mod tests {
             !summary("")
                 .iter()
                 .any(|line| line.contains("shadow") || line.contains("access log"))
+        );
+    }
+
+    #[test]
+    fn a_header_set_other_than_all_is_said() {
+        assert!(
+            !summary("[responses]\nrate_limit_headers = \"all\"\n")
+                .iter()
+                .any(|line| line.contains("rate-limit headers"))
+        );
+        let ietf = summary("[responses]\nrate_limit_headers = \"ietf\"\n");
+        assert_eq!(
+            ietf.last().map(String::as_str),
+            Some("rate-limit headers: ietf ([responses] rate_limit_headers)")
         );
     }
 

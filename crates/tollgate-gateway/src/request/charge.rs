@@ -17,7 +17,7 @@ use tollgate_core::{
 };
 use tollgate_tower::{SettledTrailers, UsageBody, read_usage, settle_in_background};
 
-use crate::config::ChargeConfig;
+use crate::config::{ChargeConfig, RateLimitHeaderSet};
 use crate::observe::metrics;
 use crate::request::rate_limit_headers::limit_headers;
 
@@ -37,6 +37,9 @@ pub(crate) struct Settlement {
     /// once settled (its client accepts them: `TE: trailers`), and which of
     /// its limits they describe (by `PLAN` and `ROUTE`, as its headers).
     pub(crate) trailers: Option<[bool; 2]>,
+    /// Which rate-limit fields the trailers carry (`[responses]
+    /// rate_limit_headers`), as the headers.
+    pub(crate) header_set: RateLimitHeaderSet,
 }
 
 impl Settlement {
@@ -106,7 +109,14 @@ impl Settlement {
             .and_then(|plan| plan.tier.as_deref())
             .unwrap_or(tollgate_core::DEFAULT_TIER);
         let mut fields = HeaderMap::new();
-        limit_headers(tier, plan, route, &|index| described[index]).insert_into(&mut fields);
+        limit_headers(
+            tier,
+            plan,
+            route,
+            &|index| described[index],
+            self.header_set,
+        )
+        .insert_into(&mut fields);
         fields
     }
 }
@@ -136,7 +146,7 @@ pub(crate) fn settle_when_done(mut response: Response, settlement: Option<Settle
         headers.remove(http::header::CONTENT_LENGTH);
         headers.append(
             http::header::TRAILER,
-            HeaderValue::from_static(TRAILER_FIELDS),
+            HeaderValue::from_static(trailer_fields(settlement.header_set)),
         );
     }
     let settle: tollgate_tower::Settle =
@@ -147,10 +157,22 @@ pub(crate) fn settle_when_done(mut response: Response, settlement: Option<Settle
     })
 }
 
-/// The `Trailer` field of a response sending the rate-limit fields after
-/// its settlement (RFC 9110 §6.6.2): their names.
-const TRAILER_FIELDS: &str =
-    "ratelimit-policy, ratelimit, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset";
+/// The `Trailer` field of a response sending the rate-limit fields of `set`
+/// after its settlement (RFC 9110 §6.6.2): their names.
+fn trailer_fields(set: RateLimitHeaderSet) -> &'static str {
+    match set {
+        RateLimitHeaderSet::All => {
+            "ratelimit-policy, ratelimit, x-ratelimit-limit, x-ratelimit-remaining, \
+             x-ratelimit-reset"
+        }
+        RateLimitHeaderSet::Ietf => "ratelimit-policy, ratelimit",
+        RateLimitHeaderSet::XRateLimit => {
+            "x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset"
+        }
+        // No trailers are sent (admission sets none).
+        RateLimitHeaderSet::None => "",
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -197,6 +219,7 @@ mod tests {
             },
             route_name: Arc::from("trailers"),
             trailers: None,
+            header_set: RateLimitHeaderSet::All,
         };
         let mut trailer_map = HeaderMap::new();
         for (name, value) in trailers {

@@ -1,11 +1,16 @@
 //! The rate-limit headers of a gateway response: the IETF `RateLimit-Policy`
 //! and `RateLimit` Lists (one item per limit), and the common
 //! `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` for the
-//! most restrictive limit.
+//! most restrictive limit; of these, the set `[responses]
+//! rate_limit_headers` names.
+
+use std::sync::LazyLock;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use tollgate_core::Decision;
 use tollgate_tower::{RATELIMIT, RATELIMIT_POLICY, RateLimitField};
+
+use crate::config::RateLimitHeaderSet;
 
 mod limits;
 mod prepared;
@@ -21,10 +26,11 @@ pub(crate) const X_RATELIMIT_REMAINING: HeaderName =
 pub(crate) const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// The rate-limit headers of one response, to add to it: none when no limit
-/// applied.
+/// applied, and of those only the set `[responses] rate_limit_headers` names.
 #[derive(Debug, Default)]
 pub(crate) struct RateLimitHeaders {
     values: Option<Values>,
+    set: RateLimitHeaderSet,
 }
 
 /// The value of each rate-limit header.
@@ -38,35 +44,59 @@ struct Values {
 }
 
 impl RateLimitHeaders {
-    /// Sets the headers on `headers`, replacing any of the same names.
+    /// Sets the headers of its set on `headers`, replacing any of the same
+    /// names.
     pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
         let Some(values) = self.values else {
             return;
         };
-        headers.reserve(5);
-        headers.insert(RATELIMIT_POLICY, values.policy);
-        headers.insert(RATELIMIT, values.state);
-        headers.insert(X_RATELIMIT_LIMIT, values.limit);
-        headers.insert(X_RATELIMIT_REMAINING, values.remaining);
-        headers.insert(X_RATELIMIT_RESET, values.reset);
+        let (ietf, x_ratelimit) = (self.set.ietf(), self.set.x_ratelimit());
+        headers.reserve(2 * usize::from(ietf) + 3 * usize::from(x_ratelimit));
+        if ietf {
+            headers.insert(RATELIMIT_POLICY, values.policy);
+            headers.insert(RATELIMIT, values.state);
+        }
+        if x_ratelimit {
+            headers.insert(X_RATELIMIT_LIMIT, values.limit);
+            headers.insert(X_RATELIMIT_REMAINING, values.remaining);
+            headers.insert(X_RATELIMIT_RESET, values.reset);
+        }
     }
 }
 
-/// The headers for `fields`, none when there are no fields. A lone field
-/// (the common case) takes its constant values from the policy's prepared
-/// headers and builds only its numbers.
-pub(crate) fn rate_limit_headers(fields: &[RateLimitField<'_>]) -> RateLimitHeaders {
+/// The value of a header of [`Values`] that is not sent.
+const UNSENT: HeaderValue = HeaderValue::from_static("");
+
+/// The headers of `set` for `fields`, none when there are no fields. A lone
+/// field (the common case) takes its constant values from the policy's
+/// prepared headers and builds only its numbers, those of `set`.
+pub(crate) fn rate_limit_headers(
+    fields: &[RateLimitField<'_>],
+    set: RateLimitHeaderSet,
+) -> RateLimitHeaders {
     let values = match fields {
         [] => return RateLimitHeaders::default(),
         [only] => prepared::with_template(only.name, only.quota, only.window_s, |prepared| {
             let remaining = only.decision.remaining.unwrap_or(0);
             let reset = only.decision.reset_after_seconds();
+            let (ietf, x_ratelimit) = (set.ietf(), set.x_ratelimit());
+            let (policy, state) = if ietf {
+                let policy = prepared.template.policy().clone();
+                (policy, prepared.template.state_of(remaining, reset))
+            } else {
+                (UNSENT, UNSENT)
+            };
+            let (limit, remaining, reset) = if x_ratelimit {
+                (prepared.limit.clone(), number(remaining), number(reset))
+            } else {
+                (UNSENT, UNSENT, UNSENT)
+            };
             Values {
-                policy: prepared.template.policy().clone(),
-                state: prepared.template.state_of(remaining, reset),
-                limit: prepared.limit.clone(),
-                remaining: number(remaining),
-                reset: number(reset),
+                policy,
+                state,
+                limit,
+                remaining,
+                reset,
             }
         }),
         _ => {
@@ -76,6 +106,7 @@ pub(crate) fn rate_limit_headers(fields: &[RateLimitField<'_>]) -> RateLimitHead
     };
     RateLimitHeaders {
         values: Some(values),
+        set,
     }
 }
 
@@ -87,6 +118,7 @@ pub(crate) fn rate_limit_headers(fields: &[RateLimitField<'_>]) -> RateLimitHead
 pub(crate) fn rate_limit_headers_listed(
     listed: &[RateLimitField<'_>],
     stated: &[RateLimitField<'_>],
+    set: RateLimitHeaderSet,
 ) -> RateLimitHeaders {
     if stated.is_empty() {
         return RateLimitHeaders::default();
@@ -95,6 +127,7 @@ pub(crate) fn rate_limit_headers_listed(
     let (_, state) = RateLimitField::headers(stated);
     RateLimitHeaders {
         values: Some(with_binding(policy, state, stated)),
+        set,
     }
 }
 
@@ -162,18 +195,31 @@ const fn small_numbers_digits() -> [u8; SMALL_NUMBERS_TEXT] {
     digits
 }
 
-/// `value` as a static header value, when it is below [`SMALL_NUMBERS`].
+/// `value` as a static header value, when it is below [`SMALL_NUMBERS`]:
+/// a clone of one of [`SMALL_NUMBER_VALUES`] (no allocation, no check of
+/// its bytes).
 fn small_number(value: u64) -> Option<HeaderValue> {
     let value = usize::try_from(value).ok()?;
-    let (start, length) = match value {
-        0..10 => (value, 1),
-        10..100 => (10 + (value - 10) * 2, 2),
-        100..1000 => (190 + (value - 100) * 3, 3),
-        _ => return None,
-    };
-    let digits = SMALL_NUMBERS_DIGITS.get(start..start + length)?;
-    HeaderValue::from_maybe_shared(bytes::Bytes::from_static(digits)).ok()
+    SMALL_NUMBER_VALUES.get(value).cloned()
 }
+
+/// The header value of each number below [`SMALL_NUMBERS`], at its index,
+/// each pointing into [`SMALL_NUMBERS_DIGITS`]; made once per process.
+static SMALL_NUMBER_VALUES: LazyLock<Box<[HeaderValue]>> = LazyLock::new(|| {
+    (0..SMALL_NUMBERS as usize)
+        .map(|value| {
+            let (start, length) = match value {
+                0..10 => (value, 1),
+                10..100 => (10 + (value - 10) * 2, 2),
+                _ => (190 + (value - 100) * 3, 3),
+            };
+            SMALL_NUMBERS_DIGITS
+                .get(start..start + length)
+                .and_then(|digits| std::str::from_utf8(digits).ok())
+                .map_or_else(|| HeaderValue::from(value), HeaderValue::from_static)
+        })
+        .collect()
+});
 
 #[cfg(test)]
 mod tests {
@@ -195,20 +241,23 @@ mod tests {
         let plan = decision(3, 40);
         let route = decision(59, 1);
         let mut headers = HeaderMap::new();
-        rate_limit_headers(&[
-            RateLimitField {
-                name: "default",
-                quota: 5,
-                window_s: 60,
-                decision: &plan,
-            },
-            RateLimitField {
-                name: "orders",
-                quota: 60,
-                window_s: 60,
-                decision: &route,
-            },
-        ])
+        rate_limit_headers(
+            &[
+                RateLimitField {
+                    name: "default",
+                    quota: 5,
+                    window_s: 60,
+                    decision: &plan,
+                },
+                RateLimitField {
+                    name: "orders",
+                    quota: 60,
+                    window_s: 60,
+                    decision: &route,
+                },
+            ],
+            RateLimitHeaderSet::All,
+        )
         .insert_into(&mut headers);
         assert_eq!(
             headers["ratelimit-policy"],
@@ -222,8 +271,62 @@ mod tests {
         assert_eq!(headers["x-ratelimit-remaining"], "3");
         assert_eq!(headers["x-ratelimit-reset"], "40");
         let mut none = HeaderMap::new();
-        rate_limit_headers(&[]).insert_into(&mut none);
+        rate_limit_headers(&[], RateLimitHeaderSet::All).insert_into(&mut none);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn only_the_set_named_is_inserted() {
+        let plan = decision(7, 12);
+        let field = RateLimitField {
+            name: "default",
+            quota: 10,
+            window_s: 60,
+            decision: &plan,
+        };
+        for (set, names) in [
+            (
+                RateLimitHeaderSet::All,
+                &[
+                    "ratelimit-policy",
+                    "ratelimit",
+                    "x-ratelimit-limit",
+                    "x-ratelimit-remaining",
+                    "x-ratelimit-reset",
+                ][..],
+            ),
+            (RateLimitHeaderSet::Ietf, &["ratelimit-policy", "ratelimit"]),
+            (
+                RateLimitHeaderSet::XRateLimit,
+                &[
+                    "x-ratelimit-limit",
+                    "x-ratelimit-remaining",
+                    "x-ratelimit-reset",
+                ],
+            ),
+            (RateLimitHeaderSet::None, &[]),
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.insert("x-ratelimit-limit", HeaderValue::from_static("upstream's"));
+            rate_limit_headers(std::slice::from_ref(&field), set).insert_into(&mut headers);
+            let mut inserted: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+            inserted.sort_unstable();
+            let mut expected: Vec<&str> = names.to_vec();
+            if !set.x_ratelimit() {
+                // Not ours to send: the upstream's own header is left alone.
+                expected.push("x-ratelimit-limit");
+            }
+            expected.sort_unstable();
+            assert_eq!(inserted, expected, "{set:?}");
+            if set.x_ratelimit() {
+                assert_eq!(headers["x-ratelimit-limit"], "10", "{set:?}");
+                assert_eq!(headers["x-ratelimit-remaining"], "7");
+                assert_eq!(headers["x-ratelimit-reset"], "12");
+            }
+            if set.ietf() {
+                assert_eq!(headers["ratelimit"], "\"default\";r=7;t=12");
+            }
+        }
     }
 
     #[test]

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use tollgate_core::{ApiKey, KEYLESS, KnownKeys, Store, UnknownKeys};
 use tollgate_tower::ClientIpResolver;
 
-use crate::config::{RefusalConfig, ServeConfig, ServeConfigError, UpstreamConfig};
+use crate::config::{
+    RateLimitHeaderSet, RefusalConfig, ServeConfig, ServeConfigError, UpstreamConfig,
+};
 use crate::observe::metrics::DecisionCounters;
 use crate::proxy::demo::DEMO_ROUTE;
 use crate::proxy::upstream_tls;
@@ -37,6 +39,8 @@ pub(crate) struct Reloadable {
     pub(crate) forward_auth: Option<ForwardAuth>,
     /// The statuses of refusals.
     pub(crate) refusal: RefusalConfig,
+    /// Which rate-limit headers responses carry.
+    pub(crate) rate_limit_headers: RateLimitHeaderSet,
     pub(crate) decisions: DecisionCounters,
     /// The keys that exist (`[keys] known`), when a list is kept.
     pub(crate) known_keys: Option<Arc<KnownKeys>>,
@@ -93,6 +97,7 @@ impl Reloadable {
             demo_route,
             forward_auth: ForwardAuth::from_config(&config.forward_auth),
             refusal: config.refusal.clone(),
+            rate_limit_headers: config.responses.rate_limit_headers,
             decisions,
             known_keys,
             unknown_keys: config.keys.unknown,

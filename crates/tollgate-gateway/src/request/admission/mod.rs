@@ -19,6 +19,7 @@ use tollgate_core::{
 };
 use tollgate_tower::Problem;
 
+use crate::config::RateLimitHeaderSet;
 use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
 use crate::observe::top_keys::{Decided, TopKeys};
@@ -244,13 +245,18 @@ pub(crate) async fn admit(
     };
     let own_budget = route_limit.as_ref().is_some_and(|limit| limit.own);
     let shadow = ShadowLimits::of(&reloadable.refusal, tier, route.filter(|_| own_budget));
-    // The headers of the limits `described` says (PLAN, ROUTE).
+    // The headers of the limits `described` says (PLAN, ROUTE), those of
+    // `[responses] rate_limit_headers`.
+    let header_set = reloadable.rate_limit_headers;
     let headers_of = |described: &dyn Fn(usize) -> bool| {
+        if header_set == RateLimitHeaderSet::None {
+            return RateLimitHeaders::default();
+        }
         let route = route_limit
             .as_ref()
             .zip(decisions.route.as_ref())
             .map(|(limit, decision)| (&**route_name, limit.budget.budget.policy(), decision));
-        limit_headers(tier, plan, route, described)
+        limit_headers(tier, plan, route, described, header_set)
     };
     // A slot of the tier's concurrency limit, for a request let through.
     let tier_slot = TierSlot {
@@ -320,7 +326,9 @@ pub(crate) async fn admit(
                 // carry trailers: HEAD, HTTP/1.0.)
                 trailers: tollgate_tower::accepts_trailers(request_headers)
                     .then(|| [shadow.sends_headers(PLAN), shadow.sends_headers(ROUTE)])
-                    .filter(|described| described.contains(&true)),
+                    .filter(|described| described.contains(&true))
+                    .filter(|_| header_set != RateLimitHeaderSet::None),
+                header_set,
             });
         return Ok(Admitted {
             headers,

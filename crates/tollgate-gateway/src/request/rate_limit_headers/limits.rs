@@ -7,6 +7,7 @@ use tollgate_core::{Decision, LimitDecision, Policy};
 use tollgate_tower::{RateLimitField, advertised_quota};
 
 use super::{RateLimitHeaders, rate_limit_headers, rate_limit_headers_listed};
+use crate::config::RateLimitHeaderSet;
 
 /// The index of a request's plan among its limits (its route budget is
 /// [`ROUTE`]), for shadow mode and the headers.
@@ -33,6 +34,7 @@ fn plan_field<'a>(tier: &'a str, plan: &'a LimitDecision) -> Option<RateLimitFie
 fn plan_list_headers(
     plan: &LimitDecision,
     route_field: Option<RateLimitField<'_>>,
+    set: RateLimitHeaderSet,
 ) -> RateLimitHeaders {
     let Some(first_policy) = plan.policy else {
         return RateLimitHeaders::default();
@@ -61,7 +63,7 @@ fn plan_list_headers(
         stated.push(route.clone());
         listed.push(route);
     }
-    rate_limit_headers_listed(&listed, &stated)
+    rate_limit_headers_listed(&listed, &stated, set)
 }
 
 /// The route budget's RateLimit field (listed after the plan's), of the
@@ -83,27 +85,29 @@ fn route_field<'a>(
 /// The rate-limit headers of a request's limits: its plan's decision
 /// (`plan`, the key's tier `tier`) and its route budget's (`route`: the
 /// route's name, its budget's policy and decision), each only where
-/// `described` says so (by [`PLAN`] and [`ROUTE`]).
+/// `described` says so (by [`PLAN`] and [`ROUTE`]); of the headers, those
+/// of `set`.
 pub(crate) fn limit_headers(
     tier: &str,
     plan: Option<&LimitDecision>,
     route: Option<(&str, Policy, &LimitDecision)>,
     described: &dyn Fn(usize) -> bool,
+    set: RateLimitHeaderSet,
 ) -> RateLimitHeaders {
     let route_field = route
         .filter(|_| described(ROUTE))
         .map(|(name, policy, decision)| route_field(name, &policy, decision));
     match plan {
         Some(plan) if !plan.further.is_empty() && described(PLAN) => {
-            plan_list_headers(plan, route_field)
+            plan_list_headers(plan, route_field, set)
         }
         _ => {
             let plan_field = plan
                 .and_then(|plan| plan_field(tier, plan))
                 .filter(|_| described(PLAN));
             match (plan_field, route_field) {
-                (Some(plan), Some(route)) => rate_limit_headers(&[plan, route]),
-                (Some(only), None) | (None, Some(only)) => rate_limit_headers(&[only]),
+                (Some(plan), Some(route)) => rate_limit_headers(&[plan, route], set),
+                (Some(only), None) | (None, Some(only)) => rate_limit_headers(&[only], set),
                 (None, None) => RateLimitHeaders::default(),
             }
         }
