@@ -2,10 +2,11 @@
 //! `listen` and `workers` ([`listeners`]), `[admin]`, `[limits]` (the core's
 //! [`LimiterConfig`], in the one layout `tollgate run --config` reads too,
 //! [`layout`]), `[upstream]`, `[host]`, `[client_ip]`, `[refusal]`,
-//! `[responses]`, `[tenants]`, `[[routes]]`, `[store]`, `[tls]`, `[upstream_tls]` and `[access_log]`;
-//! the warnings a valid file can still deserve, the settings only a restart
-//! changes, and the errors. Every setting is
-//! documented in `docs/CONFIG.md`; `examples/gateway.toml` shows them all.
+//! `[responses]`, `[tenants]`, `[[routes]]`, `[store]`, `[tls]`,
+//! `[upstream_tls]` and `[access_log]`; the warnings a valid file can still
+//! deserve, the settings only a restart changes, and the errors. Every
+//! setting is documented in `docs/CONFIG.md`; `examples/gateway.toml` shows
+//! them all.
 
 mod access_log;
 mod admin;
