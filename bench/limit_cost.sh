@@ -24,12 +24,16 @@
 # every request carrying one of 100 API keys in turn, the counters dumped; the
 # instructions (all threads) divided by wrk's request count. The cost of
 # limiting is limiting less exempt for tollgate and limit_req less plain for
-# nginx; the script prints both and their ratio, tollgate's own overhead
-# (exempt / bare proxy), the stack's (bare proxy / nginx plain) and the whole
-# path against nginx's (limiting / limit_req), and writes each server's
-# callgrind breakdown by function (inclusive and self) to bench/out/, and
-# what limiting adds, function by function (limiting less exempt, limit_req
-# less plain; the script's Python part reads callgrind's output files).
+# nginx; the script prints both and their ratio, limiting without headers
+# (headers_none less exempt) against nginx's, the five headers' cost (all
+# less none) and each family's (ietf less none, all less ietf), tollgate's
+# own overhead (exempt / bare proxy), the stack's (bare proxy / nginx plain)
+# and the whole path against nginx's (limiting / limit_req), and writes each
+# server's callgrind breakdown by function (inclusive and self) to
+# bench/out/, and what limiting adds, function by function (limiting less
+# exempt, limit_req less plain, headers_none less exempt, limiting less
+# headers_ietf: the X-RateLimit-* headers; the script's Python part reads
+# callgrind's output files).
 # Installs valgrind, nginx, wrk and python3 from Debian's packages if missing.
 #
 # Usage: bench/limit_cost.sh [seconds under wrk, default 8]
@@ -231,8 +235,10 @@ measure tollgate_no_top_keys "$TOLLGATE" serve --config "$WORK/tollgate_no_top_k
 TOLLGATE_NO_TOP_KEYS=$PER_REQUEST
 measure tollgate_headers_none "$TOLLGATE" serve --config "$WORK/tollgate_headers_none.toml"
 TOLLGATE_HEADERS_NONE=$PER_REQUEST
+TOLLGATE_HEADERS_NONE_REQUESTS=$REQUESTS
 measure tollgate_headers_ietf "$TOLLGATE" serve --config "$WORK/tollgate_headers_ietf.toml"
 TOLLGATE_HEADERS_IETF=$PER_REQUEST
+TOLLGATE_HEADERS_IETF_REQUESTS=$REQUESTS
 measure bare_proxy "$BARE_PROXY" "127.0.0.1:$SERVER_PORT" "127.0.0.1:$UPSTREAM_PORT" 1
 BARE=$PER_REQUEST
 BARE_REQUESTS=$REQUESTS
@@ -253,9 +259,9 @@ $((TOLLGATE_LIMITING - TOLLGATE_NO_TOP_KEYS))"
 awk -v t="$TOLLGATE_COST" -v n="$NGINX_COST" \
     'BEGIN { if (n > 0) printf "ratio tollgate / nginx: %.2f\n", t / n }'
 echo "--- limiting without rate-limit headers, and each header's cost"
-TOLLGATE_COST_BARE=$((TOLLGATE_HEADERS_NONE - TOLLGATE_EXEMPT))
-echo "tollgate without headers (rate_limit_headers = none, less exempt): $TOLLGATE_COST_BARE"
-awk -v t="$TOLLGATE_COST_BARE" -v n="$NGINX_COST" \
+TOLLGATE_COST_NO_HEADERS=$((TOLLGATE_HEADERS_NONE - TOLLGATE_EXEMPT))
+echo "tollgate without headers (rate_limit_headers = none, less exempt): $TOLLGATE_COST_NO_HEADERS"
+awk -v t="$TOLLGATE_COST_NO_HEADERS" -v n="$NGINX_COST" \
     'BEGIN { if (n > 0) printf "ratio tollgate without headers / nginx: %.2f (target: at most 1.0)\n", t / n }'
 awk -v all="$TOLLGATE_LIMITING" -v ietf="$TOLLGATE_HEADERS_IETF" -v none="$TOLLGATE_HEADERS_NONE" \
     'BEGIN {
@@ -344,6 +350,12 @@ by_function 40 "$OUT/limit_cost-nginx_limit_req.callgrind" "$NGINX_LIMIT_REQ_REQ
 by_function 40 "$OUT/limit_cost-tollgate_exempt.callgrind" "$TOLLGATE_EXEMPT_REQUESTS" \
     "$OUT/limit_cost-bare_proxy.callgrind" "$BARE_REQUESTS" \
     >"$OUT/limit_cost-tollgate-over-bare.txt"
+by_function 40 "$OUT/limit_cost-tollgate_headers_none.callgrind" "$TOLLGATE_HEADERS_NONE_REQUESTS" \
+    "$OUT/limit_cost-tollgate_exempt.callgrind" "$TOLLGATE_EXEMPT_REQUESTS" \
+    >"$OUT/limit_cost-tollgate-no-headers-added.txt"
+by_function 40 "$OUT/limit_cost-tollgate_limiting.callgrind" "$TOLLGATE_LIMITING_REQUESTS" \
+    "$OUT/limit_cost-tollgate_headers_ietf.callgrind" "$TOLLGATE_HEADERS_IETF_REQUESTS" \
+    >"$OUT/limit_cost-tollgate-x-ratelimit-headers.txt"
 echo "--- what limiting adds to tollgate, by function (self instructions per request)"
 head -22 "$OUT/limit_cost-tollgate-added.txt"
 echo "--- what limit_req adds to nginx"

@@ -318,6 +318,20 @@ async fn trailers_carry_the_header_set_only() {
     );
     assert_eq!(trailers.len(), 2);
 
+    let responses = "[responses]\nrate_limit_headers = \"x-ratelimit\"\n";
+    let gateway = Gateway::start(&charge_config(&upstream, "trailers_x", responses), 120).await;
+    let (headers, trailers) = with_trailers(&gateway, "/use/30", "sk_t", true).await;
+    assert_eq!(field(&headers, "ratelimit"), None);
+    assert_eq!(
+        field(&headers, "trailer"),
+        Some("x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset")
+    );
+    let trailers = trailers.expect("trailers");
+    assert_eq!(field(&trailers, "x-ratelimit-limit"), Some("100"));
+    assert_eq!(field(&trailers, "x-ratelimit-remaining"), Some("70"));
+    assert_eq!(field(&trailers, "x-ratelimit-reset"), Some("60"));
+    assert_eq!(trailers.len(), 3);
+
     let responses = "[responses]\nrate_limit_headers = \"none\"\n";
     let gateway = Gateway::start(&charge_config(&upstream, "trailers_none", responses), 120).await;
     let (headers, trailers) = with_trailers(&gateway, "/use/30", "sk_t", true).await;

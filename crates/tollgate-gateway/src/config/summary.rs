@@ -225,7 +225,9 @@ impl ServeConfig {
             let tiers: Vec<&str> = refusal.shadow_tiers.iter().map(String::as_str).collect();
             format!("the plans of tiers {}", tiers.join(", "))
         };
-        let headers = if refusal.shadow_headers {
+        let headers = if refusal.shadow_headers
+            && self.responses.rate_limit_headers != super::RateLimitHeaderSet::None
+        {
             "sent"
         } else {
             "not sent"
@@ -404,9 +406,21 @@ mod tests {
                 .any(|line| line.contains("rate-limit headers"))
         );
         let ietf = summary("[responses]\nrate_limit_headers = \"ietf\"\n");
-        assert_eq!(
-            ietf.last().map(String::as_str),
-            Some("rate-limit headers: ietf ([responses] rate_limit_headers)")
+        assert!(
+            ietf.iter()
+                .any(|line| line == "rate-limit headers: ietf ([responses] rate_limit_headers)"),
+            "{ietf:?}"
+        );
+        // Shadow limits' headers are not sent when no header is.
+        let none = summary(
+            "[refusal]\nshadow = true\nshadow_headers = true\n\
+             [responses]\nrate_limit_headers = \"none\"\n",
+        );
+        assert!(
+            none.iter().any(|line| line
+                == "shadow mode for every limit: their refusals counted, the requests let \
+                    through, their rate-limit headers not sent"),
+            "{none:?}"
         );
     }
 

@@ -140,14 +140,15 @@ pub(crate) fn settle_when_done(mut response: Response, settlement: Option<Settle
     if !tollgate_tower::status_has_body(response.status()) {
         settlement.trailers = None;
     }
+    let announced = trailer_fields(settlement.header_set);
+    if announced.is_none() {
+        settlement.trailers = None;
+    }
     let trailers = settlement.trailers.is_some();
-    if trailers {
+    if let Some(fields) = announced.filter(|_| trailers) {
         let headers = response.headers_mut();
         headers.remove(http::header::CONTENT_LENGTH);
-        headers.append(
-            http::header::TRAILER,
-            HeaderValue::from_static(trailer_fields(settlement.header_set)),
-        );
+        headers.append(http::header::TRAILER, HeaderValue::from_static(fields));
     }
     let settle: tollgate_tower::Settle =
         Box::new(move |report, sending_trailers| settlement.settle(report, sending_trailers));
@@ -158,19 +159,19 @@ pub(crate) fn settle_when_done(mut response: Response, settlement: Option<Settle
 }
 
 /// The `Trailer` field of a response sending the rate-limit fields of `set`
-/// after its settlement (RFC 9110 §6.6.2): their names.
-fn trailer_fields(set: RateLimitHeaderSet) -> &'static str {
+/// after its settlement (RFC 9110 §6.6.2): their names; `None` when `set`
+/// sends none, and then no trailers are sent.
+fn trailer_fields(set: RateLimitHeaderSet) -> Option<&'static str> {
     match set {
-        RateLimitHeaderSet::All => {
+        RateLimitHeaderSet::All => Some(
             "ratelimit-policy, ratelimit, x-ratelimit-limit, x-ratelimit-remaining, \
-             x-ratelimit-reset"
-        }
-        RateLimitHeaderSet::Ietf => "ratelimit-policy, ratelimit",
+             x-ratelimit-reset",
+        ),
+        RateLimitHeaderSet::Ietf => Some("ratelimit-policy, ratelimit"),
         RateLimitHeaderSet::XRateLimit => {
-            "x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset"
+            Some("x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset")
         }
-        // No trailers are sent (admission sets none).
-        RateLimitHeaderSet::None => "",
+        RateLimitHeaderSet::None => None,
     }
 }
 

@@ -100,8 +100,12 @@ pub(crate) fn rate_limit_headers(
             }
         }),
         _ => {
-            let (policy, state) = RateLimitField::headers(fields);
-            with_binding(policy, state, fields)
+            let (policy, state) = if set.ietf() {
+                RateLimitField::headers(fields)
+            } else {
+                (UNSENT, UNSENT)
+            };
+            with_binding(policy, state, fields, set)
         }
     };
     RateLimitHeaders {
@@ -123,18 +127,38 @@ pub(crate) fn rate_limit_headers_listed(
     if stated.is_empty() {
         return RateLimitHeaders::default();
     }
-    let (policy, _) = RateLimitField::headers(listed);
-    let (_, state) = RateLimitField::headers(stated);
+    let (policy, state) = if set.ietf() {
+        let (policy, _) = RateLimitField::headers(listed);
+        let (_, state) = RateLimitField::headers(stated);
+        (policy, state)
+    } else {
+        (UNSENT, UNSENT)
+    };
     RateLimitHeaders {
-        values: Some(with_binding(policy, state, stated)),
+        values: Some(with_binding(policy, state, stated, set)),
         set,
     }
 }
 
 /// The values of the headers: `policy` and `state` as given, `X-RateLimit-*`
 /// of the field of `fields` that binds ([`Decision::binding`]: the longest
-/// wait when refused, else the least remaining).
-fn with_binding(policy: HeaderValue, state: HeaderValue, fields: &[RateLimitField<'_>]) -> Values {
+/// wait when refused, else the least remaining), built only when `set` sends
+/// them.
+fn with_binding(
+    policy: HeaderValue,
+    state: HeaderValue,
+    fields: &[RateLimitField<'_>],
+    set: RateLimitHeaderSet,
+) -> Values {
+    if !set.x_ratelimit() {
+        return Values {
+            policy,
+            state,
+            limit: UNSENT,
+            remaining: UNSENT,
+            reset: UNSENT,
+        };
+    }
     let binding = Decision::binding(fields.iter().map(|field| field.decision))
         .and_then(|index| fields.get(index));
     let (limit, remaining, reset) = binding.map_or((0, 0, 0), |field| {

@@ -1,5 +1,7 @@
-//! [`Reloadable`]: the snapshot a configuration reload replaces at once: the routes, the host default
-//! budgets, the tenants, the client-IP rules and the upstream timeouts.
+//! [`Reloadable`]: the snapshot a configuration reload replaces at once: the
+//! routes, the host default budgets, the tenants, the client-IP rules, the
+//! upstream timeouts, the refusal statuses and shadow mode, the rate-limit
+//! header set and the decision endpoint.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -326,8 +326,7 @@ pub(crate) async fn admit(
                 // carry trailers: HEAD, HTTP/1.0.)
                 trailers: tollgate_tower::accepts_trailers(request_headers)
                     .then(|| [shadow.sends_headers(PLAN), shadow.sends_headers(ROUTE)])
-                    .filter(|described| described.contains(&true))
-                    .filter(|_| header_set != RateLimitHeaderSet::None),
+                    .filter(|described| described.contains(&true)),
                 header_set,
             });
         return Ok(Admitted {
