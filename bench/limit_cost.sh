@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cost of limiting, in user-space instructions per proxied request, counted
 # by callgrind (repeatable on a busy machine, where wall-clock figures are not).
-# Eight servers in front of one nginx upstream answering 200, each run alone
+# Nine servers in front of one nginx upstream answering 200, each run alone
 # under `valgrind --tool=callgrind`:
 #
 #   tollgate_limiting  `tollgate serve`, one worker, a token bucket per API key
@@ -17,6 +17,9 @@
 #                      few dozen lines on the same hyper, hyper-util and tokio
 #                      and release profile, no routing, limiting or metrics
 #                      (crates/tollgate-gateway/examples/bare_proxy.rs)
+#   bare_proxy_one_task  the same with its upstream connection driven in the
+#                      client connection's task, not a spawned one: the
+#                      prototype of hyper's conn APIs driven differently
 #   nginx_plain        nginx as a plain proxy (one process)
 #   nginx_limit_req    the same with `limit_req` keyed by the same header
 #
@@ -242,6 +245,9 @@ TOLLGATE_HEADERS_IETF_REQUESTS=$REQUESTS
 measure bare_proxy "$BARE_PROXY" "127.0.0.1:$SERVER_PORT" "127.0.0.1:$UPSTREAM_PORT" 1
 BARE=$PER_REQUEST
 BARE_REQUESTS=$REQUESTS
+measure bare_proxy_one_task "$BARE_PROXY" "127.0.0.1:$SERVER_PORT" "127.0.0.1:$UPSTREAM_PORT" 1 one-task
+BARE_ONE_TASK=$PER_REQUEST
+BARE_ONE_TASK_REQUESTS=$REQUESTS
 measure nginx_plain nginx -p "$WORK" -c "$WORK/nginx_plain.conf"
 NGINX_PLAIN=$PER_REQUEST
 NGINX_PLAIN_REQUESTS=$REQUESTS
@@ -270,10 +276,11 @@ awk -v all="$TOLLGATE_LIMITING" -v ietf="$TOLLGATE_HEADERS_IETF" -v none="$TOLLG
         printf "the three X-RateLimit-* (all - ietf): %d, %.0f each\n", all - ietf, (all - ietf) / 3
     }'
 echo "--- the whole path, instructions per request"
-awk -v e="$TOLLGATE_EXEMPT" -v b="$BARE" -v p="$NGINX_PLAIN" -v l="$TOLLGATE_LIMITING" \
+awk -v e="$TOLLGATE_EXEMPT" -v b="$BARE" -v p="$NGINX_PLAIN" -v l="$TOLLGATE_LIMITING" -v o="$BARE_ONE_TASK" \
     -v r="$NGINX_LIMIT_REQ" 'BEGIN {
         printf "own overhead, exempt / bare proxy:  %.2f (target: at most 1.15)\n", e / b
         printf "the stack, bare proxy / nginx plain: %.2f\n", b / p
+        printf "the prototype, upstream connection in the client connection'"'"'s task / bare proxy: %.3f\n", o / b
         printf "whole path, limiting / limit_req:    %.2f (target: at most 1.3)\n", l / r
     }'
 # What limiting adds, by function: self instructions per request with
@@ -356,6 +363,9 @@ by_function 40 "$OUT/limit_cost-tollgate_headers_none.callgrind" "$TOLLGATE_HEAD
 by_function 40 "$OUT/limit_cost-tollgate_limiting.callgrind" "$TOLLGATE_LIMITING_REQUESTS" \
     "$OUT/limit_cost-tollgate_headers_ietf.callgrind" "$TOLLGATE_HEADERS_IETF_REQUESTS" \
     >"$OUT/limit_cost-tollgate-x-ratelimit-headers.txt"
+by_function 40 "$OUT/limit_cost-bare_proxy_one_task.callgrind" "$BARE_ONE_TASK_REQUESTS" \
+    "$OUT/limit_cost-bare_proxy.callgrind" "$BARE_REQUESTS" \
+    >"$OUT/limit_cost-bare-one-task-over-spawned.txt"
 echo "--- what limiting adds to tollgate, by function (self instructions per request)"
 head -22 "$OUT/limit_cost-tollgate-added.txt"
 echo "--- what limit_req adds to nginx"

@@ -6,9 +6,24 @@
 //! requests are forwarded in turn, as they come.
 //!
 //! `cargo run --release -p tollgate-gateway --example bare_proxy -- LISTEN
-//! UPSTREAM [WORKERS]`, as `127.0.0.1:18191 127.0.0.1:18190 1`.
+//! UPSTREAM [WORKERS] [MODE]`, as `127.0.0.1:18191 127.0.0.1:18190 1`.
+//!
+//! MODE is how the upstream connection is driven, the prototype of issue
+//! #30's "hyper's `conn` APIs driven differently":
+//! - `spawned` (the default, as the gateway does): in a task of its own,
+//!   which the client connection's task wakes for every request and which
+//!   wakes it back with the response;
+//! - `one-task`: in the client connection's own task, beside its server
+//!   connection, each polled only when its own waker fires (a
+//!   `FuturesUnordered` of the two), so a request and its response cross no
+//!   task boundary.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -23,6 +38,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listen: SocketAddr = arguments.next().ok_or(usage)?.parse()?;
     let upstream: SocketAddr = arguments.next().ok_or(usage)?.parse()?;
     let workers: usize = arguments.next().map_or(Ok(1), |text| text.parse())?;
+    let one_task = match arguments.next().as_deref() {
+        None | Some("spawned") => false,
+        Some("one-task") => true,
+        Some(_) => return Err("MODE is spawned or one-task".into()),
+    };
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
@@ -31,13 +51,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // Ends on SIGINT (which a shell's background job ignores unless
             // a handler is installed, as the bench scripts need).
             tokio::select! {
-                served = serve(listen, upstream) => served,
+                served = serve(listen, upstream, one_task) => served,
                 _ = tokio::signal::ctrl_c() => Ok(()),
             }
         })
 }
 
-async fn serve(listen: SocketAddr, upstream: SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+async fn serve(
+    listen: SocketAddr,
+    upstream: SocketAddr,
+    one_task: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(listen).await?;
     loop {
         let (client, _) = listener.accept().await?;
@@ -52,7 +76,15 @@ async fn serve(listen: SocketAddr, upstream: SocketAddr) -> Result<(), Box<dyn s
             else {
                 return;
             };
-            tokio::spawn(connection);
+            let upstream_connection = async move {
+                let _ = connection.await;
+            };
+            let upstream_task = if one_task {
+                Some(upstream_connection)
+            } else {
+                tokio::spawn(upstream_connection);
+                None
+            };
             let sender = std::sync::Arc::new(tokio::sync::Mutex::new(sender));
             let service = service_fn(move |request: Request<Incoming>| {
                 let sender = std::sync::Arc::clone(&sender);
@@ -63,9 +95,33 @@ async fn serve(listen: SocketAddr, upstream: SocketAddr) -> Result<(), Box<dyn s
                     Ok::<_, hyper::Error>(response)
                 }
             });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(client), service)
-                .await;
+            let served = async move {
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(client), service)
+                    .await;
+            };
+            match upstream_task {
+                None => served.await,
+                Some(upstream_connection) => {
+                    // Both in this task, each polled on its own wakes; the
+                    // client connection's end ends both.
+                    let mut both: FuturesUnordered<Pin<Box<dyn Future<Output = bool> + Send>>> =
+                        FuturesUnordered::new();
+                    both.push(Box::pin(async move {
+                        served.await;
+                        true
+                    }));
+                    both.push(Box::pin(async move {
+                        upstream_connection.await;
+                        false
+                    }));
+                    while let Some(client_done) = both.next().await {
+                        if client_done {
+                            break;
+                        }
+                    }
+                }
+            }
         });
     }
 }
