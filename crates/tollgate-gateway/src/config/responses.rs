@@ -8,25 +8,24 @@
 
 use serde::Deserialize;
 
-/// Which rate-limit headers responses carry.
+/// Which rate-limit headers responses carry. Read from a string only (not
+/// TOML's table form of an enum); an error names the values allowed, never
+/// the one written.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(try_from = "String")]
 pub enum RateLimitHeaderSet {
     /// `RateLimit-Policy`, `RateLimit` and the three `X-RateLimit-*` (the
     /// default): the draft's fields for clients that follow the standard,
     /// the `X-` ones for the many that read only those.
     #[default]
-    #[serde(rename = "all")]
     All,
     /// `RateLimit-Policy` and `RateLimit` only.
-    #[serde(rename = "ietf")]
     Ietf,
     /// `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`
     /// only.
-    #[serde(rename = "x-ratelimit")]
     XRateLimit,
     /// None of them (as nginx `limit_req` and envoyproxy/ratelimit answer
     /// by default).
-    #[serde(rename = "none")]
     None,
 }
 
@@ -51,6 +50,20 @@ impl RateLimitHeaderSet {
             RateLimitHeaderSet::Ietf => "ietf",
             RateLimitHeaderSet::XRateLimit => "x-ratelimit",
             RateLimitHeaderSet::None => "none",
+        }
+    }
+}
+
+impl TryFrom<String> for RateLimitHeaderSet {
+    type Error = &'static str;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        match text.as_str() {
+            "all" => Ok(RateLimitHeaderSet::All),
+            "ietf" => Ok(RateLimitHeaderSet::Ietf),
+            "x-ratelimit" => Ok(RateLimitHeaderSet::XRateLimit),
+            "none" => Ok(RateLimitHeaderSet::None),
+            _ => Err("must be \"all\", \"ietf\", \"x-ratelimit\" or \"none\""),
         }
     }
 }
@@ -97,9 +110,20 @@ mod tests {
     }
 
     #[test]
-    fn another_value_is_refused() {
-        let error = read("rate_limit_headers = \"draft\"").unwrap_err();
-        assert!(error.contains("unknown variant `draft`"), "{error}");
+    fn another_value_is_refused_without_quoting_it() {
+        let allowed = "must be \"all\", \"ietf\", \"x-ratelimit\" or \"none\"";
+        for written in ["\"draft\"", "\"ALL\"", "{ ietf = {} }", "{ all = {} }"] {
+            let error = read(&format!("rate_limit_headers = {written}")).unwrap_err();
+            assert!(
+                error.contains(allowed) || error.contains("expected a string"),
+                "{written}: {error}"
+            );
+            assert!(
+                !error.contains("draft") && !error.contains("ALL"),
+                "{error}"
+            );
+        }
+        assert!(read("rate_limit_headers = true").is_err());
         assert!(read("headers = \"all\"").is_err());
     }
 }
