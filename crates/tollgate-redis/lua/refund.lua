@@ -51,7 +51,8 @@ local state = read_string(KEYS[1])
 if algorithm == CALENDAR_WINDOW then
   -- Units counted in the stored period, not yet ended (the engine's
   -- FixedWindow::refund): counted_at must lie in it. Its start is the
-  -- boundary before its end among those sent around now (`window`).
+  -- boundary before its end among those sent (`window`: around now,
+  -- reaching the period of counted_at, src/plans.rs fields_reaching).
   local window_end, count = read_state(state, version)
   if not window_end or now >= window_end or count < units then
     return 0

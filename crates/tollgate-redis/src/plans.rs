@@ -95,6 +95,23 @@ impl ScriptRule {
         self.fields_around(around, horizon)
     }
 
+    /// [`ScriptRule::fields`] for a refund at `now` of units counted at
+    /// `counted_at` (µs): a calendar window's boundaries reach the period
+    /// holding `counted_at`, which a reservation's turn may put periods
+    /// after now (the refund script finds the start of the stored period
+    /// among them).
+    pub(crate) fn fields_reaching(
+        &self,
+        now: &str,
+        counted_at: u64,
+    ) -> [RuleField<'_>; RULE_FIELDS] {
+        let around = match self.policy.calendar_window() {
+            None => 0,
+            Some(_) => now.parse().unwrap_or_else(|_| wall_clock_micros()),
+        };
+        self.fields_around(around, counted_at.saturating_sub(around))
+    }
+
     /// [`ScriptRule::fields`] with a calendar window's boundaries computed
     /// around `around` (µs since the epoch): the start of the period before
     /// the one holding it, that period's start and end, and the end of the

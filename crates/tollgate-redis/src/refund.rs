@@ -34,7 +34,7 @@ pub(crate) async fn refund(
         .key(&limit.names.state)
         .key(&limit.names.log)
         .arg(now)
-        .arg(&limit.rule.fields(now, 0))
+        .arg(&limit.rule.fields_reaching(now, counted_at))
         .arg(counted_at)
         .arg(limit.units)
         .arg(minimum_ttl)
