@@ -19,7 +19,6 @@ use tollgate_core::{
 };
 use tollgate_tower::Problem;
 
-use crate::config::RateLimitHeaderSet;
 use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
 use crate::observe::top_keys::{Decided, TopKeys};
@@ -249,9 +248,6 @@ pub(crate) async fn admit(
     // `[responses] rate_limit_headers`.
     let header_set = reloadable.rate_limit_headers;
     let headers_of = |described: &dyn Fn(usize) -> bool| {
-        if header_set == RateLimitHeaderSet::None {
-            return RateLimitHeaders::default();
-        }
         let route = route_limit
             .as_ref()
             .zip(decisions.route.as_ref())

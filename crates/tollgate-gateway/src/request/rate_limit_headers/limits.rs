@@ -86,7 +86,7 @@ fn route_field<'a>(
 /// (`plan`, the key's tier `tier`) and its route budget's (`route`: the
 /// route's name, its budget's policy and decision), each only where
 /// `described` says so (by [`PLAN`] and [`ROUTE`]); of the headers, those
-/// of `set`.
+/// of `set` (none at all, nothing built, for [`RateLimitHeaderSet::None`]).
 pub(crate) fn limit_headers(
     tier: &str,
     plan: Option<&LimitDecision>,
@@ -94,6 +94,9 @@ pub(crate) fn limit_headers(
     described: &dyn Fn(usize) -> bool,
     set: RateLimitHeaderSet,
 ) -> RateLimitHeaders {
+    if set == RateLimitHeaderSet::None {
+        return RateLimitHeaders::default();
+    }
     let route_field = route
         .filter(|_| described(ROUTE))
         .map(|(name, policy, decision)| route_field(name, &policy, decision));
