@@ -30,8 +30,9 @@ pin_project! {
         inner: Option<F>,
         stage: Stage,
         // What an allowed request's response settles as it ends, on a
-        // route charged by usage.
-        settlement: Option<Settlement>,
+        // route charged by usage (boxed: few routes are, and the future
+        // stays small, so cheap to move, on the common path).
+        settlement: Option<Box<Settlement>>,
         // Set when the decision charged the limits (the deciding layer's).
         charged: Option<Arc<AtomicBool>>,
     }
@@ -60,17 +61,15 @@ impl<F> ResponseFuture<F> {
     }
 
     /// The same, settling `settlement` (if any) when an allowed request's
-    /// response ends.
-    pub(super) fn settling(mut self, settlement: Option<Settlement>) -> Self {
-        self.settlement = settlement;
-        self
-    }
-
-    /// The same, setting `charged` once its decision charged the limits
-    /// (allowed with fields: not a store failing open).
-    pub(super) fn marking(mut self, charged: Arc<AtomicBool>) -> Self {
-        self.charged = Some(charged);
-        self
+    /// response ends: a layer further in that joined the limits an outer one
+    /// decides.
+    pub(super) fn settling(future: F, settlement: Option<Settlement>) -> Self {
+        ResponseFuture {
+            inner: Some(future),
+            stage: Stage::Allowed(None),
+            settlement: settlement.map(Box::new),
+            charged: None,
+        }
     }
 
     /// `response` without calling the inner service.
@@ -83,28 +82,37 @@ impl<F> ResponseFuture<F> {
         }
     }
 
-    /// Decided already: the inner future is dropped at once if refused.
-    pub(super) fn decided(future: F, outcome: Outcome) -> Self {
-        match outcome {
-            Outcome::Allowed(headers) => ResponseFuture {
-                inner: Some(future),
-                stage: Stage::Allowed(headers),
-                settlement: None,
-                charged: None,
-            },
-            Outcome::Refused(response) => ResponseFuture::refused(response),
-        }
-    }
-
-    /// The inner future, waiting for `decision`.
-    pub(super) fn deciding(future: F, decision: Deciding) -> Self {
+    /// The inner future held to `decision`, built in place (a future moved
+    /// is copied whole): once allowed, `charged` is set when the decision
+    /// charged the limits (allowed with fields: not a store failing open),
+    /// and `settlement` (if any) settles when the response ends. Refused at
+    /// once, the inner future and the settlement are dropped.
+    pub(super) fn held(
+        future: F,
+        decision: Decision,
+        settlement: Option<Settlement>,
+        charged: Arc<AtomicBool>,
+    ) -> Self {
+        let stage = match decision {
+            Decision::Now(Outcome::Allowed(headers)) => Stage::Allowed(headers),
+            Decision::Now(Outcome::Refused(response)) => return ResponseFuture::refused(response),
+            Decision::Later(deciding) => Stage::Deciding(deciding),
+        };
         ResponseFuture {
             inner: Some(future),
-            stage: Stage::Deciding(decision),
-            settlement: None,
-            charged: None,
+            stage,
+            settlement: settlement.map(Box::new),
+            charged: Some(charged),
         }
     }
+}
+
+/// A request's decision: made at once (a store in memory), or still to come.
+pub(super) enum Decision {
+    /// Decided already.
+    Now(Outcome),
+    /// The store's answer (or the request's turn) still to come.
+    Later(Deciding),
 }
 
 impl<F, Body, Error> Future for ResponseFuture<F>

@@ -8,7 +8,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::decide;
-use super::future::ResponseFuture;
+use super::future::{Decision, ResponseFuture};
 use super::pending::PendingLimits;
 use super::route::{Check, Route};
 use crate::key::RequestParts;
@@ -77,7 +77,7 @@ where
                 let settlement = limit.settlement(pending.charged(), can_send_trailers(&request));
                 match pending.join(store, limit) {
                     Ok(()) => {
-                        return ResponseFuture::pass(self.inner.call(request)).settling(settlement);
+                        return ResponseFuture::settling(self.inner.call(request), settlement);
                     }
                     Err(limit) => limit,
                 }
@@ -104,24 +104,18 @@ where
             .map(|limit| limit.route.max_wait)
             .min()
             .unwrap_or_default();
-        let future = if !max_wait.is_zero() {
-            ResponseFuture::deciding(
-                future,
-                Box::pin(super::turn::reserve(
-                    gathered.first,
-                    gathered.more,
-                    max_wait,
-                )),
-            )
+        let decision = if !max_wait.is_zero() {
+            Decision::Later(Box::pin(super::turn::reserve(
+                gathered.first,
+                gathered.more,
+                max_wait,
+            )))
         } else if shared.immediate {
-            ResponseFuture::decided(future, decide::decide_now(&gathered.first, &gathered.more))
+            Decision::Now(decide::decide_now(&gathered.first, &gathered.more))
         } else {
-            ResponseFuture::deciding(
-                future,
-                Box::pin(decide::decide(gathered.first, gathered.more)),
-            )
+            Decision::Later(Box::pin(decide::decide(gathered.first, gathered.more)))
         };
-        future.settling(settlement).marking(pending.charged())
+        ResponseFuture::held(future, decision, settlement, pending.charged())
     }
 }
 

@@ -196,9 +196,13 @@ pub(crate) async fn admit(
                 Err(error) => Err(error),
             }
         }
-        None => decide(store, key, route_limit.as_ref(), cost)
-            .await
-            .map(|decisions| (decisions, None)),
+        // Decided at once (one limit of one unit, in memory): no future.
+        None => match decide_now(store, key, route_limit.as_ref(), cost) {
+            Some(decisions) => Ok((decisions, None)),
+            None => decide(store, key, route_limit.as_ref(), cost)
+                .await
+                .map(|decisions| (decisions, None)),
+        },
     };
     // A turn booked ahead (`waiting`) is given back when this request is
     // not served: refused by a limit that does not wait, or let through at
@@ -366,11 +370,36 @@ pub(crate) async fn admit(
     Err(refusal.response(headers))
 }
 
+/// The decisions of [`decide`] when `store` gives them at once: a lone
+/// limit (the plan of `key` or the budget of `route_limit`) of one unit on a
+/// store that answers at once (the in-memory one), decided without a future
+/// or a `Vec`. `None` when [`decide`] must ask the store.
+fn decide_now(
+    store: &dyn Store,
+    key: Option<&str>,
+    route_limit: Option<&RouteLimit<'_>>,
+    cost: u64,
+) -> Option<Decisions> {
+    if cost != 1 {
+        return None;
+    }
+    let only = match (key, route_limit) {
+        (Some(key), None) => Limit::Plan(key),
+        (None, Some(route_limit)) => Limit::Policy {
+            key: &route_limit.key,
+            policy: &route_limit.budget.prepared,
+        },
+        _ => return None,
+    };
+    let decision = store.acquire_one_now(&only)?;
+    Some(Decisions::of(key.is_some(), decision))
+}
+
 /// The plan of `key` (none for a keyless request), and the route budget
 /// `route_limit` if any, each charged `cost` units, decided together by
-/// `store`. A lone limit of one unit on a store that answers at once (the
-/// in-memory one) is decided without a future or a `Vec`. (A route with a
-/// delay reserves instead: [`reserve`].)
+/// `store`, which answers when it can (after [`decide_now`] found it
+/// could not at once). (A route with a delay reserves instead:
+/// [`reserve`].)
 async fn decide(
     store: &dyn Store,
     key: Option<&str>,
@@ -382,22 +411,11 @@ async fn decide(
         policy: &route_limit.budget.prepared,
     });
     let plan = key.map(Limit::Plan);
-    let limits: Vec<LimitUnits<'_>> = match (plan, route) {
-        (Some(only), None) | (None, Some(only)) if cost == 1 => {
-            if let Some(decision) = store.acquire_one_now(&only) {
-                return Ok(Decisions::of(plan.is_some(), decision));
-            }
-            vec![LimitUnits {
-                limit: only,
-                units: 1,
-            }]
-        }
-        (plan, route) => plan
-            .into_iter()
-            .chain(route)
-            .map(|limit| LimitUnits { limit, units: cost })
-            .collect(),
-    };
+    let limits: Vec<LimitUnits<'_>> = plan
+        .into_iter()
+        .chain(route)
+        .map(|limit| LimitUnits { limit, units: cost })
+        .collect();
     let answered = store.acquire_units(&limits).await?;
     Decisions::answered(plan.is_some(), answered, limits.len())
 }
