@@ -10,7 +10,7 @@
 # 500 and then 2,500 calls (redis-benchmark, one client); the difference of
 # the totals over 2,000 calls cancels start-up and shut-down.
 #
-# Usage: bench/acquire_cost.sh [REVISION...]   (default: HEAD and the work tree)
+# Usage: [SHAPE=plan] bench/acquire_cost.sh [REVISION...]   (default: HEAD and the work tree)
 # A revision is anything `git show` takes (HEAD~1, a commit); `.` is the work
 # tree. Installs valgrind and redis-server from Debian's packages if missing.
 set -euo pipefail
@@ -43,12 +43,30 @@ script() {
     done
 }
 
+# The calls' shape: SHAPE=counting (the default, above) or SHAPE=plan: 20
+# requests, each one token bucket of 10^6 a minute, burst 10^6, on its own
+# plan key with its tier checked (`default`), as the throughput benchmark
+# (crates/tollgate-redis/benches/throughput.rs) and the gateway send a plan.
 keys=()
-args=("" 0 1 c 1000000000 1000000 0 pc1 10)
-for i in 0 1 2 3 4 5 6 7 8 9; do
-    keys+=("bench:{k$i}:s")
-    args+=(1 1 9000000000000000 1 1 "")
-done
+if [ "${SHAPE:-counting}" = plan ]; then
+    args=("" 0 1 t 1000000 60000000 1000000 pc1 20)
+    for i in $(seq 1 20); do
+        keys+=("bench:{k$i}:s" "bench:{k$i}:tier")
+        # One limit, WRITE, the deadline, NO_WAIT; rule 1, one unit, the
+        # tier expected.
+        args+=(1 1 9000000000000000 "" 1 1 default)
+    done
+    calls_of="20 plan decisions"
+else
+    args=("" 0 1 c 1000000000 1000000 0 pc1 10)
+    for i in 0 1 2 3 4 5 6 7 8 9; do
+        keys+=("bench:{k$i}:s")
+        # One limit, WRITE, the deadline, NO_WAIT; rule 1, one unit, NO_TIER
+        # (the fields of acquire.lua's ARGV, per request and per limit).
+        args+=(1 1 9000000000000000 "" 1 1 "")
+    done
+    calls_of="10 decisions"
+fi
 
 # total REVISION CALLS: callgrind's instruction total of a redis-server that
 # answered CALLS calls of the script.
@@ -64,12 +82,12 @@ total() {
         sleep 0.2
     done
     sha=$(redis-cli -p "$port" script load "$(script "$1")")
-    status=$(redis-cli -p "$port" evalsha "$sha" 10 "${keys[@]}" "${args[@]}" | sed -n 2p)
+    status=$(redis-cli -p "$port" evalsha "$sha" "${#keys[@]}" "${keys[@]}" "${args[@]}" | sed -n 2p)
     if [ "$status" != 0 ]; then
         echo "$1: the script did not decide the requests (status $status)" >&2
         exit 1
     fi
-    redis-benchmark -p "$port" -c 1 -n "$2" -q evalsha "$sha" 10 "${keys[@]}" "${args[@]}" \
+    redis-benchmark -p "$port" -c 1 -n "$2" -q evalsha "$sha" "${#keys[@]}" "${keys[@]}" "${args[@]}" \
         >/dev/null 2>&1
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$pid" 2>/dev/null || true
@@ -80,5 +98,5 @@ total() {
 for revision in "$@"; do
     few=$(total "$revision" 500)
     many=$(total "$revision" 2500)
-    echo "$revision: $(( (many - few) / 2000 )) instructions per call of 10 decisions"
+    echo "$revision: $(( (many - few) / 2000 )) instructions per call of $calls_of"
 done

@@ -40,6 +40,10 @@
 -- one expected (nothing of that request is decided); or EXPIRED when Redis
 -- ran the call past the request's deadline (its caller has given up, after a
 -- stall: nothing read, nothing written); or FAILED, message.
+-- A request whose limits run past the last argument fails (FAILED), and so
+-- does every request after it; a call whose count of requests does not fit
+-- its arguments decides nothing and answers a Redis error, "ERR malformed
+-- call: ...".
 
 local time = redis_time()
 local now = script_now(ARGV[1], time)
@@ -55,6 +59,22 @@ for index = 1, tonumber(ARGV[3]) do
   at = at + RULE_FIELDS
 end
 
+-- The number `text` (an argument) stands for, remembered for the rest of
+-- the call: its requests repeat the same few (limits per request, rule
+-- index, units), and each tonumber of a string is a strtod, about 450
+-- instructions against a lookup. nil when `text` is not a number.
+local numbers = {}
+local function number(text)
+  local value = numbers[text]
+  if value == nil then
+    value = tonumber(text)
+    if value ~= nil then
+      numbers[text] = value
+    end
+  end
+  return value
+end
+
 -- Per limit of the request being decided: rule, units, state key, log key,
 -- expected tier (NO_TIER for none), tier key, state.
 local limit_rules, limit_units, state_keys, log_keys, expected_tiers, tier_keys, states =
@@ -65,9 +85,9 @@ local limit_rules, limit_units, state_keys, log_keys, expected_tiers, tier_keys,
 -- fields and keys start.
 local function read_limits(limits, at, key)
   for index = 1, limits do
-    local rule = rules[tonumber(ARGV[at])]
+    local rule = rules[number(ARGV[at])]
     limit_rules[index] = rule
-    limit_units[index] = tonumber(ARGV[at + 1])
+    limit_units[index] = number(ARGV[at + 1])
     expected_tiers[index] = ARGV[at + 2]
     at = at + 3
     state_keys[index] = KEYS[key]
@@ -337,8 +357,25 @@ local replies = {time}
 local key = 1
 local requests = tonumber(ARGV[at])
 at = at + 1
-for _ = 1, requests do
-  local limits = tonumber(ARGV[at])
+-- The last argument: a request whose fields would run past it is a caller's
+-- bug, failed rather than read (a count as large as a deadline, read as it
+-- stands, would loop for hours with Redis blocked). Each request has at
+-- least four fields.
+local last = #ARGV
+if requests == nil or requests < 0 or at + 4 * requests - 1 > last then
+  return redis.error_reply('ERR malformed call: its count of requests does not fit its arguments')
+end
+for request = 1, requests do
+  local limits = number(ARGV[at])
+  if limits == nil or limits < 0 or at + 3 + 3 * limits > last then
+    -- This request and every one after it (whose fields cannot be found)
+    -- fail, with nothing of theirs read or written; those before stand.
+    for _ = request, requests do
+      replies[#replies + 1] = FAILED
+      replies[#replies + 1] = 'malformed request: its limits run past the arguments'
+    end
+    return replies
+  end
   local write = ARGV[at + 1] == WRITE
   local deadline = ARGV[at + 2]
   local max_wait = nil

@@ -121,7 +121,9 @@ local function store(key, value, ttl)
     redis.call('DEL', key)
     return false
   end
-  redis.call('SET', key, value, 'PX', ms)
+  -- The TTL as text: a number argument Redis would format itself with
+  -- %.17g, about 1,700 instructions against a lookup in `decimals`.
+  redis.call('SET', key, value, 'PX', decimal(ms))
   return value
 end
 

@@ -416,6 +416,7 @@ mod tests {
     use super::*;
     use crate::connection::Target;
     use crate::keys::Space;
+    use crate::protocol::{FIXED_WINDOW, REDIS_TIME};
 
     /// A connection to the Redis at `REDIS_URL`. The tests using it are
     /// ignored without it (the build script's `has_redis`); one that runs
@@ -483,6 +484,82 @@ mod tests {
         assert_eq!(remaining(&replies[1]), (0, 4));
         let _: i64 = redis::cmd("DEL")
             .arg(&names.state)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    #[cfg_attr(not(has_redis), ignore = "set REDIS_URL=redis://127.0.0.1:6379 to run")]
+    async fn a_request_running_past_the_arguments_fails_with_those_after_it() {
+        let mut connection = connection();
+        let script = crate::script::acquire();
+        let prefix = format!("tollgate-test-{}-malformed", std::process::id());
+        let first = format!("{prefix}:first");
+        let second = format!("{prefix}:second");
+        // Redis's time; one rule, a fixed window of 5 a minute (version v).
+        let head = [
+            REDIS_TIME,
+            "0",
+            "1",
+            FIXED_WINDOW,
+            "5",
+            "60000000",
+            "0",
+            "v",
+        ];
+        // A request of one unit of one limit, a deadline far ahead, no wait:
+        // limits, write, deadline, wait, then rule, units, tier per limit.
+        let whole = ["1", WRITE, "9000000000000000", NO_WAIT, "1", "1", NO_TIER];
+        // Three requests: the first whole, the second claiming more limits
+        // than the arguments hold (read as it stood, a count like a
+        // deadline's looped for hours with Redis blocked), the third whole.
+        for claimed in ["4", "9000000000000000", "x"] {
+            let mut invocation = script.prepare_invoke();
+            invocation.key(&first).key(&second).key(&second);
+            invocation.arg(&head[..]).arg("3").arg(&whole[..]);
+            invocation.arg(claimed).arg(&whole[1..]).arg(&whole[..]);
+            let reply: Value = invocation.invoke_async(&mut connection).await.unwrap();
+            let (_, replies) = read_replies(&reply, &[1, 1, 1]).expect(claimed);
+            // The first stands (the fixed window of 5 counts one more each
+            // time), the second and the third fail, deciding nothing.
+            let failed =
+                Reply::Failed("malformed request: its limits run past the arguments".into());
+            assert_eq!(replies.len(), 3, "{claimed}");
+            assert!(
+                matches!(&replies[0], Reply::Decided(outcomes) if outcomes[0].allowed == 1),
+                "{claimed}: {:?}",
+                replies[0]
+            );
+            assert_eq!(replies[1..], [failed.clone(), failed], "{claimed}");
+        }
+        let taken: Vec<Option<String>> = redis::cmd("MGET")
+            .arg(&first)
+            .arg(&second)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert!(taken[0].is_some());
+        assert_eq!(taken[1], None, "nothing read or written for the second key");
+        // A count of requests that does not fit the arguments (each has at
+        // least four): the call decides nothing.
+        for count in ["many", "2", "9000000000000000"] {
+            let mut invocation = script.prepare_invoke();
+            invocation
+                .key(&second)
+                .arg(&head[..])
+                .arg(count)
+                .arg(&whole[..]);
+            let reply: Result<Value, _> = invocation.invoke_async(&mut connection).await;
+            let error = reply.expect_err(count).to_string();
+            assert!(
+                error.contains("malformed call: its count of requests does not fit its arguments"),
+                "{count}: {error}"
+            );
+        }
+        let _: i64 = redis::cmd("DEL")
+            .arg(&first)
+            .arg(&second)
             .query_async(&mut connection)
             .await
             .unwrap();
