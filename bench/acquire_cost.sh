@@ -10,7 +10,8 @@
 # 500 and then 2,500 calls (redis-benchmark, one client); the difference of
 # the totals over 2,000 calls cancels start-up and shut-down.
 #
-# Usage: [SHAPE=plan] bench/acquire_cost.sh [REVISION...]   (default: HEAD and the work tree)
+# Usage: [SHAPE=plan [REQUESTS=N]] [AS=function] bench/acquire_cost.sh [REVISION...]
+# (default: HEAD and the work tree)
 # A revision is anything `git show` takes (HEAD~1, a commit); `.` is the work
 # tree. Installs valgrind and redis-server from Debian's packages if missing.
 set -euo pipefail
@@ -43,20 +44,37 @@ script() {
     done
 }
 
-# The calls' shape: SHAPE=counting (the default, above) or SHAPE=plan: 20
-# requests, each one token bucket of 10^6 a minute, burst 10^6, on its own
-# plan key with its tier checked (`default`), as the throughput benchmark
-# (crates/tollgate-redis/benches/throughput.rs) and the gateway send a plan.
+# library REVISION: the same files as a Redis Functions library (Redis 7.0
+# and later; AS=function): every file but acquire.lua at its top level, run
+# once at FUNCTION LOAD, and acquire.lua as the body of the function
+# `acquire`, called with FCALL. A prototype, to count what running the
+# script's body anew on every EVALSHA costs: the store sends EVALSHA.
+library() {
+    local source
+    source="$(script "$1")"
+    echo "#!lua name=tollgate_acquire_cost"
+    echo "${source%%-- Requests held to their limits*}"
+    echo "redis.register_function('acquire', function(KEYS, ARGV)"
+    echo "-- Requests held to their limits${source#*-- Requests held to their limits}"
+    echo "end)"
+}
+
+# The calls' shape: SHAPE=counting (the default, above) or SHAPE=plan:
+# REQUESTS requests (default 20), each one token bucket of 10^6 a minute,
+# burst 10^6, on its own plan key with its tier checked (`default`), as the
+# throughput benchmark (crates/tollgate-redis/benches/throughput.rs) and the
+# gateway send a plan.
 keys=()
 if [ "${SHAPE:-counting}" = plan ]; then
-    args=("" 0 1 t 1000000 60000000 1000000 pc1 20)
-    for i in $(seq 1 20); do
+    requests="${REQUESTS:-20}"
+    args=("" 0 1 t 1000000 60000000 1000000 pc1 "$requests")
+    for i in $(seq 1 "$requests"); do
         keys+=("bench:{k$i}:s" "bench:{k$i}:tier")
         # One limit, WRITE, the deadline, NO_WAIT; rule 1, one unit, the
         # tier expected.
         args+=(1 1 9000000000000000 "" 1 1 default)
     done
-    calls_of="20 plan decisions"
+    calls_of="$requests plan decisions"
 else
     args=("" 0 1 c 1000000000 1000000 0 pc1 10)
     for i in 0 1 2 3 4 5 6 7 8 9; do
@@ -71,7 +89,7 @@ fi
 # total REVISION CALLS: callgrind's instruction total of a redis-server that
 # answered CALLS calls of the script.
 total() {
-    local port pid sha
+    local port pid call
     port=$(free_port)
     valgrind --tool=callgrind --callgrind-out-file="$WORK/out.$2" \
         redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
@@ -81,13 +99,18 @@ total() {
         [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
         sleep 0.2
     done
-    sha=$(redis-cli -p "$port" script load "$(script "$1")")
-    status=$(redis-cli -p "$port" evalsha "$sha" "${#keys[@]}" "${keys[@]}" "${args[@]}" | sed -n 2p)
+    if [ "${AS:-script}" = function ]; then
+        redis-cli -p "$port" function load "$(library "$1")" >/dev/null
+        call=(fcall acquire)
+    else
+        call=(evalsha "$(redis-cli -p "$port" script load "$(script "$1")")")
+    fi
+    status=$(redis-cli -p "$port" "${call[@]}" "${#keys[@]}" "${keys[@]}" "${args[@]}" | sed -n 2p)
     if [ "$status" != 0 ]; then
         echo "$1: the script did not decide the requests (status $status)" >&2
         exit 1
     fi
-    redis-benchmark -p "$port" -c 1 -n "$2" -q evalsha "$sha" "${#keys[@]}" "${keys[@]}" "${args[@]}" \
+    redis-benchmark -p "$port" -c 1 -n "$2" -q "${call[@]}" "${#keys[@]}" "${keys[@]}" "${args[@]}" \
         >/dev/null 2>&1
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$pid" 2>/dev/null || true

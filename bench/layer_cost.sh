@@ -41,7 +41,10 @@ declare -A PER_REQUEST
 for mode in bare tollgate tower_governor tower_governor_with_headers; do
     valgrind --tool=callgrind --toggle-collect='layer_cost::measured' \
         --callgrind-out-file="$OUT/layer_cost-$mode.callgrind" \
-        "$EXAMPLE" "$mode" "$REQUESTS" >"$WORK/$mode.log" 2>&1
+        "$EXAMPLE" "$mode" "$REQUESTS" >"$WORK/$mode.log" 2>&1 || {
+        cat "$WORK/$mode.log" >&2
+        exit 1
+    }
     collected=$(awk '/^(summary|totals):/ {print $2; exit}' "$OUT/layer_cost-$mode.callgrind")
     PER_REQUEST[$mode]=$((collected / REQUESTS))
     printf '%-28s %6d instructions per request\n' "$mode" "${PER_REQUEST[$mode]}"

@@ -40,18 +40,31 @@
 -- one expected (nothing of that request is decided); or EXPIRED when Redis
 -- ran the call past the request's deadline (its caller has given up, after a
 -- stall: nothing read, nothing written); or FAILED, message.
--- A request whose limits run past the last argument fails (FAILED), and so
--- does every request after it; a call whose count of requests does not fit
--- its arguments decides nothing and answers a Redis error, "ERR malformed
--- call: ...".
+-- A request whose count of limits is not a count or runs past the last
+-- argument fails (FAILED), and so does every request after it; a call whose
+-- count of rules or of requests does not fit its arguments decides nothing
+-- and answers a Redis error, "ERR malformed call: ...".
 
 local time = redis_time()
 local now = script_now(ARGV[1], time)
 minimum_ttl = tonumber(ARGV[2])
 
+-- The last argument: a count whose fields would run past it is a caller's
+-- bug, failed rather than read (a count as large as a deadline, read as it
+-- stands, would loop for hours with Redis blocked).
+local last = #ARGV
+
+-- Each count is checked to be a whole number, not negative (nil, NaN and
+-- fractions are not), written out where it is read: a function would be
+-- made anew on every call, and calls of one request are common.
+local rule_count = tonumber(ARGV[3])
+if not (rule_count and rule_count >= 0 and rule_count % 1 == 0)
+    or 3 + RULE_FIELDS * rule_count > last then
+  return redis.error_reply('ERR malformed call: its count of rules does not fit its arguments')
+end
 local rules = {}
 local at = 4
-for index = 1, tonumber(ARGV[3]) do
+for index = 1, rule_count do
   rules[index] = {
     ARGV[at], tonumber(ARGV[at + 1]), rule_window(ARGV[at], ARGV[at + 2]), tonumber(ARGV[at + 3]),
     ARGV[at + 4],
@@ -357,17 +370,13 @@ local replies = {time}
 local key = 1
 local requests = tonumber(ARGV[at])
 at = at + 1
--- The last argument: a request whose fields would run past it is a caller's
--- bug, failed rather than read (a count as large as a deadline, read as it
--- stands, would loop for hours with Redis blocked). Each request has at
--- least four fields.
-local last = #ARGV
-if requests == nil or requests < 0 or at + 4 * requests - 1 > last then
+-- Each request has at least four fields.
+if not (requests and requests >= 0 and requests % 1 == 0) or at + 4 * requests - 1 > last then
   return redis.error_reply('ERR malformed call: its count of requests does not fit its arguments')
 end
 for request = 1, requests do
   local limits = number(ARGV[at])
-  if limits == nil or limits < 0 or at + 3 + 3 * limits > last then
+  if not (limits and limits >= 0 and limits % 1 == 0) or at + 3 + 3 * limits > last then
     -- This request and every one after it (whose fields cannot be found)
     -- fail, with nothing of theirs read or written; those before stand.
     for _ = request, requests do

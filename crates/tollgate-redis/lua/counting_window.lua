@@ -97,7 +97,7 @@ local function counting_first_units(key, version, window, now, index, field, uni
     -- the margin keeps the count for callers whose clocks lag the first
     -- one's (replicas on their own clocks, as `tollgate rls` runs; the Go
     -- service's EXPIRE of a whole unit after each hit keeps its keys as long).
-    redis.call('PEXPIRE', key, ttl_ms((index + 2) * window - now))
+    redis.call('PEXPIRE', key, decimal(ttl_ms((index + 2) * window - now)))
   end
   return counted_index, counted_field, count
 end

@@ -134,7 +134,7 @@ elseif algorithm == SLIDING_LOG then
       store(KEYS[1], state_text(version, counted, newest, reserved_until), reset_after)
       local ms = ttl_ms(reset_after)
       if ms > 0 then
-        redis.call('PEXPIRE', KEYS[2], ms)
+        redis.call('PEXPIRE', KEYS[2], decimal(ms))
       end
       return units
     end

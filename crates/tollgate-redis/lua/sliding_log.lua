@@ -171,7 +171,7 @@ local function sliding_log(key, log, state, version, limit, window, now, units, 
     if ms == 0 then
       redis.call('DEL', log)
     else
-      redis.call('PEXPIRE', log, ms)
+      redis.call('PEXPIRE', log, decimal(ms))
     end
   end
   return allowed, math.max(limit - counted, 0), retry_after, reset_after, state, now
@@ -212,7 +212,7 @@ local function sliding_log_overdraw(key, log, state, version, limit, window, now
   state = store(key, state_text(version, counted + added, now, reserved_until), ttl)
   local ms = ttl_ms(ttl)
   if ms > 0 then
-    redis.call('PEXPIRE', log, ms)
+    redis.call('PEXPIRE', log, decimal(ms))
   end
   return state
 end
@@ -284,7 +284,7 @@ local function sliding_log_reserve(key, log, state, version, limit, window, now,
     index = index + 1
   end
   state = store(key, state_text(version, counted, at, reserved_until), window)
-  redis.call('PEXPIRE', log, ttl_ms(window))
+  redis.call('PEXPIRE', log, decimal(ttl_ms(window)))
   return units, limit - counting, 0, window, state, at
 end
 
@@ -325,6 +325,6 @@ local function sliding_log_give_back(key, log, state, version, window, now, unit
   end
   local reset_after = newest + window - now
   state = store(key, state_text(version, counted, newest, reserved_until), reset_after)
-  redis.call('PEXPIRE', log, ttl_ms(reset_after))
+  redis.call('PEXPIRE', log, decimal(ttl_ms(reset_after)))
   return state
 end

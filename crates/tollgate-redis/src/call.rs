@@ -303,7 +303,9 @@ pub(crate) enum Reply {
         index: usize,
         tier: String,
     },
-    /// The request failed inside the script (the others of the call did not).
+    /// The request failed inside the script (the others of the call did
+    /// not), or could not be read from the call's arguments (then neither
+    /// could those after it, which fail too).
     Failed(String),
     /// Redis ran the call past the request's deadline: its caller has given
     /// up, and nothing was read or written.
@@ -497,13 +499,13 @@ mod tests {
         let prefix = format!("tollgate-test-{}-malformed", std::process::id());
         let first = format!("{prefix}:first");
         let second = format!("{prefix}:second");
-        // Redis's time; one rule, a fixed window of 5 a minute (version v).
+        // Redis's time; one rule, a fixed window of 100 a minute (version v).
         let head = [
             REDIS_TIME,
             "0",
             "1",
             FIXED_WINDOW,
-            "5",
+            "100",
             "60000000",
             "0",
             "v",
@@ -514,14 +516,14 @@ mod tests {
         // Three requests: the first whole, the second claiming more limits
         // than the arguments hold (read as it stood, a count like a
         // deadline's looped for hours with Redis blocked), the third whole.
-        for claimed in ["4", "9000000000000000", "x"] {
+        for claimed in ["4", "9000000000000000", "x", "nan", "1.5", "-1"] {
             let mut invocation = script.prepare_invoke();
             invocation.key(&first).key(&second).key(&second);
             invocation.arg(&head[..]).arg("3").arg(&whole[..]);
             invocation.arg(claimed).arg(&whole[1..]).arg(&whole[..]);
             let reply: Value = invocation.invoke_async(&mut connection).await.unwrap();
             let (_, replies) = read_replies(&reply, &[1, 1, 1]).expect(claimed);
-            // The first stands (the fixed window of 5 counts one more each
+            // The first stands (the fixed window of 100 counts one more each
             // time), the second and the third fail, deciding nothing.
             let failed =
                 Reply::Failed("malformed request: its limits run past the arguments".into());
@@ -543,7 +545,7 @@ mod tests {
         assert_eq!(taken[1], None, "nothing read or written for the second key");
         // A count of requests that does not fit the arguments (each has at
         // least four): the call decides nothing.
-        for count in ["many", "2", "9000000000000000"] {
+        for count in ["many", "2", "9000000000000000", "nan", "0.5"] {
             let mut invocation = script.prepare_invoke();
             invocation
                 .key(&second)
@@ -554,6 +556,23 @@ mod tests {
             let error = reply.expect_err(count).to_string();
             assert!(
                 error.contains("malformed call: its count of requests does not fit its arguments"),
+                "{count}: {error}"
+            );
+        }
+        // A count of rules that is not one or runs past the arguments.
+        for count in ["9000000000000000", "nan", "0.5"] {
+            let mut head = head;
+            head[2] = count;
+            let mut invocation = script.prepare_invoke();
+            invocation
+                .key(&second)
+                .arg(&head[..])
+                .arg("1")
+                .arg(&whole[..]);
+            let reply: Result<Value, _> = invocation.invoke_async(&mut connection).await;
+            let error = reply.expect_err(count).to_string();
+            assert!(
+                error.contains("malformed call: its count of rules does not fit its arguments"),
                 "{count}: {error}"
             );
         }

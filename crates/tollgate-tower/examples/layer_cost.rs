@@ -2,7 +2,7 @@
 //! bare service, tollgate's route layer, or `tower_governor` with or without
 //! its headers, built as `benches/layer.rs` builds them (every request
 //! passes). `bench/layer_cost.sh` runs it under
-//! `valgrind --tool=callgrind --toggle-collect='*layer_cost::measured*'`, so
+//! `valgrind --tool=callgrind --toggle-collect=layer_cost::measured`, so
 //! only the measured requests count, not the set-up or the warm-up.
 //!
 //! Run: `cargo run --release -p tollgate-tower --example layer_cost -- MODE REQUESTS`,
@@ -21,6 +21,7 @@ use tower::{Layer, ServiceExt};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 
+/// The inner service: answers `ok` at once (the criterion benchmark's).
 fn backend()
 -> impl tower::Service<Request<Body>, Response = Response, Error = Infallible, Future: Send> + Clone
 {
@@ -29,6 +30,8 @@ fn backend()
     })
 }
 
+/// The request every service is sent: no key, from one client address
+/// (`ConnectInfo`, which both layers key by).
 fn request() -> Request<Body> {
     let mut request = Request::new(Body::empty());
     let peer: SocketAddr = "192.0.2.7:5000".parse().expect("an address");
@@ -69,6 +72,8 @@ where
     measured(&runtime, &service, count);
 }
 
+/// Builds the service MODE names and sends it REQUESTS requests (default
+/// 100,000); an unknown MODE prints the usage and exits with 2.
 fn main() {
     let mut arguments = std::env::args().skip(1);
     let mode = arguments.next().unwrap_or_default();
