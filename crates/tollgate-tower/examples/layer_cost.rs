@@ -1,43 +1,20 @@
 //! One request shape through one service, many times, for callgrind: the
 //! bare service, tollgate's route layer, or `tower_governor` with or without
-//! its headers, built as `benches/layer.rs` builds them (every request
-//! passes). `bench/layer_cost.sh` runs it under
+//! its headers, as `benches/layer.rs` builds them (`benches/layer_services`,
+//! every request passes). `bench/layer_cost.sh` runs it under
 //! `valgrind --tool=callgrind --toggle-collect=layer_cost::measured`, so
 //! only the measured requests count, not the set-up or the warm-up.
 //!
 //! Run: `cargo run --release -p tollgate-tower --example layer_cost -- MODE REQUESTS`,
 //! MODE one of `bare`, `tollgate`, `tower_governor`, `tower_governor_with_headers`.
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::time::Duration;
+#[path = "../benches/layer_services/mod.rs"]
+mod layer_services;
 
 use axum::body::Body;
-use axum::extract::ConnectInfo;
-use axum::response::Response;
 use http::Request;
-use tollgate_tower::{Budget, HostLimits, KeySelector};
-use tower::{Layer, ServiceExt};
-use tower_governor::GovernorLayer;
-use tower_governor::governor::GovernorConfigBuilder;
-
-/// The inner service: answers `ok` at once (the criterion benchmark's).
-fn backend()
--> impl tower::Service<Request<Body>, Response = Response, Error = Infallible, Future: Send> + Clone
-{
-    tower::service_fn(|_request: Request<Body>| async {
-        Ok::<_, Infallible>(Response::new(Body::from("ok")))
-    })
-}
-
-/// The request every service is sent: no key, from one client address
-/// (`ConnectInfo`, which both layers key by).
-fn request() -> Request<Body> {
-    let mut request = Request::new(Body::empty());
-    let peer: SocketAddr = "192.0.2.7:5000".parse().expect("an address");
-    request.extensions_mut().insert(ConnectInfo(peer));
-    request
-}
+use layer_services::{backend, request, tollgate, tower_governor, tower_governor_with_headers};
+use tower::ServiceExt;
 
 /// `count` requests through `service`, one at a time, each response dropped
 /// unread, as the criterion benchmark does.
@@ -81,35 +58,11 @@ fn main() {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or(100_000);
-    let governor = GovernorConfigBuilder::default()
-        .period(Duration::from_nanos(1))
-        .burst_size(1_000_000_000)
-        .finish()
-        .expect("a quota");
-    let governor_with_headers = GovernorConfigBuilder::default()
-        .period(Duration::from_nanos(1))
-        .burst_size(1_000_000_000)
-        .use_headers()
-        .finish()
-        .expect("a quota");
     match mode.as_str() {
         "bare" => run(backend(), count),
-        "tollgate" => {
-            let limits = HostLimits::new();
-            let budget = Budget::new(60_000_000_000, 1_000_000_000).expect("a budget");
-            let service = limits
-                .route("bench")
-                .budget(budget)
-                .expect("a route")
-                .key(KeySelector::Ip)
-                .layer(backend());
-            run(service, count);
-        }
-        "tower_governor" => run(GovernorLayer::new(governor).layer(backend()), count),
-        "tower_governor_with_headers" => run(
-            GovernorLayer::new(governor_with_headers).layer(backend()),
-            count,
-        ),
+        "tollgate" => run(tollgate(), count),
+        "tower_governor" => run(tower_governor(), count),
+        "tower_governor_with_headers" => run(tower_governor_with_headers(), count),
         _ => {
             eprintln!(
                 "usage: layer_cost MODE REQUESTS, MODE one of bare, tollgate, \

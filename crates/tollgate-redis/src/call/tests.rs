@@ -133,37 +133,34 @@ async fn a_request_running_past_the_arguments_fails_with_those_after_it() {
         .unwrap();
     assert!(taken[0].is_some());
     assert_eq!(taken[1], None, "nothing read or written for the second key");
-    // A count of requests that does not fit the arguments (each has at
-    // least four): the call decides nothing.
-    for count in ["many", "2", "9000000000000000", "nan", "0.5"] {
-        let mut invocation = script.prepare_invoke();
-        invocation
-            .key(&second)
-            .arg(&head[..])
-            .arg(count)
-            .arg(&whole[..]);
-        let reply: Result<Value, _> = invocation.invoke_async(&mut connection).await;
-        let error = reply.expect_err(count).to_string();
-        assert!(
-            error.contains("malformed call: its count of requests does not fit its arguments"),
-            "{count}: {error}"
-        );
-    }
-    // A count of rules that is not one or runs past the arguments.
-    for count in ["9000000000000000", "nan", "0.5"] {
+    // Counts of rules or of requests that are not counts or run past the
+    // arguments (a request has at least four): the call decides nothing.
+    let requests = "its count of requests does not fit its arguments";
+    let rules = "its count of rules does not fit its arguments";
+    let calls = [
+        ("1", "many", requests),
+        ("1", "2", requests),
+        ("1", "9000000000000000", requests),
+        ("1", "nan", requests),
+        ("1", "0.5", requests),
+        ("9000000000000000", "1", rules),
+        ("nan", "1", rules),
+        ("0.5", "1", rules),
+    ];
+    for (rule_count, request_count, message) in calls {
         let mut head = head;
-        head[2] = count;
+        head[2] = rule_count;
         let mut invocation = script.prepare_invoke();
         invocation
             .key(&second)
             .arg(&head[..])
-            .arg("1")
+            .arg(request_count)
             .arg(&whole[..]);
         let reply: Result<Value, _> = invocation.invoke_async(&mut connection).await;
-        let error = reply.expect_err(count).to_string();
+        let error = reply.expect_err(message).to_string();
         assert!(
-            error.contains("malformed call: its count of rules does not fit its arguments"),
-            "{count}: {error}"
+            error.contains(&format!("malformed call: {message}")),
+            "{rule_count} rules, {request_count} requests: {error}"
         );
     }
     let _: i64 = redis::cmd("DEL")
