@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cost of limiting, in user-space instructions per proxied request, counted
 # by callgrind (repeatable on a busy machine, where wall-clock figures are not).
-# Nine servers in front of one nginx upstream answering 200, each run alone
+# Ten servers in front of one nginx upstream answering 200, each run alone
 # under `valgrind --tool=callgrind`:
 #
 #   tollgate_limiting  `tollgate serve`, one worker, a token bucket per API key
@@ -20,6 +20,9 @@
 #   bare_proxy_one_task  the same with its upstream connection driven in the
 #                      client connection's task, not a spawned one: the
 #                      prototype of hyper's conn APIs driven differently
+#   bare_proxy_auto    the bare proxy with its client connections served by
+#                      hyper-util's `auto` builder, as the gateway's listener
+#                      serves them: what HTTP/1-or-HTTP/2 detection costs
 #   nginx_plain        nginx as a plain proxy (one process)
 #   nginx_limit_req    the same with `limit_req` keyed by the same header
 #
@@ -248,6 +251,9 @@ BARE_REQUESTS=$REQUESTS
 measure bare_proxy_one_task "$BARE_PROXY" "127.0.0.1:$SERVER_PORT" "127.0.0.1:$UPSTREAM_PORT" 1 one-task
 BARE_ONE_TASK=$PER_REQUEST
 BARE_ONE_TASK_REQUESTS=$REQUESTS
+measure bare_proxy_auto "$BARE_PROXY" "127.0.0.1:$SERVER_PORT" "127.0.0.1:$UPSTREAM_PORT" 1 auto
+BARE_AUTO=$PER_REQUEST
+BARE_AUTO_REQUESTS=$REQUESTS
 measure nginx_plain nginx -p "$WORK" -c "$WORK/nginx_plain.conf"
 NGINX_PLAIN=$PER_REQUEST
 NGINX_PLAIN_REQUESTS=$REQUESTS
@@ -277,10 +283,11 @@ awk -v all="$TOLLGATE_LIMITING" -v ietf="$TOLLGATE_HEADERS_IETF" -v none="$TOLLG
     }'
 echo "--- the whole path, instructions per request"
 awk -v e="$TOLLGATE_EXEMPT" -v b="$BARE" -v p="$NGINX_PLAIN" -v l="$TOLLGATE_LIMITING" -v o="$BARE_ONE_TASK" \
-    -v r="$NGINX_LIMIT_REQ" 'BEGIN {
+    -v a="$BARE_AUTO" -v r="$NGINX_LIMIT_REQ" 'BEGIN {
         printf "own overhead, exempt / bare proxy:  %.2f (target: at most 1.15)\n", e / b
         printf "the stack, bare proxy / nginx plain: %.2f\n", b / p
         printf "the prototype, upstream connection in the client connection'"'"'s task / bare proxy: %.3f\n", o / b
+        printf "hyper-util auto detection, bare proxy auto - bare proxy: %+d\n", a - b
         printf "whole path, limiting / limit_req:    %.2f (target: at most 1.3)\n", l / r
     }'
 # What limiting adds, by function: self instructions per request with
@@ -306,6 +313,9 @@ by_function 40 "$OUT/limit_cost-tollgate_limiting.callgrind" "$TOLLGATE_LIMITING
 by_function 40 "$OUT/limit_cost-bare_proxy_one_task.callgrind" "$BARE_ONE_TASK_REQUESTS" \
     "$OUT/limit_cost-bare_proxy.callgrind" "$BARE_REQUESTS" \
     >"$OUT/limit_cost-bare-one-task-over-spawned.txt"
+by_function 40 "$OUT/limit_cost-bare_proxy_auto.callgrind" "$BARE_AUTO_REQUESTS" \
+    "$OUT/limit_cost-bare_proxy.callgrind" "$BARE_REQUESTS" \
+    >"$OUT/limit_cost-bare-auto-over-http1.txt"
 echo "--- what limiting adds to tollgate, by function (self instructions per request)"
 head -22 "$OUT/limit_cost-tollgate-added.txt"
 echo "--- what limit_req adds to nginx"

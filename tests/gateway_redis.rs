@@ -216,18 +216,32 @@ async fn a_file_whose_policy_redis_overrides_is_told_so() {
         warning["fields"]["configured"],
         r#"{"algorithm":"fixed_window","limit":9,"window_s":60}"#
     );
-    // It decides on Redis's: 3 a minute.
-    let statuses: Vec<u16> = four_statuses(&overridden).await;
-    assert_eq!(statuses, [200, 200, 200, 429]);
+    // It decides on Redis's: 3 a minute. Each response's rate-limit fields
+    // are kept for the message: a 200 without them failed open.
+    let answers = four_answers(&overridden).await;
+    let statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+    assert_eq!(statuses, [200, 200, 200, 429], "{answers:?}");
     let _ = gateway.child.kill().await;
     let _ = overridden.child.kill().await;
     redis_support::cleanup(&url, &prefix);
 }
 
-async fn four_statuses(gateway: &Process) -> Vec<u16> {
-    let mut statuses = Vec::new();
+/// Four requests' statuses, each with its `RateLimit-Policy` and `RateLimit`
+/// fields (empty when absent).
+async fn four_answers(gateway: &Process) -> Vec<(u16, String)> {
+    let mut answers = Vec::new();
     for _ in 0..4 {
-        statuses.push(gateway.get("/").await.status().as_u16());
+        let response = gateway.get("/").await;
+        let field = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let fields = format!("{} | {}", field("ratelimit-policy"), field("ratelimit"));
+        answers.push((response.status().as_u16(), fields));
     }
-    statuses
+    answers
 }

@@ -17,6 +17,10 @@
 //!   connection, each polled only when its own waker fires (a
 //!   `FuturesUnordered` of the two), so a request and its response cross no
 //!   task boundary.
+//! - `auto`: spawned, with the client connection served by hyper-util's
+//!   `auto` builder (HTTP/1 or HTTP/2 told apart from the first bytes,
+//!   upgrades allowed), as the gateway's listener serves it: what that
+//!   detection costs over hyper's HTTP/1 connection alone.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -29,7 +33,8 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -38,10 +43,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listen: SocketAddr = arguments.next().ok_or(usage)?.parse()?;
     let upstream: SocketAddr = arguments.next().ok_or(usage)?.parse()?;
     let workers: usize = arguments.next().map_or(Ok(1), |text| text.parse())?;
-    let one_task = match arguments.next().as_deref() {
-        None | Some("spawned") => false,
-        Some("one-task") => true,
-        Some(_) => return Err("MODE is spawned or one-task".into()),
+    let mode = match arguments.next().as_deref() {
+        None | Some("spawned") => Mode::Spawned,
+        Some("one-task") => Mode::OneTask,
+        Some("auto") => Mode::Auto,
+        Some(_) => return Err("MODE is spawned, one-task or auto".into()),
     };
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -51,16 +57,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // Ends on SIGINT (which a shell's background job ignores unless
             // a handler is installed, as the bench scripts need).
             tokio::select! {
-                served = serve(listen, upstream, one_task) => served,
+                served = serve(listen, upstream, mode) => served,
                 _ = tokio::signal::ctrl_c() => Ok(()),
             }
         })
 }
 
+/// How a client connection and its upstream connection are driven.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Spawned,
+    OneTask,
+    Auto,
+}
+
 async fn serve(
     listen: SocketAddr,
     upstream: SocketAddr,
-    one_task: bool,
+    mode: Mode,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(listen).await?;
     loop {
@@ -79,7 +93,7 @@ async fn serve(
             let upstream_connection = async move {
                 let _ = connection.await;
             };
-            let upstream_task = if one_task {
+            let upstream_task = if mode == Mode::OneTask {
                 Some(upstream_connection)
             } else {
                 tokio::spawn(upstream_connection);
@@ -96,9 +110,15 @@ async fn serve(
                 }
             });
             let served = async move {
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(client), service)
-                    .await;
+                if mode == Mode::Auto {
+                    let _ = auto::Builder::new(TokioExecutor::new())
+                        .serve_connection_with_upgrades(TokioIo::new(client), service)
+                        .await;
+                } else {
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(client), service)
+                        .await;
+                }
             };
             match upstream_task {
                 None => served.await,

@@ -205,8 +205,21 @@ impl PolicySync {
                      are assigned again"
                 );
             }
-            if self.last_read.is_none() && policy != self.configured {
-                // The first read: Redis's shared policy wins over the file's.
+            // The first read: Redis's shared policy wins over the file's,
+            // which is said once it is in force.
+            let overridden = self.last_read.is_none() && policy != self.configured;
+            self.last_read = Some(generation);
+            if current.generation != generation || current.default_plan() != policy {
+                drop(current);
+                // Tiers a reload stores at the same moment are kept.
+                if let Err(error) = Plans::update(&self.plans, |current| {
+                    current.with_default(&policy, generation)
+                }) {
+                    tracing::warn!(%error, "the shared default policy cannot be used");
+                    return;
+                }
+            }
+            if overridden {
                 tracing::warn!(
                     key = %self.key,
                     in_force = %serde_json::to_string(&policy).unwrap_or_default(),
@@ -216,17 +229,6 @@ impl PolicySync {
                      applied: PUT /admin/policy puts a policy in force on every gateway on this \
                      Redis"
                 );
-            }
-            self.last_read = Some(generation);
-            if current.generation == generation && current.default_plan() == policy {
-                return;
-            }
-            drop(current);
-            // Tiers a reload stores at the same moment are kept.
-            if let Err(error) = Plans::update(&self.plans, |current| {
-                current.with_default(&policy, generation)
-            }) {
-                tracing::warn!(%error, "the shared default policy cannot be used");
             }
             return;
         }

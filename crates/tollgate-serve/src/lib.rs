@@ -22,6 +22,9 @@
 //!   while none of its requests is in flight, in every phase of its life
 //!   (and [`in_flight_body`], the response body that keeps its request in
 //!   flight);
+//! - [`kept_timers`]: hyper's timer for one event loop's connections, whose
+//!   timers (the head of every request is read against one) are kept and
+//!   reset, not made and registered anew for each request;
 //! - [`shed`]: the process's list of open connections, whose oldest idle one
 //!   is closed when a listener is out of file descriptors;
 //! - [`shutdown`]: stop accepting, drain for a grace period, then force;
@@ -41,6 +44,7 @@ pub mod http;
 pub mod idle;
 pub mod idle_race;
 pub mod in_flight_body;
+pub mod kept_timers;
 pub mod shed;
 pub mod shutdown;
 pub mod signals;
@@ -55,6 +59,7 @@ pub use http::serve_http;
 pub use idle::{Activity, ClosedWhenIdle, InFlight, Tracked, idle};
 pub use idle_race::race_idle;
 pub use in_flight_body::InFlightBody;
+pub use kept_timers::KeptTimers;
 pub use shed::Connections;
 pub use shutdown::{Drained, Shutdown, Stopping};
 pub use signals::Signals;

@@ -116,36 +116,38 @@ impl Shard {
         now: u64,
         units: u64,
     ) -> Option<Verdict> {
-        let Some((space, rule)) = self.rule_of(hash, key, policy) else {
-            self.allowed += u128::from(units);
-            return None;
+        // The rule is borrowed, not copied (it is some 200 bytes): from
+        // the caller, or from the policies in force, a field apart from the
+        // tracked keys the decision changes.
+        let (space, rule) = match policy {
+            Some(rule) => (KeySpace::Policy, rule),
+            None if self.policies.is_exempt(hash, key) => {
+                self.allowed += u128::from(units);
+                return None;
+            }
+            None => (
+                KeySpace::Plan,
+                self.policies
+                    .rule_for(tier_in(&self.assignments, hash, key)),
+            ),
         };
-        Some(self.apply_to(
-            &Target {
-                space,
-                hash,
-                key,
-                rule,
-            },
-            now,
-            units,
-        ))
+        let verdict = use_and_decide(&mut self.tracked, space, hash, key, rule, now, units);
+        self.allowed += u128::from(verdict.allowed);
+        self.rejected += u128::from(verdict.rejected);
+        Some(verdict)
     }
 
     /// Applies `units` requests of `target` at `now`; see [`Shard::apply`].
     pub(crate) fn apply_to(&mut self, target: &Target<'_>, now: u64, units: u64) -> Verdict {
-        let Target {
-            space,
-            hash,
-            key,
-            rule,
-        } = *target;
-        self.tracked.evict_idle(now);
-        let algorithm = rule.rule.policy.algorithm();
-        let state = self
-            .tracked
-            .use_state(space, hash, key, now, rule.version, algorithm);
-        let verdict = state.decide(&rule.rule, now, units);
+        let verdict = use_and_decide(
+            &mut self.tracked,
+            target.space,
+            target.hash,
+            target.key,
+            &target.rule,
+            now,
+            units,
+        );
         self.allowed += u128::from(verdict.allowed);
         self.rejected += u128::from(verdict.rejected);
         verdict
@@ -471,12 +473,7 @@ impl Shard {
 
     /// `key`'s tier, `None` for the default policy.
     pub(crate) fn tier(&self, hash: u64, key: &str) -> Option<&str> {
-        if self.assignments.is_empty() {
-            return None;
-        }
-        self.assignments
-            .find(hash, |(assigned, _)| **assigned == *key)
-            .map(|(_, tier)| &**tier)
+        tier_in(&self.assignments, hash, key)
     }
 
     /// Puts `key` on `tier` (`None`: the default policy). A change of tier drops
@@ -507,4 +504,33 @@ impl Shard {
             (Entry::Vacant(_), None) => {}
         }
     }
+}
+
+/// `key`'s tier in `assignments`, `None` for the default policy.
+fn tier_in<'a>(assignments: &'a HashTable<Assignment>, hash: u64, key: &str) -> Option<&'a str> {
+    if assignments.is_empty() {
+        return None;
+    }
+    assignments
+        .find(hash, |(assigned, _)| **assigned == *key)
+        .map(|(_, tier)| &**tier)
+}
+
+/// Drops the idle keys of `tracked` as of `now`, then applies `units`
+/// requests of `key` (in `space`, of hash `hash`) at `now` under `rule`,
+/// marking it used: the decision of [`Shard::apply`] and
+/// [`Shard::apply_to`], which count its verdict.
+fn use_and_decide(
+    tracked: &mut TrackedKeys,
+    space: KeySpace,
+    hash: u64,
+    key: &str,
+    rule: &VersionedRule,
+    now: u64,
+    units: u64,
+) -> Verdict {
+    tracked.evict_idle(now);
+    let algorithm = rule.rule.policy.algorithm();
+    let state = tracked.use_state(space, hash, key, now, rule.version, algorithm);
+    state.decide(&rule.rule, now, units)
 }

@@ -4,6 +4,7 @@
 //! WebSocket upgrade goes on a connection of its own and, once both sides
 //! have switched, becomes a tunnel (`upgrade.rs`).
 
+use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -110,8 +111,12 @@ impl Proxy {
         }
         let client_body = ClientBody::watch(request.body_mut());
         let mut tried = None;
-        let exchange = self.send(route, request, Kind::Plain, limits.backoff, &mut tried);
-        let answered = tokio::time::timeout(timeout, exchange).await;
+        let answered = {
+            // Pinned where it is made, so the timeout holds only a pointer
+            // to it rather than moving it.
+            let exchange = pin!(self.send(route, request, Kind::Plain, limits.backoff, &mut tried));
+            client.upstream_timer.timeout(timeout, exchange).await
+        };
         match answered {
             Ok(Ok((Answer::Plain(response), server)))
                 if response.status() == StatusCode::SWITCHING_PROTOCOLS =>

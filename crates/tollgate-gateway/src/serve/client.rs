@@ -1,11 +1,14 @@
 //! One client connection of the gateway: whom it comes from, and its
-//! activity (for the idle close and shedding).
+//! activity (for the idle close and shedding) and the timer its requests'
+//! upstream timeouts share.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::HeaderValue;
 use tollgate_serve::Activity;
+
+use crate::proxy::kept_timer::KeptTimer;
 
 /// What the requests of one client connection share.
 pub(crate) struct ClientConnection {
@@ -18,6 +21,8 @@ pub(crate) struct ClientConnection {
     /// The connection's activity: a WebSocket tunnel holds it in flight for
     /// its whole life.
     pub(crate) activity: Arc<Activity>,
+    /// The timer of its requests' upstream timeouts, reset for each.
+    pub(crate) upstream_timer: KeptTimer,
 }
 
 impl ClientConnection {
@@ -26,6 +31,7 @@ impl ClientConnection {
         ClientConnection {
             peer,
             activity: Arc::clone(activity),
+            upstream_timer: KeptTimer::default(),
             // An IP address is always a valid header value.
             forwarded_for: HeaderValue::try_from(peer.ip().to_string())
                 .unwrap_or(HeaderValue::from_static("unknown")),

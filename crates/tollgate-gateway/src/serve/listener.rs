@@ -12,11 +12,11 @@ use std::time::Duration;
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tollgate_serve::{Activity, InFlight, InFlightBody, Stopping, Tracked};
+use tollgate_serve::{Activity, InFlight, InFlightBody, KeptTimers, Stopping, Tracked};
 
 use crate::app::Worker;
 use crate::observe::access_log::AccessLog;
@@ -30,8 +30,9 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // An HTTP/1 client gets hyper's 30 s to send a request's headers (an idle
     // keep-alive connection is closed after 30 s), so such a connection
-    // cannot hold a shutdown up for ever.
-    builder.http1().timer(TokioTimer::new());
+    // cannot hold a shutdown up for ever. The timers are this worker's
+    // (its connections share one event loop), kept and reset per request.
+    builder.http1().timer(KeptTimers::default());
     let graceful = GracefulShutdown::new();
     let tls = worker
         .app

@@ -142,14 +142,28 @@ impl ClientIpResolver {
     fn write_key(&self, ip: IpAddr, out: &mut String) {
         match ip {
             IpAddr::V4(v4) => {
-                // Dotted quad without the formatting machinery: this is per request.
-                let mut digits = itoa::Buffer::new();
+                // Dotted quad without the formatting machinery, written on
+                // the stack and copied once: this is per request.
+                let mut text = [0u8; 15];
+                let mut length = 0;
                 for (index, octet) in v4.octets().into_iter().enumerate() {
                     if index > 0 {
-                        out.push('.');
+                        text[length] = b'.';
+                        length += 1;
                     }
-                    out.push_str(digits.format(octet));
+                    if octet >= 100 {
+                        text[length] = b'0' + octet / 100;
+                        length += 1;
+                    }
+                    if octet >= 10 {
+                        text[length] = b'0' + octet / 10 % 10;
+                        length += 1;
+                    }
+                    text[length] = b'0' + octet % 10;
+                    length += 1;
                 }
+                // ASCII digits and dots: always text.
+                out.push_str(std::str::from_utf8(&text[..length]).unwrap_or_default());
             }
             IpAddr::V6(v6) => {
                 let network = Ipv6Net::new(v6, self.ipv6_prefix).map(|network| network.trunc());
@@ -228,6 +242,24 @@ mod tests {
 
     fn trusting(networks: &[&str]) -> ClientIpResolver {
         ClientIpResolver::new(networks.iter().map(|network| network.parse().unwrap()), 64)
+    }
+
+    #[test]
+    fn an_ipv4_key_is_its_dotted_quad_at_every_width() {
+        // Octets of one, two and three digits, and their edges, in every
+        // place: written by hand, as the address is written in the request.
+        let resolver = ClientIpResolver::default();
+        for address in [
+            "0.0.0.0",
+            "9.10.99.100",
+            "100.99.10.9",
+            "255.255.255.255",
+            "192.0.2.7",
+            "1.200.30.4",
+        ] {
+            let peer = format!("{address}:80");
+            assert_eq!(client(&resolver, &peer, &[]).as_deref(), Some(address));
+        }
     }
 
     #[test]
