@@ -80,11 +80,13 @@ impl std::fmt::Debug for PolicySet {
 impl PolicySet {
     /// The rule for a key on `tier` (`None`: no tier, or tier `default`). A tier
     /// that is no longer configured falls back to the default rule.
+    #[inline]
     pub(crate) fn rule_for(&self, tier: Option<&str>) -> &VersionedRule {
         &self.plan_for(tier).first
     }
 
     /// The plan for a key on `tier`, as [`PolicySet::rule_for`] picks it.
+    #[inline]
     pub(crate) fn plan_for(&self, tier: Option<&str>) -> &PlanRules {
         tier.and_then(|tier| self.tiers.get(tier))
             .unwrap_or(&self.default)
@@ -102,6 +104,7 @@ impl PolicySet {
     }
 
     /// Whether `key`, of hash `hash`, is exempt.
+    #[inline]
     pub(crate) fn is_exempt(&self, hash: u64, key: &str) -> bool {
         !self.exempt.is_empty() && self.exempt.find(hash, |exempt| **exempt == *key).is_some()
     }

@@ -325,6 +325,7 @@ impl Shard {
     /// The plan of `key` (of hash `hash`) when it has further rules; `None`
     /// for an exempt key and for a one-policy plan (whose decision is the
     /// first rule's alone).
+    #[inline]
     pub(crate) fn plan_with_further(&self, hash: u64, key: &str) -> Option<&PlanRules> {
         if !self.policies.has_lists || self.policies.is_exempt(hash, key) {
             return None;

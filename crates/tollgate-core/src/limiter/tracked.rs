@@ -31,7 +31,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use compact_str::CompactString;
 use hashbrown::HashTable;
-use hashbrown::hash_table::Entry as TableEntry;
 
 use crate::algorithm::State;
 use crate::policy::Algorithm;
@@ -250,11 +249,13 @@ impl TrackedKeys {
         let idle_after = self.idle_after;
         // No earlier than the latest request, so the log stays ordered.
         let at = now.max(self.latest);
-        let entry =
-            self.entries
-                .entry(hash, |entry| entry.is(space, hash, key), |entry| entry.hash);
-        let tracked = match entry {
-            TableEntry::Occupied(entry) => {
+        // Found without `entry`, which would first make room for a key it
+        // might insert: a known key (nearly every request) only looks.
+        let found = self
+            .entries
+            .find_entry(hash, |entry| entry.is(space, hash, key));
+        let tracked = match found {
+            Ok(entry) => {
                 let tracked = entry.into_mut();
                 if tracked.version != version
                     || now.saturating_sub(tracked.last_request) >= idle_after
@@ -274,18 +275,23 @@ impl TrackedKeys {
                 }
                 tracked
             }
-            TableEntry::Vacant(entry) => {
+            Err(absent) => {
                 self.count.added();
                 self.latest = at;
-                entry
-                    .insert(Tracked {
-                        key: CompactString::from(key),
-                        space,
+                absent
+                    .into_table()
+                    .insert_unique(
                         hash,
-                        state: State::new(algorithm),
-                        last_request: at,
-                        version,
-                    })
+                        Tracked {
+                            key: CompactString::from(key),
+                            space,
+                            hash,
+                            state: State::new(algorithm),
+                            last_request: at,
+                            version,
+                        },
+                        |entry| entry.hash,
+                    )
                     .into_mut()
             }
         };

@@ -1,14 +1,16 @@
 //! [`KeptTimer`]: the timer a client connection keeps for the upstream
 //! timeouts of its requests, reset for each one instead of a timer made,
-//! registered in tokio's timer wheel and removed again per request (issue
-//! 30: about 400 instructions a request, `docs/PERFORMANCE.md`).
+//! registered in tokio's timer wheel (at its first poll: an exchange
+//! waits, so nearly always) and removed again per request (issue 30:
+//! about 600 instructions a request, `docs/PERFORMANCE.md`).
 
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::Mutex;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use tokio::task::coop;
 use tokio::time::{Instant, Sleep};
 
 /// A timer kept between the requests of one client connection.
@@ -17,7 +19,10 @@ use tokio::time::{Instant, Sleep};
 /// when its exchange ends. Resetting a registered timer to a later deadline
 /// is, in tokio, a store into the timer (it fires at the earlier deadline
 /// and is put back for the later one), where a new timer takes the wheel's
-/// lock to be registered and again to be removed. The requests of an
+/// lock to be registered and again to be removed; to an earlier deadline,
+/// or once fired, it is registered again. A kept timer left registered
+/// fires at most once while kept, waking the task that last polled it for
+/// nothing. The requests of an
 /// HTTP/2 connection overlap: one at a time uses the kept timer and the
 /// others make their own, as does a request whose future is dropped
 /// before its exchange ends (its timer goes with it).
@@ -35,11 +40,13 @@ impl KeptTimer {
     /// A future of `future`'s output if it ends within `duration` from
     /// now, else of [`Elapsed`] (and `future` is dropped), as
     /// `tokio::time::timeout` answers: `future` is polled first, so one
-    /// ready by the deadline wins. The deadline starts now, not at the
-    /// first poll.
+    /// ready by the deadline wins, and the deadline is looked at even when
+    /// `future` spent the task's budget. The deadline starts now, not at
+    /// the first poll. A `duration` past what `Instant` holds waits 30
+    /// years (where `tokio::time::timeout` waits for ever).
     pub(crate) fn timeout<F: Future>(&self, duration: Duration, future: F) -> Timeout<'_, F> {
-        // A deadline past what `Instant` can hold is none: tokio's own
-        // `timeout` waits for about 30 years then.
+        // A deadline past what `Instant` can hold: 30 years, tokio's far
+        // future for a `sleep` that long.
         let deadline = Instant::now()
             .checked_add(duration)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365 * 30));
@@ -94,10 +101,19 @@ impl<F: Future> Future for Timeout<'_, F> {
         let Some(timer) = this.timer.as_mut() else {
             return Poll::Pending;
         };
+        let had_budget_before = coop::has_budget_remaining();
         let answered = match this.future.poll(context) {
             Poll::Ready(output) => Ok(output),
             Poll::Pending => {
-                ready!(timer.as_mut().poll(context));
+                if had_budget_before && !coop::has_budget_remaining() {
+                    // The exchange spent the task's budget: the deadline is
+                    // still looked at (a timer polled without budget is
+                    // pending whatever the time), as `tokio::time::timeout`
+                    // does.
+                    ready!(pin!(coop::unconstrained(timer.as_mut())).poll(context));
+                } else {
+                    ready!(timer.as_mut().poll(context));
+                }
                 Err(Elapsed)
             }
         };
@@ -113,6 +129,35 @@ mod tests {
     use super::*;
 
     // Time is tokio's paused clock: it moves only when every task waits.
+
+    /// `value`, on the second poll: the timeout polls its timer (which
+    /// registers it) once before the answer.
+    async fn answer_after_a_wait(value: u32) -> u32 {
+        tokio::task::yield_now().await;
+        value
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_exchange_that_spends_the_tasks_budget_still_times_out() {
+        // Every poll of this exchange spends the task's whole budget, then
+        // moves the clock a second on and waits (`advance` yields): a timer
+        // polled without budget would never say it fired. It gives up
+        // (answering 100) after 100 rounds.
+        let exchange = async {
+            for _ in 0..100 {
+                while tokio::task::coop::has_budget_remaining() {
+                    tokio::task::coop::consume_budget().await;
+                }
+                tokio::time::advance(Duration::from_secs(1)).await;
+            }
+            100
+        };
+        let kept = KeptTimer::default();
+        assert_eq!(
+            kept.timeout(Duration::from_secs(5), exchange).await,
+            Err(Elapsed)
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn an_answer_within_the_timeout_is_given_and_the_timer_kept() {
@@ -135,9 +180,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_kept_timer_times_out_at_the_next_requests_own_deadline() {
         let kept = KeptTimer::default();
-        // The first request answers at once, its timer kept (deadline 10 s).
+        // The first request answers on its second poll, its timer polled
+        // once (so registered, for 10 s) and kept.
         assert_eq!(
-            kept.timeout(Duration::from_secs(10), async { 1 }).await,
+            kept.timeout(Duration::from_secs(10), answer_after_a_wait(1))
+                .await,
             Ok(1)
         );
         // The next, at 3 s, with a timeout of 4 s: it times out at 7 s, not
@@ -165,7 +212,8 @@ mod tests {
         // gets 6 s and must not be timed out at the first's 1 s.
         let kept = KeptTimer::default();
         assert_eq!(
-            kept.timeout(Duration::from_secs(1), async { 1 }).await,
+            kept.timeout(Duration::from_secs(1), answer_after_a_wait(1))
+                .await,
             Ok(1)
         );
         let start = Instant::now();
