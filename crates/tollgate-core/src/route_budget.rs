@@ -202,12 +202,16 @@ pub fn route_store_key(route: &str, kind: RouteKeyKind, value: &str) -> String {
 /// for `value_capacity` more bytes: for callers that write the value in place
 /// (a client IP, say) without a second allocation.
 pub fn route_store_key_prefix(route: &str, kind: RouteKeyKind, value_capacity: usize) -> String {
-    let kind = kind.label();
-    let mut key = String::with_capacity(route.len() + 1 + kind.len() + 1 + value_capacity);
+    // The kind with its separators, one copy (this is per request).
+    let between = match kind {
+        RouteKeyKind::Principal => "/principal:",
+        RouteKeyKind::Tenant => "/tenant:",
+        RouteKeyKind::Ip => "/ip:",
+        RouteKeyKind::Custom => "/custom:",
+    };
+    let mut key = String::with_capacity(route.len() + between.len() + value_capacity);
     key.push_str(route);
-    key.push('/');
-    key.push_str(kind);
-    key.push(':');
+    key.push_str(between);
     key
 }
 

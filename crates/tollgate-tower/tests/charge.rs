@@ -343,3 +343,66 @@ async fn a_request_let_through_by_a_failing_store_settles_nothing() {
     }
     assert_eq!(store.settlements.load(Ordering::SeqCst), 0);
 }
+
+/// A layer charged by usage inside one that is not: the outer layer decides
+/// both limits in one call, and the inner one's settlement still runs once
+/// the outer decision charged them (the flag it checks is made when the
+/// inner layer asks for it). 1,000 and 100 a UTC day, at midnight.
+#[tokio::test]
+async fn a_layer_charged_by_usage_inside_one_that_is_not_settles() {
+    let clock = ManualClock::new(MIDNIGHT_S * 1_000_000_000);
+    let store =
+        Arc::new(MemoryStore::new(&LimiterConfig::default(), Arc::new(clock.clone())).unwrap());
+    let limits = HostLimits::builder()
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .build()
+        .unwrap();
+    let day = Calendar::new(CalendarPeriod::Day, "UTC", None).unwrap();
+    let (outer_budget, inner_budget) = (
+        Budget::calendar(1_000, day).unwrap(),
+        Budget::calendar(100, day).unwrap(),
+    );
+    let outer = limits
+        .route("api")
+        .budget(outer_budget)
+        .unwrap()
+        .key(KeySelector::Ip);
+    let inner = limits
+        .route("llm")
+        .budget(inner_budget)
+        .unwrap()
+        .key(KeySelector::Ip)
+        .charge(HeaderName::from_static("x-usage"), 40)
+        .unwrap();
+    let service = outer.layer(inner.layer(reporting()));
+    let left = |route: &'static str, budget: Budget| {
+        let store = Arc::clone(&store);
+        async move {
+            tokio::task::yield_now().await;
+            let prepared = store.prepare(budget.policy()).unwrap();
+            let key = route_store_key(route, RouteKeyKind::Ip, "192.0.2.7");
+            let looked = store
+                .acquire_units(&[LimitUnits {
+                    limit: Limit::Policy {
+                        key: &key,
+                        policy: &prepared,
+                    },
+                    units: 0,
+                }])
+                .await
+                .unwrap();
+            looked[0].decision.remaining.unwrap()
+        }
+    };
+    let mut request = from("192.0.2.7:5000");
+    request
+        .headers_mut()
+        .insert("x-test-use", "10".parse().unwrap());
+    let response = service.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.into_body().collect().await.unwrap();
+    // The outer limit keeps its unit; the inner one was admitted with 1
+    // and charged the 10 reported.
+    assert_eq!(left("api", outer_budget).await, 999);
+    assert_eq!(left("llm", inner_budget).await, 90);
+}

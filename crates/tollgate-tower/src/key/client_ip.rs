@@ -142,28 +142,21 @@ impl ClientIpResolver {
     fn write_key(&self, ip: IpAddr, out: &mut String) {
         match ip {
             IpAddr::V4(v4) => {
-                // Dotted quad without the formatting machinery, written on
-                // the stack and copied once: this is per request.
-                let mut text = [0u8; 15];
-                let mut length = 0;
+                // Dotted quad without the formatting machinery: a digit at
+                // a time into the room the caller reserved (this is per
+                // request).
                 for (index, octet) in v4.octets().into_iter().enumerate() {
                     if index > 0 {
-                        text[length] = b'.';
-                        length += 1;
+                        out.push('.');
                     }
                     if octet >= 100 {
-                        text[length] = b'0' + octet / 100;
-                        length += 1;
+                        out.push(char::from(b'0' + octet / 100));
                     }
                     if octet >= 10 {
-                        text[length] = b'0' + octet / 10 % 10;
-                        length += 1;
+                        out.push(char::from(b'0' + octet / 10 % 10));
                     }
-                    text[length] = b'0' + octet % 10;
-                    length += 1;
+                    out.push(char::from(b'0' + octet % 10));
                 }
-                // ASCII digits and dots: always text.
-                out.push_str(std::str::from_utf8(&text[..length]).unwrap_or_default());
             }
             IpAddr::V6(v6) => {
                 let network = Ipv6Net::new(v6, self.ipv6_prefix).map(|network| network.trunc());

@@ -83,15 +83,16 @@ impl<F> ResponseFuture<F> {
     }
 
     /// The inner future held to `decision`, built in place (a future moved
-    /// is copied whole): once allowed, `charged` is set when the decision
-    /// charged the limits (allowed with fields: not a store failing open),
+    /// is copied whole): once allowed, `charged` (if a settlement asked for
+    /// one) is set when the decision charged the limits (allowed with
+    /// fields: not a store failing open),
     /// and `settlement` (if any) settles when the response ends. Refused at
     /// once, the inner future and the settlement are dropped.
     pub(super) fn held(
         future: F,
         decision: Decision,
         settlement: Option<Settlement>,
-        charged: Arc<AtomicBool>,
+        charged: Option<Arc<AtomicBool>>,
     ) -> Self {
         let stage = match decision {
             Decision::Now(Outcome::Allowed(headers)) => Stage::Allowed(headers),
@@ -102,7 +103,7 @@ impl<F> ResponseFuture<F> {
             inner: Some(future),
             stage,
             settlement: settlement.map(Box::new),
-            charged: Some(charged),
+            charged,
         }
     }
 }

@@ -13,7 +13,7 @@ use super::route::PendingLimit;
 /// the list (the outermost) and the layers further in, which find it in the
 /// request's extensions while the outermost calls its inner service.
 #[derive(Clone, Debug)]
-pub(crate) struct PendingLimits(Arc<Mutex<Pending>>, Arc<AtomicBool>);
+pub(crate) struct PendingLimits(Arc<Mutex<Pending>>);
 
 #[derive(Debug)]
 struct Pending {
@@ -28,6 +28,11 @@ struct Pending {
     first: Option<PendingLimit>,
     /// Those of the layers further in, outermost first.
     more: Vec<PendingLimit>,
+    /// Set once the opening layer's decision charged every gathered limit
+    /// (not when the store failed open): what a settlement by usage of any
+    /// of them checks first. Made only when a route charged by usage asks
+    /// for it (most requests have none).
+    charged: Option<Arc<AtomicBool>>,
 }
 
 /// What a sealed list holds.
@@ -39,28 +44,37 @@ pub(crate) struct Gathered {
     pub(crate) more: Vec<PendingLimit>,
     /// Whether a layer further in refused the request.
     pub(crate) refused: bool,
+    /// The flag to set once the limits are charged, when a settlement
+    /// asked for one.
+    pub(crate) charged: Option<Arc<AtomicBool>>,
 }
 
 impl PendingLimits {
-    /// A list opened by the layer holding `first`, for `store`.
-    pub(crate) fn open(store: usize, first: PendingLimit, charged: Arc<AtomicBool>) -> Self {
-        PendingLimits(
-            Arc::new(Mutex::new(Pending {
-                store,
-                sealed: false,
-                refused: false,
-                first: Some(first),
-                more: Vec::new(),
-            })),
+    /// A list opened by the layer holding `first`, for `store`, with the
+    /// flag of `first`'s settlement if it has one.
+    pub(crate) fn open(
+        store: usize,
+        first: PendingLimit,
+        charged: Option<Arc<AtomicBool>>,
+    ) -> Self {
+        PendingLimits(Arc::new(Mutex::new(Pending {
+            store,
+            sealed: false,
+            refused: false,
+            first: Some(first),
+            more: Vec::new(),
             charged,
-        )
+        })))
     }
 
-    /// Set once the opening layer's decision charged every gathered limit
-    /// (not when the store failed open): what a settlement by usage of any
-    /// of them checks first.
+    /// The flag set once the opening layer's decision charged every
+    /// gathered limit (see `Pending::charged`), made at the first ask.
     pub(crate) fn charged(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.1)
+        Arc::clone(
+            self.lock()
+                .charged
+                .get_or_insert_with(|| Arc::new(AtomicBool::new(false))),
+        )
     }
 
     fn lock(&self) -> MutexGuard<'_, Pending> {
@@ -104,6 +118,7 @@ impl PendingLimits {
             first,
             more: std::mem::take(&mut pending.more),
             refused: pending.refused,
+            charged: pending.charged.clone(),
         })
     }
 }

@@ -114,14 +114,19 @@ impl PendingLimit {
 
     /// What an admitted request settles at the end of its response, on a
     /// route charged by usage.
-    /// `trailers`: its client accepts trailers (`TE: trailers`), so the
-    /// response ends with the RateLimit fields after the settlement.
+    /// `charged`: the flag the deciding layer sets once it charged the
+    /// limits, asked for only on such a route (most routes need none).
+    /// `trailers`: whether its client accepts trailers (`TE: trailers`), so
+    /// the response ends with the RateLimit fields after the settlement;
+    /// asked only on such a route too.
     pub(crate) fn settlement(
         &self,
-        charged: Arc<std::sync::atomic::AtomicBool>,
-        trailers: bool,
+        charged: impl FnOnce() -> Arc<std::sync::atomic::AtomicBool>,
+        trailers: impl FnOnce() -> bool,
     ) -> Option<super::charge::Settlement> {
         let charge = self.route.charge.clone()?;
+        let charged = charged();
+        let trailers = trailers();
         Some(super::charge::Settlement {
             trailers: trailers.then(|| self.budget().headers.clone()),
             store: Arc::clone(&self.route.shared.store),

@@ -74,7 +74,8 @@ where
             Some(pending) => {
                 // On a route charged by usage, what its response settles,
                 // once the layer deciding for it has charged it.
-                let settlement = limit.settlement(pending.charged(), can_send_trailers(&request));
+                let settlement =
+                    limit.settlement(|| pending.charged(), || can_send_trailers(&request));
                 match pending.join(store, limit) {
                     Ok(()) => {
                         return ResponseFuture::settling(self.inner.call(request), settlement);
@@ -86,8 +87,13 @@ where
         };
         // The outermost (or one that must decide alone): gather the limits of
         // the layers further in while calling them, then decide them all.
-        let charged = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let settlement = limit.settlement(Arc::clone(&charged), can_send_trailers(&request));
+        // The flag its settlement checks, made only for a route charged by
+        // usage (a layer further in may ask for one too).
+        let mut charged = None;
+        let settlement = limit.settlement(
+            || Arc::clone(charged.insert(Arc::new(std::sync::atomic::AtomicBool::new(false)))),
+            || can_send_trailers(&request),
+        );
         let pending = PendingLimits::open(store, limit, charged);
         request.extensions_mut().insert(pending.clone());
         let future = self.inner.call(request);
@@ -97,6 +103,7 @@ where
         if gathered.refused {
             return ResponseFuture::pass(future);
         }
+        let gathered_charged = gathered.charged;
         // A request waits for its turn only when every layer it is held to
         // lets it, up to the shortest delay.
         let max_wait = std::iter::once(&gathered.first)
@@ -115,7 +122,7 @@ where
         } else {
             Decision::Later(Box::pin(decide::decide(gathered.first, gathered.more)))
         };
-        ResponseFuture::held(future, decision, settlement, pending.charged())
+        ResponseFuture::held(future, decision, settlement, gathered_charged)
     }
 }
 
