@@ -143,8 +143,9 @@ impl ClientIpResolver {
         match ip {
             IpAddr::V4(v4) => {
                 // Dotted quad without the formatting machinery: a digit at
-                // a time into the room the caller reserved (this is per
-                // request).
+                // a time into room for the longest (15 bytes), which a
+                // caller may have reserved already (this is per request).
+                out.reserve(15);
                 for (index, octet) in v4.octets().into_iter().enumerate() {
                     if index > 0 {
                         out.push('.');
