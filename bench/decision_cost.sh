@@ -12,7 +12,8 @@
 # Prints each and its ratio to governor (target: at most 1.0); writes what
 # the token bucket adds over governor, function by function (self
 # instructions per decision), to bench/out/decision_cost-token_bucket-over-governor.txt.
-# Installs valgrind and python3 from Debian's packages if missing.
+# Installs valgrind and python3 from Debian's packages if missing
+# (bench/example_cost.sh, shared with the other example counts).
 #
 # Usage: bench/decision_cost.sh [decisions, default 100000]
 # (NO_BUILD=1 measures the release example already built.)
@@ -21,32 +22,11 @@ cd "$(dirname "$0")/.."
 
 DECISIONS="${1:-100000}"
 OUT="bench/out"
-mkdir -p "$OUT"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-
-if ! command -v valgrind >/dev/null || ! command -v python3 >/dev/null; then
-    echo "--- installing valgrind and python3"
-    apt-get update -qq && apt-get install -y -qq valgrind python3 >/dev/null
-fi
-if [ -z "${NO_BUILD:-}" ]; then
-    echo "--- building the example (release)"
-    cargo build --release -q -p tollgate-core --example decision_cost
-fi
-EXAMPLE="${CARGO_TARGET_DIR:-target}/release/examples/decision_cost"
-
-echo "--- callgrind, $DECISIONS decisions each"
-declare -A PER_DECISION
+source bench/example_cost.sh
+example_cost tollgate-core decision_cost "$DECISIONS" \
+    governor fixed_window sliding_log token_bucket
 for mode in governor fixed_window sliding_log token_bucket; do
-    valgrind --tool=callgrind --toggle-collect='decision_cost::measured' \
-        --callgrind-out-file="$OUT/decision_cost-$mode.callgrind" \
-        "$EXAMPLE" "$mode" "$DECISIONS" >"$WORK/$mode.log" 2>&1 || {
-        cat "$WORK/$mode.log" >&2
-        exit 1
-    }
-    collected=$(awk '/^(summary|totals):/ {print $2; exit}' "$OUT/decision_cost-$mode.callgrind")
-    PER_DECISION[$mode]=$((collected / DECISIONS))
-    awk -v mode="$mode" -v n="${PER_DECISION[$mode]}" -v g="${PER_DECISION[governor]}" \
+    awk -v mode="$mode" -v n="${PER_CALL[$mode]}" -v g="${PER_CALL[governor]}" \
         'BEGIN { printf "%-14s %5d instructions per decision (%.2f x governor)\n", mode, n, n / g }'
 done
 python3 bench/by_function.py 30 "$OUT/decision_cost-token_bucket.callgrind" "$DECISIONS" \

@@ -13,7 +13,8 @@
 # most 1.0), and each layer's cost over the bare service; writes what
 # tollgate's layer adds over tower_governor's, function by function (self
 # instructions per request), to bench/out/layer_cost-tollgate-over-governor.txt.
-# Installs valgrind and python3 from Debian's packages if missing.
+# Installs valgrind and python3 from Debian's packages if missing
+# (bench/example_cost.sh, shared with the other example counts).
 #
 # Usage: bench/layer_cost.sh [requests, default 20000]
 # (NO_BUILD=1 measures the release example already built.)
@@ -22,36 +23,15 @@ cd "$(dirname "$0")/.."
 
 REQUESTS="${1:-20000}"
 OUT="bench/out"
-mkdir -p "$OUT"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-
-if ! command -v valgrind >/dev/null || ! command -v python3 >/dev/null; then
-    echo "--- installing valgrind and python3"
-    apt-get update -qq && apt-get install -y -qq valgrind python3 >/dev/null
-fi
-if [ -z "${NO_BUILD:-}" ]; then
-    echo "--- building the example (release)"
-    cargo build --release -q -p tollgate-tower --example layer_cost
-fi
-EXAMPLE="${CARGO_TARGET_DIR:-target}/release/examples/layer_cost"
-
-echo "--- callgrind, $REQUESTS requests each"
-declare -A PER_REQUEST
+source bench/example_cost.sh
+example_cost tollgate-tower layer_cost "$REQUESTS" \
+    bare tollgate tower_governor tower_governor_with_headers
 for mode in bare tollgate tower_governor tower_governor_with_headers; do
-    valgrind --tool=callgrind --toggle-collect='layer_cost::measured' \
-        --callgrind-out-file="$OUT/layer_cost-$mode.callgrind" \
-        "$EXAMPLE" "$mode" "$REQUESTS" >"$WORK/$mode.log" 2>&1 || {
-        cat "$WORK/$mode.log" >&2
-        exit 1
-    }
-    collected=$(awk '/^(summary|totals):/ {print $2; exit}' "$OUT/layer_cost-$mode.callgrind")
-    PER_REQUEST[$mode]=$((collected / REQUESTS))
-    printf '%-28s %6d instructions per request\n' "$mode" "${PER_REQUEST[$mode]}"
+    printf '%-28s %6d instructions per request\n' "$mode" "${PER_CALL[$mode]}"
 done
 
-awk -v b="${PER_REQUEST[bare]}" -v t="${PER_REQUEST[tollgate]}" \
-    -v g="${PER_REQUEST[tower_governor]}" -v h="${PER_REQUEST[tower_governor_with_headers]}" 'BEGIN {
+awk -v b="${PER_CALL[bare]}" -v t="${PER_CALL[tollgate]}" \
+    -v g="${PER_CALL[tower_governor]}" -v h="${PER_CALL[tower_governor_with_headers]}" 'BEGIN {
     printf "tollgate / tower_governor with headers: %.2f (target: at most 1.0)\n", t / h
     printf "over the bare service: tollgate %d, tower_governor with headers %d (%.2f x), without %d\n", t - b, h - b, (t - b) / (h - b), g - b
 }'

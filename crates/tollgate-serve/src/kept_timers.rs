@@ -26,6 +26,14 @@ use tokio::time::Instant;
 /// once without a timer made; past it, a dropped timer goes.
 pub const KEPT_AT_MOST: usize = 1024;
 
+/// The instant `duration` from now; for a `duration` past what `Instant`
+/// holds, 30 years from now (tokio's own far future for a `sleep`).
+pub fn deadline_in(duration: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(duration)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
+}
+
 /// A tokio timer, boxed so that it can move between the list and a request.
 type Timer = Pin<Box<tokio::time::Sleep>>;
 
@@ -59,13 +67,7 @@ impl KeptTimers {
 
 impl hyper::rt::Timer for KeptTimers {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        // A deadline past what `Instant` holds is none (30 years, tokio's
-        // own far future).
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(duration)
-            .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30));
-        self.sleep_until(deadline.into_std())
+        self.sleep_until(deadline_in(duration).into_std())
     }
 
     fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
@@ -140,20 +142,24 @@ mod tests {
         start.elapsed()
     }
 
+    /// A timer lent by `timers` for `duration`, polled once (so registered
+    /// in the wheel), then dropped: kept.
+    fn keep_registered(timers: &KeptTimers, duration: Duration) {
+        let mut lent = timers.sleep(duration);
+        let waker = std::task::Waker::noop();
+        assert!(
+            lent.as_mut()
+                .poll(&mut Context::from_waker(waker))
+                .is_pending()
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_dropped_timer_is_kept_and_the_next_fires_at_its_own_deadline() {
         let timers = KeptTimers::default();
         // A head read at once: its 30 s timer, polled once (so registered),
         // then dropped, is kept.
-        let mut first = timers.sleep(Duration::from_secs(30));
-        let waker = std::task::Waker::noop();
-        assert!(
-            first
-                .as_mut()
-                .poll(&mut Context::from_waker(waker))
-                .is_pending()
-        );
-        drop(first);
+        keep_registered(&timers, Duration::from_secs(30));
         assert_eq!(timers.kept(), 1);
         // The next request's, 5 s later, with 30 s: fires 30 s on, at 35 s,
         // not at the first's 30 s.
@@ -166,16 +172,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_kept_timer_reset_earlier_fires_earlier() {
         let timers = KeptTimers::default();
-        // Polled once, so registered for 30 s, then kept.
-        let mut first = timers.sleep(Duration::from_secs(30));
-        let waker = std::task::Waker::noop();
-        assert!(
-            first
-                .as_mut()
-                .poll(&mut Context::from_waker(waker))
-                .is_pending()
-        );
-        drop(first);
+        keep_registered(&timers, Duration::from_secs(30));
         let second = timers.sleep(Duration::from_secs(2));
         assert_eq!(waited(second).await, Duration::from_secs(2));
     }

@@ -40,6 +40,24 @@ fn reporting()
     })
 }
 
+/// What `budget` has left for 192.0.2.7 on `route`, read from `store` with
+/// a look (a request of 0 units).
+async fn left_of(store: &MemoryStore, route: &str, budget: Budget) -> u64 {
+    let prepared = store.prepare(budget.policy()).unwrap();
+    let key = route_store_key(route, RouteKeyKind::Ip, "192.0.2.7");
+    let looked = store
+        .acquire_units(&[LimitUnits {
+            limit: Limit::Policy {
+                key: &key,
+                policy: &prepared,
+            },
+            units: 0,
+        }])
+        .await
+        .unwrap();
+    looked[0].decision.remaining.unwrap()
+}
+
 #[tokio::test]
 async fn usage_replaces_the_cost_when_the_body_ends() {
     let clock = ManualClock::new(MIDNIGHT_S * 1_000_000_000);
@@ -59,22 +77,10 @@ async fn usage_replaces_the_cost_when_the_body_ends() {
         .charge(HeaderName::from_static("x-usage"), 40)
         .unwrap();
     let service = layer.layer(reporting());
-    let prepared = store.prepare(budget.policy()).unwrap();
-    let key = route_store_key("llm", RouteKeyKind::Ip, "192.0.2.7");
     // What the budget has left once the last response's settlement ran.
     let left = || async {
         tokio::task::yield_now().await;
-        let looked = store
-            .acquire_units(&[LimitUnits {
-                limit: Limit::Policy {
-                    key: &key,
-                    policy: &prepared,
-                },
-                units: 0,
-            }])
-            .await
-            .unwrap();
-        looked[0].decision.remaining.unwrap()
+        left_of(&store, "llm", budget).await
     };
     let ask = |used: &str| {
         let mut request = from("192.0.2.7:5000");
@@ -182,22 +188,9 @@ async fn trailers_carry_the_state_after_settlement() {
     assert!(headers.get("trailer").is_none());
     assert_eq!(trailers, None);
     // Its settlement runs in a task of its own: wait for it (63 left).
-    let prepared = store
-        .prepare(Budget::calendar(100, day).unwrap().policy())
-        .unwrap();
-    let key = route_store_key("llm", RouteKeyKind::Ip, "192.0.2.7");
+    let budget = Budget::calendar(100, day).unwrap();
     for _ in 0..1000 {
-        let looked = store
-            .acquire_units(&[LimitUnits {
-                limit: Limit::Policy {
-                    key: &key,
-                    policy: &prepared,
-                },
-                units: 0,
-            }])
-            .await
-            .unwrap();
-        if looked[0].decision.remaining == Some(63) {
+        if left_of(&store, "llm", budget).await == 63 {
             break;
         }
         tokio::task::yield_now().await;
@@ -379,19 +372,7 @@ async fn a_layer_charged_by_usage_inside_one_that_is_not_settles() {
         let store = Arc::clone(&store);
         async move {
             tokio::task::yield_now().await;
-            let prepared = store.prepare(budget.policy()).unwrap();
-            let key = route_store_key(route, RouteKeyKind::Ip, "192.0.2.7");
-            let looked = store
-                .acquire_units(&[LimitUnits {
-                    limit: Limit::Policy {
-                        key: &key,
-                        policy: &prepared,
-                    },
-                    units: 0,
-                }])
-                .await
-                .unwrap();
-            looked[0].decision.remaining.unwrap()
+            left_of(&store, route, budget).await
         }
     };
     let mut request = from("192.0.2.7:5000");

@@ -11,7 +11,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use tokio::task::coop;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 
 /// A timer kept between the requests of one client connection.
 ///
@@ -45,11 +45,7 @@ impl KeptTimer {
     /// the first poll. A `duration` past what `Instant` holds waits 30
     /// years (where `tokio::time::timeout` waits for ever).
     pub(crate) fn timeout<F: Future>(&self, duration: Duration, future: F) -> Timeout<'_, F> {
-        // A deadline past what `Instant` can hold: 30 years, tokio's far
-        // future for a `sleep` that long.
-        let deadline = Instant::now()
-            .checked_add(duration)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365 * 30));
+        let deadline = tollgate_serve::kept_timers::deadline_in(duration);
         let timer = match self.take() {
             Some(mut timer) => {
                 timer.as_mut().reset(deadline);
@@ -127,6 +123,7 @@ impl<F: Future> Future for Timeout<'_, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::time::Instant;
 
     // Time is tokio's paused clock: it moves only when every task waits.
 
