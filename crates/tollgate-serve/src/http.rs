@@ -18,11 +18,11 @@ use hyper::body::Incoming;
 use hyper::service::{Service as _, service_fn};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+use crate::graceful::close_when_stopped;
 use crate::idle::{Activity, InFlight, Tracked};
 use crate::idle_race::race_idle;
 use crate::in_flight_body::InFlightBody;
@@ -60,7 +60,6 @@ pub async fn serve_http<Make, Service, ResponseBody>(
 {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new());
-    let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -82,8 +81,10 @@ pub async fn serve_http<Make, Service, ResponseBody>(
                         )
                     }
                 });
-                let connection = graceful.watch(
+                // Asked to close once its requests are answered at a stop.
+                let connection = close_when_stopped(
                     builder.serve_connection_with_upgrades(io, service).into_owned(),
+                    stopping.stopped(),
                 );
                 connections.spawn(async move {
                     match race_idle(connection, &activity, idle_timeout).await {
@@ -98,7 +99,7 @@ pub async fn serve_http<Make, Service, ResponseBody>(
     }
     drop(listener);
     tokio::select! {
-        () = graceful.shutdown() => {}
+        () = async { while connections.join_next().await.is_some() {} } => {}
         () = stopping.forced() => {}
     }
     // What is left is closed as the set drops.

@@ -6,32 +6,11 @@
 //! proxied request under callgrind (issue #30, PERFORMANCE.md).
 
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
-use futures_util::task::AtomicWaker;
-
 use crate::idle::{Activity, idle};
-
-/// Whether the idle check has been woken since it was last polled, and the
-/// task to wake when it is.
-struct IdleWake {
-    woken: AtomicBool,
-    task: AtomicWaker,
-}
-
-impl Wake for IdleWake {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Release);
-        self.task.wake();
-    }
-}
+use crate::own_wakes::OnOwnWakes;
 
 /// Polls `connection` until it ends (`Some` of its output) or until
 /// `activity`'s connection is idle for `timeout` (`None`, `connection`
@@ -44,25 +23,13 @@ pub async fn race_idle<Connection: Future>(
     timeout: Duration,
 ) -> Option<Connection::Output> {
     let mut connection = std::pin::pin!(connection);
-    let mut idle = std::pin::pin!(idle(activity, timeout));
-    let wake = Arc::new(IdleWake {
-        woken: AtomicBool::new(true),
-        task: AtomicWaker::new(),
-    });
-    let idle_waker = Waker::from(Arc::clone(&wake));
+    let idle = std::pin::pin!(idle(activity, timeout));
+    let mut idle = OnOwnWakes::new(idle);
     std::future::poll_fn(|context| {
         if let Poll::Ready(output) = connection.as_mut().poll(context) {
             return Poll::Ready(Some(output));
         }
-        // Registered before the flag is read: a wake between the two finds
-        // this task's waker and polls again.
-        wake.task.register(context.waker());
-        if wake.woken.swap(false, Ordering::AcqRel)
-            && idle
-                .as_mut()
-                .poll(&mut Context::from_waker(&idle_waker))
-                .is_ready()
-        {
+        if idle.poll(context).is_ready() {
             return Poll::Ready(None);
         }
         Poll::Pending
@@ -74,6 +41,7 @@ pub async fn race_idle<Connection: Future>(
 mod tests {
     use super::*;
     use crate::idle::{InFlight, Tracked};
+    use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::time::Instant;
 

@@ -22,6 +22,12 @@
 //!   while none of its requests is in flight, in every phase of its life
 //!   (and [`in_flight_body`], the response body that keeps its request in
 //!   flight);
+//! - [`first_bytes`]: telling an HTTP/1 client from an HTTP/2 one with
+//!   prior knowledge by peeking its first bytes, so that HTTP/1 is served
+//!   without hyper-util's `auto` detection on every read;
+//! - [`graceful`]: a connection asked to close gracefully once its listener
+//!   stops, the stop polled only on its own wakes (`own_wakes`, which the
+//!   idle check shares);
 //! - [`kept_timers`]: hyper's timer for one event loop's connections, whose
 //!   timers (the head of every request is read against one) are kept and
 //!   reset, not made and registered anew for each request;
@@ -39,12 +45,15 @@
 
 pub mod accept;
 pub mod files;
+pub mod first_bytes;
+pub mod graceful;
 pub mod grpc;
 pub mod http;
 pub mod idle;
 pub mod idle_race;
 pub mod in_flight_body;
 pub mod kept_timers;
+mod own_wakes;
 pub mod shed;
 pub mod shutdown;
 pub mod signals;
@@ -54,6 +63,8 @@ pub mod workers;
 
 pub use accept::{ACCEPT_PAUSE, SHED_PAUSE, SHED_PER_SHORTAGE, accept, out_of_descriptors};
 pub use files::{FileError, MAX_FILE_BYTES, read_regular_file};
+pub use first_bytes::{FirstBytes, first_bytes};
+pub use graceful::{CloseGracefully, close_when_stopped};
 pub use grpc::serve_grpc;
 pub use http::serve_http;
 pub use idle::{Activity, ClosedWhenIdle, InFlight, Tracked, idle};

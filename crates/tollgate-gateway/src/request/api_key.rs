@@ -1,8 +1,8 @@
 //! The API key of a request: `Authorization: Bearer <key>` (scheme in any
 //! case) or `X-API-Key: <key>`.
 
-use http::HeaderMap;
 use http::header::{AUTHORIZATION, HeaderName};
+use http::{HeaderMap, HeaderValue};
 use tollgate_core::ApiKey;
 
 /// The `X-API-Key` header. A `HeaderName`, not a `&str`: a map looks a name
@@ -32,21 +32,28 @@ pub(crate) enum KeyError {
 /// each sent once. When both are sent, `Authorization` decides, and
 /// `X-API-Key` must carry the same key.
 pub(crate) fn api_key(headers: &HeaderMap) -> Result<&str, KeyError> {
-    for (name, header) in [("Authorization", AUTHORIZATION), ("X-API-Key", X_API_KEY)] {
-        if headers.get_all(&header).iter().nth(1).is_some() {
-            return Err(KeyError::Ambiguous(if name == "Authorization" {
-                "the request carries two Authorization headers"
-            } else {
-                "the request carries two X-API-Key headers"
-            }));
-        }
+    // Each header looked up once (a lookup hashes its name: `X-API-Key`'s
+    // byte by byte), its first two lines read from there.
+    let mut authorizations = headers.get_all(AUTHORIZATION).iter();
+    let authorization = authorizations.next();
+    if authorizations.next().is_some() {
+        return Err(KeyError::Ambiguous(
+            "the request carries two Authorization headers",
+        ));
     }
-    let key = read_key(headers).map_err(KeyError::Missing)?;
+    let mut x_api_keys = headers.get_all(&X_API_KEY).iter();
+    let x_api_key = x_api_keys.next();
+    if x_api_keys.next().is_some() {
+        return Err(KeyError::Ambiguous(
+            "the request carries two X-API-Key headers",
+        ));
+    }
+    let key = read_key(authorization, x_api_key).map_err(KeyError::Missing)?;
     if key.len() > MAX_KEY_LENGTH {
         return Err(KeyError::Missing("the API key is longer than 256 bytes"));
     }
-    if headers.contains_key(AUTHORIZATION)
-        && let Some(other) = headers.get(&X_API_KEY)
+    if authorization.is_some()
+        && let Some(other) = x_api_key
     {
         let other = other.to_str().ok().and_then(ApiKey::parse);
         if other.is_none_or(|other| other.as_str() != key) {
@@ -58,8 +65,13 @@ pub(crate) fn api_key(headers: &HeaderMap) -> Result<&str, KeyError> {
     Ok(key)
 }
 
-fn read_key(headers: &HeaderMap) -> Result<&str, &'static str> {
-    if let Some(value) = headers.get(AUTHORIZATION) {
+/// The key of the request's `Authorization` line when it has one, else of
+/// its `X-API-Key` line; or what is wrong with the one read.
+fn read_key<'a>(
+    authorization: Option<&'a HeaderValue>,
+    x_api_key: Option<&'a HeaderValue>,
+) -> Result<&'a str, &'static str> {
+    if let Some(value) = authorization {
         let text = value
             .to_str()
             .map_err(|_| "the Authorization header is not text")?;
@@ -71,7 +83,7 @@ fn read_key(headers: &HeaderMap) -> Result<&str, &'static str> {
             .map(|key| key.as_str())
             .ok_or("the bearer token is empty");
     }
-    match headers.get(&X_API_KEY) {
+    match x_api_key {
         Some(value) => value
             .to_str()
             .ok()
@@ -85,7 +97,6 @@ fn read_key(headers: &HeaderMap) -> Result<&str, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
 
     fn key(name: &'static str, value: &str) -> Result<String, KeyError> {
         let mut headers = HeaderMap::new();
