@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::response::Response;
+use http::header::Entry;
 use http::header::{CONTENT_LENGTH, HOST, HeaderName, TRANSFER_ENCODING, UPGRADE};
 use http::{HeaderMap, HeaderValue, Request, StatusCode, Uri, Version};
 use hyper::body::Incoming;
@@ -377,22 +378,35 @@ fn drop_length_beside_transfer_encoding(headers: &mut HeaderMap) {
 /// Appends the client's address (as text) to `X-Forwarded-For` (every line of
 /// it, in order).
 fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
-    let name = HeaderName::from_static("x-forwarded-for");
-    let existing: Vec<&str> = headers
-        .get_all(&name)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .map(str::trim)
-        .filter(|value| !value.is_empty())
-        .collect();
-    if existing.is_empty() {
-        headers.insert(name, client.clone());
-        return;
-    }
-    let client = client.to_str().unwrap_or_default();
-    let chain = format!("{}, {client}", existing.join(", "));
-    if let Ok(value) = HeaderValue::from_str(&chain) {
-        headers.insert(name, value);
+    // One lookup of the name (hashed byte by byte), for reading and writing.
+    let mut forwarded = match headers.entry(HeaderName::from_static("x-forwarded-for")) {
+        Entry::Vacant(vacant) => {
+            vacant.insert(client.clone());
+            return;
+        }
+        Entry::Occupied(occupied) => occupied,
+    };
+    let chain = {
+        let existing: Vec<&str> = forwarded
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .map(str::trim)
+            .filter(|value| !value.is_empty())
+            .collect();
+        (!existing.is_empty()).then(|| {
+            let client = client.to_str().unwrap_or_default();
+            format!("{}, {client}", existing.join(", "))
+        })
+    };
+    match chain {
+        None => {
+            forwarded.insert(client.clone());
+        }
+        Some(chain) => {
+            if let Ok(value) = HeaderValue::from_str(&chain) {
+                forwarded.insert(value);
+            }
+        }
     }
 }
 
