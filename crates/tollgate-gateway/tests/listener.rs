@@ -84,9 +84,13 @@ async fn a_request_in_flight_at_a_stop_is_answered_with_connection_close() {
         .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk_a\r\n\r\n")
         .await
         .unwrap();
-    while upstream.requests() == 0 {
-        tokio::task::yield_now().await;
-    }
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while upstream.requests() == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the request reaches the upstream");
     let stopping = tokio::spawn(gateway.running.shutdown());
     // The stop has reached the workers once nothing accepts: their
     // listeners and this connection's task were woken by the same signal.

@@ -2,7 +2,7 @@
 //! the first bytes it sends, peeked, not read ([`first_bytes`]): the
 //! connection is then served by hyper's HTTP/1 connection alone, with none
 //! of hyper-util's `auto` detection on its path (its state and its `Rewind`
-//! around every read cost some 500 instructions a request under callgrind,
+//! around every read cost 500 to 650 instructions a request under callgrind,
 //! issue #30). The rule is `auto`'s (hyper-util 0.1, `ReadVersion`): a
 //! client is HTTP/1 as soon as what it sent differs from the HTTP/2
 //! connection preface (RFC 9113, section 3.4), or it sent nothing.

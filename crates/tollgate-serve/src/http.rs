@@ -173,4 +173,106 @@ mod tests {
         assert!(answer.ends_with("hello"), "{answer}");
         drop(shutdown);
     }
+
+    #[tokio::test]
+    async fn a_request_in_flight_at_a_stop_is_answered_with_connection_close() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (shutdown, stopping) = Shutdown::new();
+        let entered = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(tokio::sync::Notify::new());
+        let service = {
+            let (entered, release) = (Arc::clone(&entered), Arc::clone(&release));
+            move |_peer: SocketAddr| {
+                let (entered, release) = (Arc::clone(&entered), Arc::clone(&release));
+                tower_service_fn(move || {
+                    let (entered, release) = (Arc::clone(&entered), Arc::clone(&release));
+                    async move {
+                        entered.store(true, Ordering::SeqCst);
+                        release.notified().await;
+                        Ok::<_, Infallible>(http::Response::new("finally".to_owned()))
+                    }
+                })
+            }
+        };
+        let serving = tokio::spawn(serve_http(
+            listener,
+            service,
+            stopping,
+            Duration::from_secs(60),
+            Connections::new(),
+        ));
+        let mut client = tokio::net::TcpStream::connect(address).await.unwrap();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while !entered.load(Ordering::SeqCst) {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the request reaches the service");
+        // The stop wakes the connection's task before the release does:
+        // it is asked to close first, then answers.
+        shutdown.stop();
+        release.notify_one();
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(20), client.read_to_string(&mut answer))
+            .await
+            .expect("the connection closes after its answer")
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        assert!(
+            answer
+                .to_ascii_lowercase()
+                .contains("\r\nconnection: close\r\n"),
+            "{answer}"
+        );
+        assert!(answer.ends_with("finally"), "{answer}");
+        tokio::time::timeout(Duration::from_secs(20), serving)
+            .await
+            .expect("the listener ends once its connection has")
+            .unwrap();
+    }
+
+    /// A tower service answering each request with `answer()`'s future.
+    fn tower_service_fn<Answer, Answering>(
+        answer: Answer,
+    ) -> impl tower_service::Service<
+        http::Request<Incoming>,
+        Response = http::Response<String>,
+        Error = Infallible,
+        Future = Answering,
+    > + Clone
+    + Send
+    + 'static
+    where
+        Answer: Fn() -> Answering + Clone + Send + 'static,
+        Answering: Future<Output = Result<http::Response<String>, Infallible>> + Send + 'static,
+    {
+        #[derive(Clone)]
+        struct Answers<Answer>(Answer);
+        impl<Answer, Answering> tower_service::Service<http::Request<Incoming>> for Answers<Answer>
+        where
+            Answer: Fn() -> Answering,
+            Answering: Future<Output = Result<http::Response<String>, Infallible>>,
+        {
+            type Response = http::Response<String>;
+            type Error = Infallible;
+            type Future = Answering;
+            fn poll_ready(
+                &mut self,
+                _: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Result<(), Infallible>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+            fn call(&mut self, _: http::Request<Incoming>) -> Answering {
+                (self.0)()
+            }
+        }
+        Answers(answer)
+    }
 }

@@ -443,4 +443,14 @@ mod tests {
         );
         assert_eq!(headers.get_all("x-forwarded-for").iter().count(), 1);
     }
+
+    #[test]
+    fn empty_x_forwarded_for_lines_are_replaced_by_the_client() {
+        let mut headers = HeaderMap::new();
+        headers.append("x-forwarded-for", HeaderValue::from_static(""));
+        headers.append("x-forwarded-for", HeaderValue::from_static("  "));
+        append_forwarded_for(&mut headers, &HeaderValue::from_static("192.0.2.7"));
+        assert_eq!(headers["x-forwarded-for"], "192.0.2.7");
+        assert_eq!(headers.get_all("x-forwarded-for").iter().count(), 1);
+    }
 }

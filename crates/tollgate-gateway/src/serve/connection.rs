@@ -28,15 +28,15 @@ use crate::observe::access_log::AccessLog;
 /// closed.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The servers of one worker's connections: hyper's HTTP/1 connection, and
-/// hyper-util's `auto` for what may be HTTP/2.
+/// The builders of one worker's connections: hyper's HTTP/1 connection,
+/// and hyper-util's `auto` for what may be HTTP/2.
 pub(crate) struct Builders {
     http1: http1::Builder,
     auto: auto::Builder<TokioExecutor>,
 }
 
 impl Builders {
-    /// The servers of one worker. Every HTTP/1 setting is given to both
+    /// The builders of one worker. Every HTTP/1 setting is given to both
     /// (an HTTP/1 client may be served by either).
     pub(crate) fn new() -> Builders {
         // An HTTP/1 client gets hyper's 30 s to send a request's headers (an
@@ -53,7 +53,9 @@ impl Builders {
     }
 }
 
-/// What a connection's requests are answered by: the gateway's handler.
+/// What a connection's requests are answered by: the gateway's handler. A
+/// name for these bounds, implemented for every service that meets them
+/// (bounds in a supertrait hold wherever the trait does).
 pub(crate) trait ConnectionService:
     hyper::service::Service<
         http::Request<Incoming>,
@@ -76,9 +78,9 @@ impl<Service> ConnectionService for Service where
 {
 }
 
-/// One connection's circumstances: its activity (idle and in-flight
+/// One connection's context: its activity (idle and in-flight
 /// bookkeeping), idle timeout, access log, listener's stop and peer.
-pub(crate) struct Circumstances {
+pub(crate) struct ConnectionContext {
     pub(crate) activity: Arc<Activity>,
     pub(crate) idle_timeout: Duration,
     pub(crate) access_log: Option<AccessLog>,
@@ -94,17 +96,20 @@ pub(crate) async fn serve_plain(
     stream: TcpStream,
     builders: Arc<Builders>,
     service: impl ConnectionService,
-    circumstances: Circumstances,
+    context: ConnectionContext,
 ) {
-    let Circumstances {
+    let ConnectionContext {
         activity,
         idle_timeout,
         access_log,
         stopping,
         peer,
-    } = circumstances;
+    } = context;
     let first = tollgate_serve::race_idle(first_bytes(&stream), &activity, idle_timeout);
     let protocol = tokio::select! {
+        // The first bytes first: a request already sent when the listener
+        // stops is answered (with `Connection: close`), not cut off.
+        biased;
         first = first => match first {
             Some(Ok(protocol)) => protocol,
             Some(Err(error)) => {
@@ -112,11 +117,14 @@ pub(crate) async fn serve_plain(
                 return;
             }
             None => {
-                tracing::debug!(?idle_timeout, "idle client connection closed");
+                tracing::debug!(?idle_timeout, %peer, "idle client connection closed");
                 return;
             }
         },
-        () = stopping.stopped() => return,
+        () = stopping.stopped() => {
+            tracing::debug!(%peer, "client connection closed at the stop before a byte");
+            return;
+        }
     };
     let stream = TokioIo::new(Tracked::new(stream, &activity));
     // With upgrades: a WebSocket's connection leaves hyper after its 101
@@ -147,15 +155,15 @@ pub(crate) async fn serve_tls(
     accepting: tokio_rustls::Accept<Tracked<TcpStream>>,
     builders: Arc<Builders>,
     service: impl ConnectionService,
-    circumstances: Circumstances,
+    context: ConnectionContext,
 ) {
-    let Circumstances {
+    let ConnectionContext {
         activity,
         idle_timeout,
         access_log,
         stopping,
         peer,
-    } = circumstances;
+    } = context;
     let handshake = tokio::select! {
         handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, accepting) => handshake,
         () = tollgate_serve::idle(&activity, idle_timeout) => {

@@ -19,7 +19,7 @@ use tollgate_serve::{Activity, InFlight, InFlightBody, Stopping, Tracked};
 use crate::app::Worker;
 use crate::request::handle::handle;
 use crate::serve::client::ClientConnection;
-use crate::serve::connection::{Builders, Circumstances, serve_plain, serve_tls};
+use crate::serve::connection::{Builders, ConnectionContext, serve_plain, serve_tls};
 
 /// Serves `listener` until `stopping` says stop, then drains its
 /// connections. Accepting follows `tollgate_serve::accept`'s error policy,
@@ -39,7 +39,7 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
         // Every phase of the connection is timed: see tollgate_serve::idle.
         let activity = Activity::new();
         worker.app.connections.register_for(&activity, &stopping);
-        let circumstances = Circumstances {
+        let context = ConnectionContext {
             activity: Arc::clone(&activity),
             idle_timeout: worker.app.in_force.load().config.idle_timeout,
             access_log: worker.app.access_log.clone(),
@@ -68,10 +68,10 @@ pub(crate) async fn serve(listener: TcpListener, worker: Worker, stopping: Stopp
         match &tls {
             Some(acceptor) => {
                 let accepting = acceptor.accept(Tracked::new(stream, &activity));
-                connection_tasks.spawn(serve_tls(accepting, builders, service, circumstances));
+                connection_tasks.spawn(serve_tls(accepting, builders, service, context));
             }
             None => {
-                connection_tasks.spawn(serve_plain(stream, builders, service, circumstances));
+                connection_tasks.spawn(serve_plain(stream, builders, service, context));
             }
         }
     }
