@@ -51,6 +51,16 @@ mod tests {
     use super::*;
     use tokio::io::AsyncWriteExt;
 
+    /// Both ends of a TCP connection on loopback: the client's, the server's.
+    async fn connected() -> (TcpStream, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (client, server)
+    }
+
     #[test]
     fn a_request_line_is_http1_from_its_first_byte() {
         assert_eq!(tell(b"GET / HTTP/1.1\r\n"), FirstBytes::Http1);
@@ -82,10 +92,7 @@ mod tests {
 
     #[tokio::test]
     async fn peeking_leaves_the_bytes_to_be_read() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let mut client = TcpStream::connect(address).await.unwrap();
-        let (server, _) = listener.accept().await.unwrap();
+        let (mut client, server) = connected().await;
         client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
         assert_eq!(first_bytes(&server).await.unwrap(), FirstBytes::Http1);
         let mut read = [0; 18];
@@ -97,10 +104,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_first_byte_that_may_begin_the_preface_is_left_undecided() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let mut client = TcpStream::connect(address).await.unwrap();
-        let (server, _) = listener.accept().await.unwrap();
+        let (mut client, server) = connected().await;
         client.write_all(b"P").await.unwrap();
         assert_eq!(
             first_bytes(&server).await.unwrap(),
@@ -110,10 +114,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_client_that_closes_before_a_byte_is_http1() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let client = TcpStream::connect(address).await.unwrap();
-        let (server, _) = listener.accept().await.unwrap();
+        let (client, server) = connected().await;
         drop(client);
         assert_eq!(first_bytes(&server).await.unwrap(), FirstBytes::Http1);
     }

@@ -58,8 +58,9 @@ async fn left_of(store: &MemoryStore, route: &str, budget: Budget) -> u64 {
     looked[0].decision.remaining.unwrap()
 }
 
-#[tokio::test]
-async fn usage_replaces_the_cost_when_the_body_ends() {
+/// A memory store on a manual clock at midnight UTC, the host's limits
+/// deciding in it, and the UTC day.
+fn at_midnight() -> (ManualClock, Arc<MemoryStore>, HostLimits, Calendar) {
     let clock = ManualClock::new(MIDNIGHT_S * 1_000_000_000);
     let store =
         Arc::new(MemoryStore::new(&LimiterConfig::default(), Arc::new(clock.clone())).unwrap());
@@ -68,6 +69,12 @@ async fn usage_replaces_the_cost_when_the_body_ends() {
         .build()
         .unwrap();
     let day = Calendar::new(CalendarPeriod::Day, "UTC", None).unwrap();
+    (clock, store, limits, day)
+}
+
+#[tokio::test]
+async fn usage_replaces_the_cost_when_the_body_ends() {
+    let (clock, store, limits, day) = at_midnight();
     let budget = Budget::calendar(100, day).unwrap();
     let layer = limits
         .route("llm")
@@ -138,14 +145,7 @@ async fn usage_replaces_the_cost_when_the_body_ends() {
 /// headers keep the state at admission. 100 a UTC day, at midnight.
 #[tokio::test]
 async fn trailers_carry_the_state_after_settlement() {
-    let clock = ManualClock::new(MIDNIGHT_S * 1_000_000_000);
-    let store =
-        Arc::new(MemoryStore::new(&LimiterConfig::default(), Arc::new(clock.clone())).unwrap());
-    let limits = HostLimits::builder()
-        .store(Arc::clone(&store) as Arc<dyn Store>)
-        .build()
-        .unwrap();
-    let day = Calendar::new(CalendarPeriod::Day, "UTC", None).unwrap();
+    let (clock, store, limits, day) = at_midnight();
     let service = limits
         .route("llm")
         .budget(Budget::calendar(100, day).unwrap())
@@ -343,14 +343,7 @@ async fn a_request_let_through_by_a_failing_store_settles_nothing() {
 /// inner layer asks for it). 1,000 and 100 a UTC day, at midnight.
 #[tokio::test]
 async fn a_layer_charged_by_usage_inside_one_that_is_not_settles() {
-    let clock = ManualClock::new(MIDNIGHT_S * 1_000_000_000);
-    let store =
-        Arc::new(MemoryStore::new(&LimiterConfig::default(), Arc::new(clock.clone())).unwrap());
-    let limits = HostLimits::builder()
-        .store(Arc::clone(&store) as Arc<dyn Store>)
-        .build()
-        .unwrap();
-    let day = Calendar::new(CalendarPeriod::Day, "UTC", None).unwrap();
+    let (_, store, limits, day) = at_midnight();
     let (outer_budget, inner_budget) = (
         Budget::calendar(1_000, day).unwrap(),
         Budget::calendar(100, day).unwrap(),

@@ -19,7 +19,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpStream;
 use tollgate_serve::{
-    Activity, FirstBytes, KeptTimers, Stopping, Tracked, close_when_stopped, first_bytes,
+    Activity, CloseGracefully, FirstBytes, KeptTimers, Stopping, Tracked, close_when_stopped,
+    first_bytes,
 };
 
 use crate::observe::access_log::AccessLog;
@@ -101,11 +102,11 @@ pub(crate) async fn serve_plain(
     let ConnectionContext {
         activity,
         idle_timeout,
-        access_log,
         stopping,
         peer,
-    } = context;
-    let first = tollgate_serve::race_idle(first_bytes(&stream), &activity, idle_timeout);
+        ..
+    } = &context;
+    let first = tollgate_serve::race_idle(first_bytes(&stream), activity, *idle_timeout);
     let protocol = tokio::select! {
         // The first bytes first: a request already sent when the listener
         // stops is answered (with `Connection: close`), not cut off.
@@ -126,25 +127,19 @@ pub(crate) async fn serve_plain(
             return;
         }
     };
-    let stream = TokioIo::new(Tracked::new(stream, &activity));
+    let stream = TokioIo::new(Tracked::new(stream, activity));
     // With upgrades: a WebSocket's connection leaves hyper after its 101
     // (see `proxy/upgrade.rs`).
     match protocol {
         FirstBytes::Http1 => {
-            let connection = builders
-                .http1
-                .serve_connection(stream, service)
-                .with_upgrades();
-            let connection = close_when_stopped(connection, stopping.stopped());
-            let connection = async { connection.await.map_err(Into::into) };
-            until_idle(connection, &activity, idle_timeout, access_log).await;
+            let connection = builders.http1.serve_connection(stream, service);
+            serve_to_end(connection.with_upgrades(), context).await;
         }
         FirstBytes::Http2OrUndecided => {
             let connection = builders
                 .auto
                 .serve_connection_with_upgrades(stream, service);
-            let connection = close_when_stopped(connection, stopping.stopped());
-            until_idle(connection, &activity, idle_timeout, access_log).await;
+            serve_to_end(connection, context).await;
         }
     }
 }
@@ -160,13 +155,12 @@ pub(crate) async fn serve_tls(
     let ConnectionContext {
         activity,
         idle_timeout,
-        access_log,
-        stopping,
         peer,
-    } = context;
+        ..
+    } = &context;
     let handshake = tokio::select! {
         handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, accepting) => handshake,
-        () = tollgate_serve::idle(&activity, idle_timeout) => {
+        () = tollgate_serve::idle(activity, *idle_timeout) => {
             tracing::debug!(%peer, "idle or shed during its TLS handshake");
             return;
         }
@@ -185,29 +179,34 @@ pub(crate) async fn serve_tls(
     let connection = builders
         .auto
         .serve_connection_with_upgrades(TokioIo::new(stream), service);
-    let connection = close_when_stopped(connection, stopping.stopped());
-    until_idle(connection, &activity, idle_timeout, access_log).await;
+    serve_to_end(connection, context).await;
 }
 
-/// Serves `connection` until it ends, or until it has been idle for
-/// `idle_timeout` (no byte, no request in flight), when it is dropped and
-/// its socket closed. A request the HTTP parser rejected (and hyper
-/// answered) still gets its access-log line.
-async fn until_idle(
-    connection: impl Future<Output = Result<(), Box<dyn Error + Send + Sync>>>,
-    activity: &Activity,
-    idle_timeout: Duration,
-    access_log: Option<AccessLog>,
-) {
-    match tollgate_serve::race_idle(connection, activity, idle_timeout).await {
+/// Serves `connection` until it ends, asked to close gracefully once the
+/// listener stops, or until it has been idle for the context's idle timeout
+/// (no byte, no request in flight), when it is dropped and its socket
+/// closed. A request the HTTP parser rejected (and hyper answered) still
+/// gets its access-log line.
+async fn serve_to_end<Connection, Failure>(connection: Connection, context: ConnectionContext)
+where
+    Connection: CloseGracefully<Output = Result<(), Failure>>,
+    Failure: Into<Box<dyn Error + Send + Sync>>,
+{
+    let connection = close_when_stopped(connection, context.stopping.stopped());
+    let idle_timeout = context.idle_timeout;
+    match tollgate_serve::race_idle(connection, &context.activity, idle_timeout).await {
         Some(Err(error)) => {
-            tracing::debug!(%error, "client connection ended");
-            if let (Some(access_log), Some(status)) = (access_log, rejected_status(&*error)) {
+            let error: Box<dyn Error + Send + Sync> = error.into();
+            tracing::debug!(%error, peer = %context.peer, "client connection ended");
+            if let (Some(access_log), Some(status)) = (context.access_log, rejected_status(&*error))
+            {
                 access_log.rejected(status);
             }
         }
         Some(Ok(())) => {}
-        None => tracing::debug!(?idle_timeout, "idle client connection closed"),
+        None => {
+            tracing::debug!(?idle_timeout, peer = %context.peer, "idle client connection closed")
+        }
     }
 }
 
