@@ -69,7 +69,11 @@ impl ForwardAuth {
         if route.is_some_and(|route| route.preflight_passes) && is_preflight(headers) {
             return Response::new(Body::empty());
         }
-        match admission::admit(stores, reloadable, route, headers, peer, outcome).await {
+        let admitted = match admission::admit(stores, reloadable, route, headers, peer, outcome) {
+            admission::Answer::Now(admitted) => admitted,
+            admission::Answer::Later(admitting) => admitting.finish(outcome).await,
+        };
+        match admitted {
             Ok(admitted) => {
                 let mut response = Response::new(Body::empty());
                 admitted.headers.insert_into(response.headers_mut());

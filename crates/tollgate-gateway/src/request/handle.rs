@@ -98,7 +98,13 @@ async fn answer(
             waiting: &app.waiting,
             top_keys: app.top_keys.as_ref(),
         };
-        match admission::admit(stores, &reloadable, route, request.headers(), peer, outcome).await {
+        // Most requests are answered at once, building no future.
+        let answer = admission::admit(stores, &reloadable, route, request.headers(), peer, outcome);
+        let admitted = match answer {
+            admission::Answer::Now(admitted) => admitted,
+            admission::Answer::Later(admitting) => admitting.finish(outcome).await,
+        };
+        match admitted {
             Ok(admitted) => admitted,
             Err(response) => return response,
         }
@@ -124,7 +130,8 @@ async fn answer(
         None => demo::respond(&request),
     };
     admitted.headers.insert_into(response.headers_mut());
-    let response = charge::settle_when_done(response, admitted.settlement);
+    let response =
+        charge::settle_when_done(response, admitted.settlement.map(|settlement| *settlement));
     in_flight::hold_until_done(response, admitted.slot)
 }
 

@@ -1,41 +1,49 @@
 //! The limits of one proxied request: who it is (its API key, or keyless:
-//! core's [`KeyRules::identify`]), then its key's plan and its route's budget
-//! (or the host default), decided together, all or nothing, each charged the
-//! route's `cost`.
+//! core's [`KeyRules::identify`](tollgate_core::KeyRules::identify)), then
+//! its key's plan and its route's budget (or the host default), decided
+//! together, all or nothing, each charged the route's `cost`.
+//!
+//! [`admit`] answers at once whatever needs no waiting: a request refused
+//! before its limits, an exempt key, and a lone limit decided by a store
+//! that answers at once (the in-memory one), which is most requests. What
+//! must wait (a concurrency slot, a turn, a store across the network) it
+//! hands on as [`Admitting`], whose [`finish`](Admitting::finish) awaits
+//! it. So the common case builds no future, and moves none of the states
+//! the others need.
 
+mod decide;
 mod fields;
+mod identify;
+mod judge;
 mod refusal;
 mod route_limit;
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::Response;
-use http::{HeaderMap, StatusCode};
-use tollgate_core::{
-    ApiKeyRequirement, Caller, CallerRefusal, KEYLESS, KeyRules, Limit, LimitDecision, LimitUnits,
-    MaxWait, Redacted, SlotStore, Stopwatch, Store,
-};
+use http::HeaderMap;
+use tollgate_core::{KEYLESS, MaxWait, SlotStore, Stopwatch, Store};
 use tollgate_tower::Problem;
 
 use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
-use crate::observe::top_keys::{Decided, TopKeys};
-use crate::request::api_key::{KeyError, api_key};
+use crate::observe::top_keys::TopKeys;
 use crate::request::charge::Settlement;
-use crate::request::delay::{Reserved, WaitingRoom, reserve};
+use crate::request::delay::{Place, WaitingRoom, reserve};
 use crate::request::in_flight::{SlotGuard, TierSlot, acquire_slot};
 use crate::request::in_flight_limit::InFlightLimit;
-use crate::request::problem::{problem, respond};
-use crate::request::rate_limit_headers::{PLAN, ROUTE, RateLimitHeaders, limit_headers};
+use crate::request::problem::respond;
+use crate::request::rate_limit_headers::RateLimitHeaders;
 use crate::request::routes::Route;
-use crate::request::shadow::ShadowLimits;
 use crate::serve::reloadable::Reloadable;
-use fields::bound;
-use refusal::{Refusal, Refusing};
+use decide::{Decisions, decide, decide_now, reserved, store_failed};
+use identify::{Identified, Identity, identify};
+use judge::{Judged, judge};
 use route_limit::{RouteLimit, route_limit};
-use tollgate_core::{FailurePolicy, StoreError};
 
 /// The `key_kind` label of a refusal by the API key's plan (route budgets
 /// use [`RouteKeyKind::label`](tollgate_core::RouteKeyKind::label), and
@@ -47,8 +55,9 @@ const PLAN_KEY_KIND: &str = "api_key";
 pub(crate) struct Admitted {
     pub(crate) headers: RateLimitHeaders,
     pub(crate) slot: Option<SlotGuard>,
-    /// On a route charged by usage, what its response's end settles.
-    pub(crate) settlement: Option<Settlement>,
+    /// On a route charged by usage, what its response's end settles
+    /// (boxed: few routes are, and the rest move less).
+    pub(crate) settlement: Option<Box<Settlement>>,
 }
 
 impl From<RateLimitHeaders> for Admitted {
@@ -64,12 +73,72 @@ impl From<RateLimitHeaders> for Admitted {
 /// Where a request's limits are kept: its rates, its concurrency slots
 /// (none for the decision endpoint, which cannot know when the request it
 /// decides ends), and the requests waiting for their turn.
+#[derive(Clone, Copy)]
 pub(crate) struct Stores<'a> {
     pub(crate) store: &'a Arc<dyn Store>,
     pub(crate) slots: Option<&'a Arc<dyn SlotStore>>,
     pub(crate) waiting: &'a Arc<WaitingRoom>,
     /// Counts the keys most active and most refused, unless turned off.
     pub(crate) top_keys: Option<&'a TopKeys>,
+}
+
+/// What a request is admitted with: its stores, the configuration in force,
+/// its route (`None`: the demo backend), its headers and its client.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    stores: Stores<'a>,
+    reloadable: &'a Reloadable,
+    route: Option<&'a Route>,
+    headers: &'a HeaderMap,
+    peer: SocketAddr,
+}
+
+/// What [`admit`] answers.
+pub(crate) enum Answer<'a> {
+    /// Answered without waiting: `Ok` holds what the forwarded response
+    /// carries, `Err` the response to send instead.
+    Now(Result<Admitted, Response>),
+    /// Still to be decided: [`Admitting::finish`] answers.
+    Later(Admitting<'a>),
+}
+
+/// A request whose admission must wait, from where [`admit`] left it.
+pub(crate) struct Admitting<'a> {
+    asked: Asked<'a>,
+    who: Identified<'a>,
+    step: Step<'a>,
+}
+
+/// Where an [`Admitting`] goes on from.
+enum Step<'a> {
+    /// Taking its route's (or the host's) concurrency slot, before its
+    /// rates.
+    Slot,
+    /// Deciding its rates.
+    Decide(Undecided<'a>),
+}
+
+/// A request's limits, found, and what it holds while they are decided.
+struct Undecided<'a> {
+    /// Its route's (or the host's) concurrency slot.
+    slot: Option<SlotGuard>,
+    planned: Planned<'a>,
+}
+
+/// A request's rate limits, found: what is decided, and how.
+struct Planned<'a> {
+    /// Its route budget (the route's own, or the host default), if any.
+    route_limit: Option<RouteLimit<'a>>,
+    /// The units each limit is charged: its route's `cost`.
+    cost: u64,
+    /// Its place among its key's requests waiting for their turn, on a
+    /// route with a delay.
+    place: Option<Place>,
+    /// How long it may wait for its turn, and whether a slot of its tier's
+    /// concurrency limit is taken after its rates (so its units are
+    /// reserved, to be given back exactly should that refuse it); `None`:
+    /// decided at once, no wait.
+    max_wait: Option<(MaxWait, bool)>,
 }
 
 /// Checks a request against its limits: its concurrency limit when
@@ -79,73 +148,145 @@ pub(crate) struct Stores<'a> {
 /// holds what the forwarded response carries; `Err` the response to send
 /// instead (400, 401, 429, 503). `outcome` is given the decision and the
 /// plan's tier, for the access log.
-pub(crate) async fn admit(
-    stores: Stores<'_>,
-    reloadable: &Reloadable,
-    route: Option<&Route>,
-    headers: &HeaderMap,
+///
+/// Answers [`Answer::Now`] when nothing needs waiting for, else
+/// [`Answer::Later`] (see the module's documentation).
+pub(crate) fn admit<'a>(
+    stores: Stores<'a>,
+    reloadable: &'a Reloadable,
+    route: Option<&'a Route>,
+    headers: &'a HeaderMap,
     peer: SocketAddr,
     outcome: &mut Outcome,
-) -> Result<Admitted, Response> {
-    let store = stores.store.as_ref();
-    let request_headers = headers;
-    let requirement = route.map_or(ApiKeyRequirement::Required, |route| route.api_key);
-    let mut missing = "";
-    let presented = if requirement.reads_keys() {
-        match api_key(headers) {
-            Ok(key) => Some(key),
-            Err(KeyError::Ambiguous(reason)) => {
-                return Err(problem(StatusCode::BAD_REQUEST, reason));
-            }
-            Err(KeyError::Missing(reason)) => {
-                missing = reason;
-                None
-            }
-        }
+) -> Answer<'a> {
+    let asked = Asked {
+        stores,
+        reloadable,
+        route,
+        headers,
+        peer,
+    };
+    let who = match identify(&asked, outcome) {
+        Identity::Limited(who) => who,
+        Identity::Exempt => return Answer::Now(Ok(RateLimitHeaders::default().into())),
+        Identity::Refused(response) => return Answer::Now(Err(response)),
+    };
+    let step = if matches!(
+        (stores.slots, route, &who.in_flight),
+        (Some(_), Some(_), InFlightLimit::Now(..))
+    ) {
+        Step::Slot
     } else {
-        None
-    };
-    let rules = KeyRules {
-        known: reloadable.known_keys.as_deref(),
-        unknown: reloadable.unknown_keys,
-    };
-    let caller = match rules.identify(requirement, presented, |key| store.is_exempt(key)) {
-        Ok(Caller::Key(key)) => Ok(key),
-        Ok(Caller::Keyless(reason)) => Err(reason),
-        Err(CallerRefusal::NoKey) => return Err(respond(Problem::unauthorized(missing))),
-        Err(CallerRefusal::UnknownKey) => {
-            return Err(respond(Problem::unauthorized(
-                "this API key is not known (keys.unknown = \"refuse\")",
-            )));
+        match decide_at_once(&asked, &who, None, outcome) {
+            AtOnce::Answered(answer) => return Answer::Now(answer),
+            AtOnce::Undecided(undecided) => Step::Decide(undecided),
         }
     };
-    let key = caller.ok();
-    outcome.set_client(|| reloadable.client_ip.client_key_of(peer.ip(), headers));
-    if let Some(key) = key {
-        outcome.set_key(key);
+    Answer::Later(Admitting { asked, who, step })
+}
+
+impl Admitting<'_> {
+    /// The admission [`admit`] could not answer at once: `Ok` holds what
+    /// the forwarded response carries, `Err` the response to send instead.
+    pub(crate) async fn finish(self, outcome: &mut Outcome) -> Result<Admitted, Response> {
+        let Admitting { asked, who, step } = self;
+        let undecided = match step {
+            Step::Decide(undecided) => undecided,
+            Step::Slot => {
+                let slot = first_slot(&asked, &who, outcome).await?;
+                match decide_at_once(&asked, &who, slot, outcome) {
+                    AtOnce::Answered(answer) => return answer,
+                    AtOnce::Undecided(undecided) => undecided,
+                }
+            }
+        };
+        decide_later(&asked, who, undecided, outcome).await
     }
-    let route_name = route.map_or(&reloadable.demo_route, |route| &route.name);
-    if key.is_some_and(|key| store.is_exempt(key)) {
-        reloadable.decisions.record(true, "exempt", route_name);
-        outcome.admission = Admission::Exempt;
-        return Ok(RateLimitHeaders::default().into());
-    }
-    let in_flight = reloadable.in_flight.limit_of(route, key.is_some());
-    let slot = match (stores.slots, route, &in_flight) {
+}
+
+/// The slot of the concurrency limit taken before the rates (its route's
+/// or the host's), when `who` has one.
+async fn first_slot(
+    asked: &Asked<'_>,
+    who: &Identified<'_>,
+    outcome: &mut Outcome,
+) -> Result<Option<SlotGuard>, Response> {
+    match (asked.stores.slots, asked.route, &who.in_flight) {
         (Some(slots), Some(route), InFlightLimit::Now(max, counted_per)) => {
             let limit = (route, *max, counted_per);
-            acquire_slot(slots, reloadable, limit, caller, (headers, peer), outcome).await?
+            let at = (asked.headers, asked.peer);
+            acquire_slot(slots, asked.reloadable, limit, who.caller, at, outcome).await
         }
-        _ => None,
+        _ => Ok(None),
+    }
+}
+
+/// What [`decide_at_once`] came to.
+enum AtOnce<'a> {
+    /// The request's answer: `Ok` holds what the forwarded response
+    /// carries, `Err` the response to send instead.
+    Answered(Result<Admitted, Response>),
+    /// Its limits must wait: what [`decide_later`] goes on from.
+    Undecided(Undecided<'a>),
+}
+
+/// The request's limits found ([`plan`]) and, when they need no wait and
+/// its store answers at once ([`decide_now`]), decided and judged. `slot`
+/// is the slot taken before the rates, if any.
+fn decide_at_once<'a>(
+    asked: &Asked<'a>,
+    who: &Identified<'a>,
+    slot: Option<SlotGuard>,
+    outcome: &mut Outcome,
+) -> AtOnce<'a> {
+    let planned = match plan(asked, who) {
+        Ok(planned) => planned,
+        Err(reason) => return AtOnce::Answered(Err(respond(Problem::unauthorized(reason)))),
     };
-    let route_limit = route_limit(reloadable, route, route_name, caller, headers, peer)
-        .map_err(|reason| respond(Problem::unauthorized(reason)))?;
+    if planned.max_wait.is_some() {
+        return AtOnce::Undecided(Undecided { slot, planned });
+    }
+    let stopwatch = Stopwatch::start();
+    let store = asked.stores.store.as_ref();
+    let Some(decisions) = decide_now(store, who.key(), planned.route_limit.as_ref(), planned.cost)
+    else {
+        return AtOnce::Undecided(Undecided { slot, planned });
+    };
+    asked.reloadable.decisions.record_time(stopwatch.elapsed());
+    // No tier slot to take (that would have reserved) and no turn to wait.
+    AtOnce::Answered(match judge(asked, who, &planned, &decisions, outcome) {
+        Judged::Allowed(allowed) => Ok(allowed.admit(asked, who, &planned, slot, outcome)),
+        Judged::Shadow { headers, .. } => {
+            outcome.admission = Admission::Shadow;
+            Ok(Admitted {
+                headers,
+                slot,
+                settlement: None,
+            })
+        }
+        Judged::Refused(response) => Err(response),
+    })
+}
+
+/// The limits of the request `asked` about, identified as `who`: its route
+/// budget, its cost, and whether it may wait for its turn (taking a place
+/// among its key's waiting requests). `Err`: why the request is refused
+/// `401 Unauthorized` (no key for its route budget).
+fn plan<'a>(asked: &Asked<'a>, who: &Identified<'a>) -> Result<Planned<'a>, String> {
+    let Asked {
+        stores,
+        reloadable,
+        route,
+        headers,
+        peer,
+    } = *asked;
+    let key = who.key();
+    let route_name = who.route_name;
+    let route_limit = route_limit(reloadable, route, route_name, who.caller, headers, peer)?;
     if key.is_none() && route_limit.is_none() {
         // The configuration gives every keyless request a budget; refuse
         // rather than let one through unlimited should that ever fail.
-        return Err(respond(Problem::unauthorized(
-            "no budget applies to a request without a known API key",
-        )));
+        return Err("no budget applies to a request without a known API key".to_owned());
     }
     let cost = route.map_or(1, |route| route.cost);
     // A route with a delay: its requests may wait for their turn, each in a
@@ -175,34 +316,60 @@ pub(crate) async fn admit(
     });
     // A slot taken after the rates (the tier's concurrency limit) may yet
     // refuse the request: reserved, its units can be given back exactly.
-    let slot_after = in_flight == InFlightLimit::ByTier && stores.slots.is_some();
+    let slot_after = who.in_flight == InFlightLimit::ByTier && stores.slots.is_some();
     let max_wait = max_wait.or(slot_after.then_some(MaxWait::UpTo(Duration::ZERO)));
+    Ok(Planned {
+        route_limit,
+        cost,
+        place,
+        max_wait: max_wait.map(|max_wait| (max_wait, slot_after)),
+    })
+}
+
+/// Decides `undecided`'s limits through the store's future (or books their
+/// turn), then judges them, taking the slot of the request's tier's
+/// concurrency limit and waiting for its turn as they say.
+async fn decide_later<'a>(
+    asked: &Asked<'a>,
+    who: Identified<'a>,
+    undecided: Undecided<'a>,
+    outcome: &mut Outcome,
+) -> Result<Admitted, Response> {
+    let Asked {
+        stores,
+        reloadable,
+        route,
+        headers,
+        peer,
+    } = *asked;
+    let Undecided { slot, mut planned } = undecided;
+    let key = who.key();
+    let route_limit = planned.route_limit.as_ref();
+    let cost = planned.cost;
     // A request its rates refuse drops `slot` on the way out: it holds none.
     let stopwatch = Stopwatch::start();
-    let decided = match max_wait {
+    let decided = match planned.max_wait {
         Some(max_wait) => {
-            let reserved = reserved(key, route_limit.as_ref(), cost);
+            let reserved = reserved(key, route_limit, cost);
             let limits = usize::from(key.is_some()) + usize::from(route_limit.is_some());
-            match reserve(
-                (stores.store, stores.waiting),
-                reserved,
-                (max_wait, slot_after),
-                place,
-            )
-            .await
-            {
+            let place = planned.place.take();
+            match reserve((stores.store, stores.waiting), reserved, max_wait, place).await {
                 Ok(booked) => Decisions::answered(key.is_some(), booked.decisions, limits)
                     .map(|decisions| (decisions, booked.turn)),
                 Err(error) => Err(error),
             }
         }
-        // Decided at once (one limit of one unit, in memory): no future.
-        None => match decide_now(store, key, route_limit.as_ref(), cost) {
-            Some(decisions) => Ok((decisions, None)),
-            None => decide(store, key, route_limit.as_ref(), cost)
-                .await
-                .map(|decisions| (decisions, None)),
-        },
+        None => decide(stores.store.as_ref(), key, route_limit, cost)
+            .await
+            .map(|decisions| (decisions, None)),
+    };
+    let tier_slot = |tier| TierSlot {
+        slots: stores.slots,
+        route,
+        limit: who.in_flight.clone(),
+        tier,
+        caller: who.caller,
+        at: (headers, peer),
     };
     // A turn booked ahead (`waiting`) is given back when this request is
     // not served: refused by a limit that does not wait, or let through at
@@ -210,19 +377,12 @@ pub(crate) async fn admit(
     let (decisions, waiting) = match decided {
         Ok(decided) => decided,
         Err(error) => {
-            return match store_failed(reloadable, route_name, &error, outcome) {
+            return match store_failed(reloadable, who.route_name, &error, outcome) {
                 None => {
                     // Let through without its rates (fail_open): its tier
                     // unknown, it holds a slot of the default plan's limit
                     // (else the host's), not none.
-                    let tier_slot = TierSlot {
-                        slots: stores.slots,
-                        route,
-                        limit: in_flight,
-                        tier: tollgate_core::DEFAULT_TIER,
-                        caller,
-                        at: (request_headers, peer),
-                    };
+                    let tier_slot = tier_slot(tollgate_core::DEFAULT_TIER);
                     let slot = tier_slot.take(reloadable, outcome).await?.or(slot);
                     Ok(Admitted {
                         headers: RateLimitHeaders::default(),
@@ -235,216 +395,41 @@ pub(crate) async fn admit(
         }
     };
     reloadable.decisions.record_time(stopwatch.elapsed());
-    let plan = decisions.plan.as_ref();
-    let tier = match plan {
-        Some(plan) => {
-            outcome.set_tier(plan.tier.as_ref());
-            plan.tier.as_deref().unwrap_or(tollgate_core::DEFAULT_TIER)
-        }
-        None => {
-            outcome.set_tier(Some(&reloadable.keyless_tier));
-            KEYLESS
-        }
-    };
-    let own_budget = route_limit.as_ref().is_some_and(|limit| limit.own);
-    let shadow = ShadowLimits::of(&reloadable.refusal, tier, route.filter(|_| own_budget));
-    // The headers of the limits `described` says (PLAN, ROUTE), those of
-    // `[responses] rate_limit_headers`.
-    let header_set = reloadable.rate_limit_headers;
-    let headers_of = |described: &dyn Fn(usize) -> bool| {
-        let route = route_limit
-            .as_ref()
-            .zip(decisions.route.as_ref())
-            .map(|(limit, decision)| (&**route_name, limit.budget.budget.policy(), decision));
-        limit_headers(tier, plan, route, described, header_set)
-    };
-    // A slot of the tier's concurrency limit, for a request let through.
-    let tier_slot = TierSlot {
-        slots: stores.slots,
-        route,
-        limit: in_flight,
-        tier,
-        caller,
-        at: (request_headers, peer),
-    };
-    // The limit that bound it, for the access log: of an enforced refusal,
-    // the enforced limits' (as its Retry-After); else of every limit, so a
-    // shadow refusal names the shadow limit that would have refused.
-    outcome.set_bound(|| {
-        // A limit refuses when it has a wait (as `Refusal::tally` counts
-        // them): all or nothing, the others it took down have none.
-        let enforced_refusal = decisions.iter().any(|(index, decision)| {
-            decision.retry_after_seconds() > 0 && !shadow.is_shadow(index)
-        });
-        let counts = |index| !enforced_refusal || !shadow.is_shadow(index);
-        let route = route_limit
-            .as_ref()
-            .and(decisions.route.as_ref())
-            .filter(|_| counts(ROUTE));
-        bound(
-            tier,
-            plan.filter(|_| counts(PLAN)),
-            route.map(|decision| (&**route_name, decision)),
-        )
-    });
-    let mut headers = headers_of(&|index| shadow.sends_headers(index));
-    let allowed = decisions.iter().all(|(_, decision)| decision.is_allowed());
-    if allowed {
-        // Refused for a slot: no rate budget used (`waiting`, held for a
-        // request reserved at once too, gives its units back as it drops).
-        let slot = tier_slot.take(reloadable, outcome).await?.or(slot);
-        reloadable.decisions.record(true, tier, route_name);
-        count_top(&stores, key, route_limit.as_ref(), false, tier, route_name);
-        outcome.admission = Admission::Allowed;
-        if let Some((wait, waiting)) = waiting {
-            // Its turn is ahead: it waits, and gives its units back if its
-            // client leaves first.
-            let delayed = !wait.is_zero();
-            if delayed {
-                outcome.admission = Admission::Delayed;
-                outcome.waited = wait;
+    match judge(asked, &who, &planned, &decisions, outcome) {
+        Judged::Allowed(allowed) => {
+            // Refused for a slot: no rate budget used (`waiting`, held for a
+            // request reserved at once too, gives its units back as it drops).
+            let tier = allowed.tier;
+            let slot = tier_slot(tier).take(reloadable, outcome).await?.or(slot);
+            let admitted = allowed.admit(asked, &who, &planned, slot, outcome);
+            if let Some((wait, waiting)) = waiting {
+                // Its turn is ahead: it waits, and gives its units back if its
+                // client leaves first.
+                let delayed = !wait.is_zero();
+                if delayed {
+                    outcome.admission = Admission::Delayed;
+                    outcome.waited = wait;
+                }
+                waiting.until_turn(wait).await;
+                // Counted once served: a client gone while it waits is not.
+                if delayed {
+                    metrics::record_delayed(who.route_name, tier);
+                }
             }
-            waiting.until_turn(wait).await;
-            // Counted once served: a client gone while it waits is not.
-            if delayed {
-                metrics::record_delayed(route_name, tier);
-            }
+            Ok(admitted)
         }
-        // Charged `cost` by every limit: its usage is settled at the end.
-        let settlement = route
-            .and_then(|route| route.charge.clone())
-            .map(|charge| Settlement {
-                store: Arc::clone(stores.store),
-                plan: key.map(str::to_owned),
-                route: route_limit
-                    .as_ref()
-                    .map(|limit| (limit.key.clone(), limit.budget.prepared)),
-                cost,
-                charge,
-                route_name: Arc::clone(route_name),
-                // (`handle.rs` drops it for a request whose response cannot
-                // carry trailers: HEAD, HTTP/1.0.)
-                trailers: tollgate_tower::accepts_trailers(request_headers)
-                    .then(|| [shadow.sends_headers(PLAN), shadow.sends_headers(ROUTE)])
-                    .filter(|described| described.contains(&true)),
-                header_set,
-            });
-        return Ok(Admitted {
-            headers,
-            slot,
-            settlement,
-        });
-    }
-    reloadable.decisions.record(false, tier, route_name);
-    count_top(&stores, key, route_limit.as_ref(), true, tier, route_name);
-    let refusal = Refusal::tally(
-        &decisions,
-        &Refusing {
-            key,
-            tier,
-            route,
-            route_name,
-            route_limit: route_limit.as_ref(),
-            shadow: &shadow,
-            reloadable,
-        },
-    );
-    if !refusal.enforced {
-        // Let through by shadow mode, it holds a slot as any request let
-        // through does (its rates charged nothing: nothing to give back).
-        let slot = tier_slot.take(reloadable, outcome).await?.or(slot);
-        outcome.admission = Admission::Shadow;
-        return Ok(Admitted {
-            headers,
-            slot,
-            settlement: None,
-        });
-    }
-    outcome.admission = Admission::Refused;
-    if refusal.in_shadow {
-        // A refusal's headers describe the enforced limits, which refused
-        // it (its `Retry-After` is theirs), never a shadow one's longer wait.
-        headers = headers_of(&|index| !shadow.is_shadow(index));
-    }
-    tracing::debug!(key = %Redacted(key.unwrap_or(KEYLESS)), route = %route_name, retry_after = refusal.retry_after, "rate limited");
-    Err(refusal.response(headers))
-}
-
-/// The decisions of [`decide`] when `store` gives them at once: a lone
-/// limit (the plan of `key` or the budget of `route_limit`) of one unit on a
-/// store that answers at once (the in-memory one), decided without a future
-/// or a `Vec`. `None` when [`decide`] must ask the store.
-fn decide_now(
-    store: &dyn Store,
-    key: Option<&str>,
-    route_limit: Option<&RouteLimit<'_>>,
-    cost: u64,
-) -> Option<Decisions> {
-    if cost != 1 {
-        return None;
-    }
-    let only = match (key, route_limit) {
-        (Some(key), None) => Limit::Plan(key),
-        (None, Some(route_limit)) => Limit::Policy {
-            key: &route_limit.key,
-            policy: &route_limit.budget.prepared,
-        },
-        _ => return None,
-    };
-    let decision = store.acquire_one_now(&only)?;
-    Some(Decisions::of(key.is_some(), decision))
-}
-
-/// The plan of `key` (none for a keyless request), and the route budget
-/// `route_limit` if any, each charged `cost` units, decided together by
-/// `store`, which answers when it can (after [`decide_now`] found it
-/// could not at once). (A route with a delay reserves instead:
-/// [`reserve`].)
-async fn decide(
-    store: &dyn Store,
-    key: Option<&str>,
-    route_limit: Option<&RouteLimit<'_>>,
-    cost: u64,
-) -> Result<Decisions, StoreError> {
-    let route = route_limit.map(|route_limit| Limit::Policy {
-        key: &route_limit.key,
-        policy: &route_limit.budget.prepared,
-    });
-    let plan = key.map(Limit::Plan);
-    let limits: Vec<LimitUnits<'_>> = plan
-        .into_iter()
-        .chain(route)
-        .map(|limit| LimitUnits { limit, units: cost })
-        .collect();
-    let answered = store.acquire_units(&limits).await?;
-    Decisions::answered(plan.is_some(), answered, limits.len())
-}
-
-/// The limits a reservation charges, owned: the plan of `key`, the budget
-/// of `route_limit`, `cost` units each (its `counted_at` set once booked).
-fn reserved(key: Option<&str>, route_limit: Option<&RouteLimit<'_>>, cost: u64) -> Reserved {
-    Reserved {
-        plan: key.map(str::to_owned),
-        route: route_limit.map(|limit| (limit.key.clone(), limit.budget.prepared)),
-        units: cost,
-        counted_at: 0,
-    }
-}
-
-/// What a request gets when the store could not decide, by its failure
-/// policy: `None`, it goes through (`fail_open`), or the 503 answering it
-/// (`fail_closed`); counted and noted in `outcome`.
-fn store_failed(
-    reloadable: &Reloadable,
-    route_name: &Arc<str>,
-    error: &StoreError,
-    outcome: &mut Outcome,
-) -> Option<Response> {
-    metrics::record_store_failure(route_name, reloadable.failure, error);
-    outcome.admission = Admission::Unavailable;
-    match reloadable.failure {
-        FailurePolicy::FailOpen => None,
-        FailurePolicy::FailClosed => Some(respond(Problem::unavailable())),
+        Judged::Shadow { headers, tier } => {
+            // Let through by shadow mode, it holds a slot as any request let
+            // through does (its rates charged nothing: nothing to give back).
+            let slot = tier_slot(tier).take(reloadable, outcome).await?.or(slot);
+            outcome.admission = Admission::Shadow;
+            Ok(Admitted {
+                headers,
+                slot,
+                settlement: None,
+            })
+        }
+        Judged::Refused(response) => Err(response),
     }
 }
 
@@ -452,80 +437,3 @@ fn store_failed(
 /// decision endpoint, which answers refusals with a status of its own.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Refused;
-
-/// What the limits of a request decided: its plan's (none for a keyless
-/// request), and its route budget's when it has one.
-struct Decisions {
-    plan: Option<LimitDecision>,
-    route: Option<LimitDecision>,
-}
-
-impl Decisions {
-    /// The decision of a lone limit: the plan's when `is_plan`, else the
-    /// route budget's.
-    fn of(is_plan: bool, decision: LimitDecision) -> Self {
-        if is_plan {
-            Decisions {
-                plan: Some(decision),
-                route: None,
-            }
-        } else {
-            Decisions {
-                plan: None,
-                route: Some(decision),
-            }
-        }
-    }
-
-    /// The store's answer for a request of `limits` limits: its plan (when
-    /// `has_plan`), then its route budget; an error when the store
-    /// answered another number of decisions.
-    fn answered(
-        has_plan: bool,
-        answered: Vec<LimitDecision>,
-        limits: usize,
-    ) -> Result<Self, StoreError> {
-        if answered.len() != limits || limits == 0 {
-            return Err(StoreError::Unavailable(format!(
-                "the store answered {} decisions for {limits} limits",
-                answered.len(),
-            )));
-        }
-        let mut answered = answered.into_iter();
-        Ok(match (has_plan, answered.next(), answered.next()) {
-            (true, plan, route) => Decisions { plan, route },
-            (false, route, _) => Decisions { plan: None, route },
-        })
-    }
-
-    /// The decisions in the order of the limits, each with its index
-    /// ([`PLAN`], [`ROUTE`]).
-    fn iter(&self) -> impl Iterator<Item = (usize, &LimitDecision)> {
-        let plan = self.plan.as_ref().map(|plan| (PLAN, plan));
-        plan.into_iter()
-            .chain(self.route.as_ref().map(|route| (ROUTE, route)))
-    }
-}
-
-/// Counts a decided request for `/admin/top` (unless `[admin] top_keys` is
-/// off): under its API key, or a keyless one under its route budget's key.
-fn count_top(
-    stores: &Stores<'_>,
-    key: Option<&str>,
-    route_limit: Option<&RouteLimit<'_>>,
-    refused: bool,
-    tier: &str,
-    route: &Arc<str>,
-) {
-    if let Some(top_keys) = stores.top_keys {
-        top_keys.record(&Decided {
-            key: key
-                .or(route_limit.map(|limit| limit.key.as_str()))
-                .unwrap_or(KEYLESS),
-            keyless: key.is_none(),
-            refused,
-            tier,
-            route,
-        });
-    }
-}
