@@ -118,7 +118,7 @@ pub(crate) async fn acquire_slot(
 pub(crate) struct TierSlot<'a> {
     pub(crate) slots: Option<&'a Arc<dyn SlotStore>>,
     pub(crate) route: Option<&'a Route>,
-    pub(crate) limit: InFlightLimit,
+    pub(crate) limit: &'a InFlightLimit,
     /// The tier its plan was decided on.
     pub(crate) tier: &'a str,
     pub(crate) caller: Result<&'a str, Keyless>,
@@ -134,7 +134,7 @@ impl TierSlot<'_> {
         outcome: &mut Outcome,
     ) -> Result<Option<SlotGuard>, Response> {
         let (Some(slots), Some(route), InFlightLimit::ByTier) =
-            (self.slots, self.route, &self.limit)
+            (self.slots, self.route, self.limit)
         else {
             return Ok(None);
         };

@@ -46,7 +46,7 @@ pub(super) fn decide_now(
 /// `route_limit` if any, each charged `cost` units, decided together by
 /// `store`, which answers when it can (after [`decide_now`] found it
 /// could not at once). (A route with a delay reserves instead:
-/// [`reserve`].)
+/// [`reserve`](crate::request::delay::reserve).)
 pub(super) async fn decide(
     store: &dyn Store,
     key: Option<&str>,

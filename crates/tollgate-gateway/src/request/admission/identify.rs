@@ -1,6 +1,8 @@
 //! Who a request is ([`identify`]): its API key, as core's
 //! [`KeyRules::identify`] rules, or keyless, and whether its key is exempt.
 
+use std::sync::Arc;
+
 use http::StatusCode;
 use tollgate_core::{ApiKeyRequirement, Caller, CallerRefusal, KeyRules, Keyless};
 use tollgate_tower::Problem;
@@ -17,7 +19,7 @@ pub(super) struct Identified<'a> {
     pub(super) caller: Result<&'a str, Keyless>,
     /// The name its decisions are counted under: its route's, or the demo
     /// route's.
-    pub(super) route_name: &'a std::sync::Arc<str>,
+    pub(super) route_name: &'a Arc<str>,
     /// Its concurrency limit.
     pub(super) in_flight: InFlightLimit,
 }

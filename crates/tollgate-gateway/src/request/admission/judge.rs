@@ -13,7 +13,7 @@ use super::fields::bound;
 use super::identify::Identified;
 use super::refusal::{Refusal, Refusing};
 use super::route_limit::RouteLimit;
-use super::{Admitted, Asked, Planned};
+use super::{Admitted, Asked, Limits};
 use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::top_keys::Decided;
 use crate::request::charge::Settlement;
@@ -47,19 +47,19 @@ pub(super) struct Allowed<'d> {
 }
 
 /// What `decisions` make of the request `asked` about, identified as
-/// `who`, with the limits `planned`: its tier noted in `outcome`, with the
-/// limit that bound it; a refusal counted (in the decision counters and
-/// the top keys), then answered unless only limits in shadow mode refused.
+/// `who`, held to `limits`: its tier noted in `outcome`, with the limit
+/// that bound it; a refusal counted (in the decision counters and the top
+/// keys), then answered unless only limits in shadow mode refused.
 pub(super) fn judge<'d>(
-    asked: &Asked<'d>,
-    who: &Identified<'d>,
-    planned: &'d Planned<'d>,
+    asked: &Asked<'_>,
+    who: &Identified<'_>,
+    limits: &Limits<'_>,
     decisions: &'d Decisions,
     outcome: &mut Outcome,
 ) -> Judged<'d> {
     let reloadable = asked.reloadable;
     let route_name = who.route_name;
-    let route_limit = planned.route_limit.as_ref();
+    let route_limit = limits.route_limit.as_ref();
     let plan = decisions.plan.as_ref();
     let tier = match plan {
         Some(plan) => {
@@ -144,12 +144,12 @@ impl Allowed<'_> {
     /// The request admitted, holding `slot`: counted (in the decision
     /// counters and the top keys), noted allowed in `outcome`, and, on a
     /// route charged by usage, carrying what its response's end settles
-    /// (charged `planned.cost` by every limit).
+    /// (charged `limits.cost` by every limit).
     pub(super) fn admit(
         self,
         asked: &Asked<'_>,
         who: &Identified<'_>,
-        planned: &Planned<'_>,
+        limits: &Limits<'_>,
         slot: Option<SlotGuard>,
         outcome: &mut Outcome,
     ) -> Admitted {
@@ -159,7 +159,7 @@ impl Allowed<'_> {
             shadow,
         } = self;
         let route_name = who.route_name;
-        let route_limit = planned.route_limit.as_ref();
+        let route_limit = limits.route_limit.as_ref();
         asked.reloadable.decisions.record(true, tier, route_name);
         count_top(asked, who.key(), route_limit, false, tier, route_name);
         outcome.admission = Admission::Allowed;
@@ -171,7 +171,7 @@ impl Allowed<'_> {
                     store: Arc::clone(asked.stores.store),
                     plan: who.key().map(str::to_owned),
                     route: route_limit.map(|limit| (limit.key.clone(), limit.budget.prepared)),
-                    cost: planned.cost,
+                    cost: limits.cost,
                     charge,
                     route_name: Arc::clone(route_name),
                     // (`handle.rs` drops it for a request whose response cannot

@@ -4,12 +4,13 @@
 //! together, all or nothing, each charged the route's `cost`.
 //!
 //! [`admit`] answers at once whatever needs no waiting: a request refused
-//! before its limits, an exempt key, and a lone limit decided by a store
-//! that answers at once (the in-memory one), which is most requests. What
-//! must wait (a concurrency slot, a turn, a store across the network) it
-//! hands on as [`Admitting`], whose [`finish`](Admitting::finish) awaits
-//! it. So the common case builds no future, and moves none of the states
-//! the others need.
+//! before its limits, an exempt key, and a lone limit of one unit decided
+//! by a store that answers at once (the in-memory one), which is most
+//! requests. The rest it hands on as [`Admitting`], whose
+//! [`finish`](Admitting::finish) awaits them: a concurrency slot, a turn,
+//! a store across the network, and two limits or more than one unit
+//! (decided together through the store's future). So the common case
+//! builds no future, and moves none of the states the others need.
 
 mod decide;
 mod fields;
@@ -29,6 +30,7 @@ use http::HeaderMap;
 use tollgate_core::{KEYLESS, MaxWait, SlotStore, Stopwatch, Store};
 use tollgate_tower::Problem;
 
+use crate::config::RouteKey;
 use crate::observe::access_log::{Admission, Outcome};
 use crate::observe::metrics;
 use crate::observe::top_keys::TopKeys;
@@ -94,6 +96,7 @@ struct Asked<'a> {
 }
 
 /// What [`admit`] answers.
+#[must_use = "an admission handed on decides nothing until finished"]
 pub(crate) enum Answer<'a> {
     /// Answered without waiting: `Ok` holds what the forwarded response
     /// carries, `Err` the response to send instead.
@@ -102,7 +105,10 @@ pub(crate) enum Answer<'a> {
     Later(Admitting<'a>),
 }
 
-/// A request whose admission must wait, from where [`admit`] left it.
+/// A request whose admission must wait, from where [`admit`] left it
+/// (holding its place among the waiting requests and its concurrency slot,
+/// if any, given up when dropped).
+#[must_use = "an admission handed on decides nothing until finished"]
 pub(crate) struct Admitting<'a> {
     asked: Asked<'a>,
     who: Identified<'a>,
@@ -122,11 +128,11 @@ enum Step<'a> {
 struct Undecided<'a> {
     /// Its route's (or the host's) concurrency slot.
     slot: Option<SlotGuard>,
-    planned: Planned<'a>,
+    limits: Limits<'a>,
 }
 
 /// A request's rate limits, found: what is decided, and how.
-struct Planned<'a> {
+struct Limits<'a> {
     /// Its route budget (the route's own, or the host default), if any.
     route_limit: Option<RouteLimit<'a>>,
     /// The units each limit is charged: its route's `cost`.
@@ -136,21 +142,23 @@ struct Planned<'a> {
     place: Option<Place>,
     /// How long it may wait for its turn, and whether a slot of its tier's
     /// concurrency limit is taken after its rates (so its units are
-    /// reserved, to be given back exactly should that refuse it); `None`:
-    /// decided at once, no wait.
+    /// reserved, to be given back exactly should that refuse it): its limits
+    /// are reserved (`Store::reserve_units`). `None`: decided, with no turn
+    /// and no slot after (at once when the store can, else through its
+    /// future).
     max_wait: Option<(MaxWait, bool)>,
 }
 
 /// Checks a request against its limits: its concurrency limit when
 /// `slots` is given (the decision endpoint passes none: it cannot know when
 /// the request it decides ends), before its rates when it is the route's
-/// or the host's, after them when it is its tier's; and its rates. `Ok`
-/// holds what the forwarded response carries; `Err` the response to send
-/// instead (400, 401, 429, 503). `outcome` is given the decision and the
-/// plan's tier, for the access log.
+/// or the host's, after them when it is its tier's; and its rates.
+/// `outcome` is given the decision and the plan's tier, for the access log.
 ///
 /// Answers [`Answer::Now`] when nothing needs waiting for, else
-/// [`Answer::Later`] (see the module's documentation).
+/// [`Answer::Later`] (see the module's documentation); either comes to
+/// what the forwarded response carries (`Ok`), or the response to send
+/// instead (`Err`: 400, 401, 429, 503, or a route's refusal status).
 pub(crate) fn admit<'a>(
     stores: Stores<'a>,
     reloadable: &'a Reloadable,
@@ -171,10 +179,7 @@ pub(crate) fn admit<'a>(
         Identity::Exempt => return Answer::Now(Ok(RateLimitHeaders::default().into())),
         Identity::Refused(response) => return Answer::Now(Err(response)),
     };
-    let step = if matches!(
-        (stores.slots, route, &who.in_flight),
-        (Some(_), Some(_), InFlightLimit::Now(..))
-    ) {
+    let step = if slot_first(&asked, &who).is_some() {
         Step::Slot
     } else {
         match decide_at_once(&asked, &who, None, outcome) {
@@ -200,25 +205,43 @@ impl Admitting<'_> {
                 }
             }
         };
-        decide_later(&asked, who, undecided, outcome).await
+        decide_later(&asked, &who, undecided, outcome).await
     }
 }
 
-/// The slot of the concurrency limit taken before the rates (its route's
-/// or the host's), when `who` has one.
+/// A concurrency limit as [`acquire_slot`] takes it: the route, the most
+/// requests in flight at once, and what they are counted per.
+type ConcurrencyLimit<'a> = (&'a Route, u64, &'a RouteKey);
+
+/// The concurrency limit taken before the rates (its route's or the
+/// host's), when `who` has one and its slots are kept (not for the
+/// decision endpoint): where its slots are, and the route, the most in
+/// flight and what they are counted per.
+fn slot_first<'a>(
+    asked: &Asked<'a>,
+    who: &'a Identified<'a>,
+) -> Option<(&'a Arc<dyn SlotStore>, ConcurrencyLimit<'a>)> {
+    match (asked.stores.slots, asked.route, &who.in_flight) {
+        (Some(slots), Some(route), InFlightLimit::Now(max, counted_per)) => {
+            Some((slots, (route, *max, counted_per)))
+        }
+        _ => None,
+    }
+}
+
+/// The slot of the concurrency limit taken before the rates
+/// ([`slot_first`]), as [`acquire_slot`] answers: `None` when there is
+/// none to take (or the slots' store failed open), `Err` the refusal.
 async fn first_slot(
     asked: &Asked<'_>,
     who: &Identified<'_>,
     outcome: &mut Outcome,
 ) -> Result<Option<SlotGuard>, Response> {
-    match (asked.stores.slots, asked.route, &who.in_flight) {
-        (Some(slots), Some(route), InFlightLimit::Now(max, counted_per)) => {
-            let limit = (route, *max, counted_per);
-            let at = (asked.headers, asked.peer);
-            acquire_slot(slots, asked.reloadable, limit, who.caller, at, outcome).await
-        }
-        _ => Ok(None),
-    }
+    let Some((slots, limit)) = slot_first(asked, who) else {
+        return Ok(None);
+    };
+    let at = (asked.headers, asked.peer);
+    acquire_slot(slots, asked.reloadable, limit, who.caller, at, outcome).await
 }
 
 /// What [`decide_at_once`] came to.
@@ -230,49 +253,68 @@ enum AtOnce<'a> {
     Undecided(Undecided<'a>),
 }
 
-/// The request's limits found ([`plan`]) and, when they need no wait and
-/// its store answers at once ([`decide_now`]), decided and judged. `slot`
-/// is the slot taken before the rates, if any.
+/// The request's limits found ([`limits_of`]: refused `401` when its
+/// route budget has no key; a route with a delay gives it a place among its
+/// key's waiting requests) and, when they are neither reserved nor held to
+/// a slot after them and its store answers at once ([`decide_now`]: a lone
+/// limit of one unit, in memory), decided and judged. `slot` is the slot
+/// taken before the rates, if any.
 fn decide_at_once<'a>(
     asked: &Asked<'a>,
     who: &Identified<'a>,
     slot: Option<SlotGuard>,
     outcome: &mut Outcome,
 ) -> AtOnce<'a> {
-    let planned = match plan(asked, who) {
-        Ok(planned) => planned,
+    let limits = match limits_of(asked, who) {
+        Ok(limits) => limits,
         Err(reason) => return AtOnce::Answered(Err(respond(Problem::unauthorized(reason)))),
     };
-    if planned.max_wait.is_some() {
-        return AtOnce::Undecided(Undecided { slot, planned });
+    if limits.max_wait.is_some() {
+        return AtOnce::Undecided(Undecided { slot, limits });
     }
     let stopwatch = Stopwatch::start();
     let store = asked.stores.store.as_ref();
-    let Some(decisions) = decide_now(store, who.key(), planned.route_limit.as_ref(), planned.cost)
+    let Some(decisions) = decide_now(store, who.key(), limits.route_limit.as_ref(), limits.cost)
     else {
-        return AtOnce::Undecided(Undecided { slot, planned });
+        return AtOnce::Undecided(Undecided { slot, limits });
     };
     asked.reloadable.decisions.record_time(stopwatch.elapsed());
-    // No tier slot to take (that would have reserved) and no turn to wait.
-    AtOnce::Answered(match judge(asked, who, &planned, &decisions, outcome) {
-        Judged::Allowed(allowed) => Ok(allowed.admit(asked, who, &planned, slot, outcome)),
-        Judged::Shadow { headers, .. } => {
-            outcome.admission = Admission::Shadow;
-            Ok(Admitted {
-                headers,
-                slot,
-                settlement: None,
-            })
-        }
+    // Not reserved: no turn to wait for, and no tier slot to take (a slot
+    // after the rates reserves them, `limits_of` says), so nothing waits.
+    debug_assert!(!slot_after(asked, who));
+    AtOnce::Answered(match judge(asked, who, &limits, &decisions, outcome) {
+        Judged::Allowed(allowed) => Ok(allowed.admit(asked, who, &limits, slot, outcome)),
+        Judged::Shadow { headers, .. } => Ok(let_through_in_shadow(headers, slot, outcome)),
         Judged::Refused(response) => Err(response),
     })
+}
+
+/// Whether `who` takes a slot of its tier's concurrency limit after its
+/// rates (its limit is its tier's, and slots are kept).
+fn slot_after(asked: &Asked<'_>, who: &Identified<'_>) -> bool {
+    who.in_flight == InFlightLimit::ByTier && asked.stores.slots.is_some()
+}
+
+/// A request only limits in shadow mode refused, let through holding
+/// `slot` (its rates charged nothing: nothing to give back).
+fn let_through_in_shadow(
+    headers: RateLimitHeaders,
+    slot: Option<SlotGuard>,
+    outcome: &mut Outcome,
+) -> Admitted {
+    outcome.admission = Admission::Shadow;
+    Admitted {
+        headers,
+        slot,
+        settlement: None,
+    }
 }
 
 /// The limits of the request `asked` about, identified as `who`: its route
 /// budget, its cost, and whether it may wait for its turn (taking a place
 /// among its key's waiting requests). `Err`: why the request is refused
 /// `401 Unauthorized` (no key for its route budget).
-fn plan<'a>(asked: &Asked<'a>, who: &Identified<'a>) -> Result<Planned<'a>, String> {
+fn limits_of<'a>(asked: &Asked<'a>, who: &Identified<'a>) -> Result<Limits<'a>, String> {
     let Asked {
         stores,
         reloadable,
@@ -316,9 +358,11 @@ fn plan<'a>(asked: &Asked<'a>, who: &Identified<'a>) -> Result<Planned<'a>, Stri
     });
     // A slot taken after the rates (the tier's concurrency limit) may yet
     // refuse the request: reserved, its units can be given back exactly.
-    let slot_after = who.in_flight == InFlightLimit::ByTier && stores.slots.is_some();
+    // (So a request not reserved takes no slot after: `decide_at_once`
+    // counts on it.)
+    let slot_after = slot_after(asked, who);
     let max_wait = max_wait.or(slot_after.then_some(MaxWait::UpTo(Duration::ZERO)));
-    Ok(Planned {
+    Ok(Limits {
         route_limit,
         cost,
         place,
@@ -328,10 +372,12 @@ fn plan<'a>(asked: &Asked<'a>, who: &Identified<'a>) -> Result<Planned<'a>, Stri
 
 /// Decides `undecided`'s limits through the store's future (or books their
 /// turn), then judges them, taking the slot of the request's tier's
-/// concurrency limit and waiting for its turn as they say.
+/// concurrency limit and waiting for its turn as they say. When the store
+/// cannot decide, the failure policy answers: let through without its
+/// rates (`fail_open`, holding the default plan's slot), or `503`.
 async fn decide_later<'a>(
     asked: &Asked<'a>,
-    who: Identified<'a>,
+    who: &Identified<'a>,
     undecided: Undecided<'a>,
     outcome: &mut Outcome,
 ) -> Result<Admitted, Response> {
@@ -342,19 +388,19 @@ async fn decide_later<'a>(
         headers,
         peer,
     } = *asked;
-    let Undecided { slot, mut planned } = undecided;
+    let Undecided { slot, mut limits } = undecided;
     let key = who.key();
-    let route_limit = planned.route_limit.as_ref();
-    let cost = planned.cost;
+    let route_limit = limits.route_limit.as_ref();
+    let cost = limits.cost;
     // A request its rates refuse drops `slot` on the way out: it holds none.
     let stopwatch = Stopwatch::start();
-    let decided = match planned.max_wait {
+    let decided = match limits.max_wait {
         Some(max_wait) => {
             let reserved = reserved(key, route_limit, cost);
-            let limits = usize::from(key.is_some()) + usize::from(route_limit.is_some());
-            let place = planned.place.take();
+            let count = usize::from(key.is_some()) + usize::from(route_limit.is_some());
+            let place = limits.place.take();
             match reserve((stores.store, stores.waiting), reserved, max_wait, place).await {
-                Ok(booked) => Decisions::answered(key.is_some(), booked.decisions, limits)
+                Ok(booked) => Decisions::answered(key.is_some(), booked.decisions, count)
                     .map(|decisions| (decisions, booked.turn)),
                 Err(error) => Err(error),
             }
@@ -366,7 +412,7 @@ async fn decide_later<'a>(
     let tier_slot = |tier| TierSlot {
         slots: stores.slots,
         route,
-        limit: who.in_flight.clone(),
+        limit: &who.in_flight,
         tier,
         caller: who.caller,
         at: (headers, peer),
@@ -395,13 +441,13 @@ async fn decide_later<'a>(
         }
     };
     reloadable.decisions.record_time(stopwatch.elapsed());
-    match judge(asked, &who, &planned, &decisions, outcome) {
+    match judge(asked, who, &limits, &decisions, outcome) {
         Judged::Allowed(allowed) => {
             // Refused for a slot: no rate budget used (`waiting`, held for a
             // request reserved at once too, gives its units back as it drops).
             let tier = allowed.tier;
             let slot = tier_slot(tier).take(reloadable, outcome).await?.or(slot);
-            let admitted = allowed.admit(asked, &who, &planned, slot, outcome);
+            let admitted = allowed.admit(asked, who, &limits, slot, outcome);
             if let Some((wait, waiting)) = waiting {
                 // Its turn is ahead: it waits, and gives its units back if its
                 // client leaves first.
@@ -420,14 +466,9 @@ async fn decide_later<'a>(
         }
         Judged::Shadow { headers, tier } => {
             // Let through by shadow mode, it holds a slot as any request let
-            // through does (its rates charged nothing: nothing to give back).
+            // through does.
             let slot = tier_slot(tier).take(reloadable, outcome).await?.or(slot);
-            outcome.admission = Admission::Shadow;
-            Ok(Admitted {
-                headers,
-                slot,
-                settlement: None,
-            })
+            Ok(let_through_in_shadow(headers, slot, outcome))
         }
         Judged::Refused(response) => Err(response),
     }

@@ -1,5 +1,6 @@
 //! Which requests [`admit`] answers at once and which it hands on to
-//! [`Admitting::finish`], and that both answer as the limits say.
+//! [`Admitting::finish`](super::Admitting::finish), and that both answer as
+//! the limits say, noting the same decision for the access log.
 
 use std::sync::Arc;
 
@@ -8,7 +9,7 @@ use tollgate_core::{ManualClock, MemorySlots, MemoryStore, SlotStore, Store};
 
 use super::{Admitted, Answer, Stores, admit};
 use crate::config::ServeConfig;
-use crate::observe::access_log::Outcome;
+use crate::observe::access_log::{Admission, Outcome};
 use crate::request::delay::WaitingRoom;
 use crate::serve::reloadable::Reloadable;
 
@@ -36,7 +37,12 @@ impl Limits {
     }
 
     /// What [`admit`] answers for a request to `path` carrying `headers`.
-    fn admit<'a>(&'a self, path: &str, headers: &'a HeaderMap) -> Answer<'a> {
+    fn admit<'a>(
+        &'a self,
+        path: &str,
+        headers: &'a HeaderMap,
+        outcome: &mut Outcome,
+    ) -> Answer<'a> {
         let stores = Stores {
             store: &self.store,
             slots: Some(&self.slots),
@@ -45,15 +51,48 @@ impl Limits {
         };
         let route = self.reloadable.routes.find(path);
         let peer = "192.0.2.7:5000".parse().unwrap();
-        admit(
-            stores,
-            &self.reloadable,
-            route,
-            headers,
-            peer,
-            &mut Outcome::new(false),
+        admit(stores, &self.reloadable, route, headers, peer, outcome)
+    }
+
+    /// The request's answer, which must come at once, and the decision
+    /// noted for the access log.
+    fn now(&self, path: &str, headers: &HeaderMap) -> (Result<Admitted, StatusCode>, Admission) {
+        let mut outcome = Outcome::new(true);
+        match self.admit(path, headers, &mut outcome) {
+            Answer::Now(answer) => (
+                answer.map_err(|response| response.status()),
+                outcome.admission,
+            ),
+            Answer::Later(_) => panic!("handed on, where it should be answered at once"),
+        }
+    }
+
+    /// The request's answer, which must be handed on, once finished; and
+    /// the decision noted for the access log (by both steps).
+    async fn later(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+    ) -> (Result<Admitted, StatusCode>, Admission) {
+        let mut outcome = Outcome::new(true);
+        let admitting = match self.admit(path, headers, &mut outcome) {
+            Answer::Now(_) => panic!("answered at once, where it must wait"),
+            Answer::Later(admitting) => admitting,
+        };
+        let answer = admitting.finish(&mut outcome).await;
+        (
+            answer.map_err(|response| response.status()),
+            outcome.admission,
         )
     }
+}
+
+/// The status of a refused request (`None`: admitted) and the decision
+/// noted.
+fn refusal(
+    (answer, admission): (Result<Admitted, StatusCode>, Admission),
+) -> (Option<StatusCode>, Admission) {
+    (answer.err(), admission)
 }
 
 fn with_key(key: &'static str) -> HeaderMap {
@@ -62,30 +101,12 @@ fn with_key(key: &'static str) -> HeaderMap {
     headers
 }
 
-/// The answer, which must have come at once.
-fn now(answer: Answer<'_>) -> Result<Admitted, StatusCode> {
-    match answer {
-        Answer::Now(answer) => answer.map_err(|response| response.status()),
-        Answer::Later(_) => panic!("handed on, where it should be answered at once"),
-    }
-}
-
-/// The answer, which must have been handed on, once finished.
-async fn later(answer: Answer<'_>) -> Result<Admitted, StatusCode> {
-    match answer {
-        Answer::Now(_) => panic!("answered at once, where it must wait"),
-        Answer::Later(admitting) => admitting
-            .finish(&mut Outcome::new(false))
-            .await
-            .map_err(|response| response.status()),
-    }
-}
-
-/// A plan of `limit` requests a minute for every key, and one route with
-/// `extra` settings.
-fn route(limit: u64, extra: &str) -> String {
+/// A plan of `limit` requests a minute for every key, `limits` settings
+/// more, and one route `/orders` with `extra` settings.
+fn route(limit: u64, limits: &str, extra: &str) -> String {
     format!(
-        "[limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = {limit}\nwindow_s = 60\n\
+        "[limits]\n{limits}\n\
+         [limits.default_policy]\nalgorithm = \"fixed_window\"\nlimit = {limit}\nwindow_s = 60\n\
          [[routes]]\nname = \"orders\"\nprefix = \"/\"\n\
          upstream = \"http://127.0.0.1:1\"\n{extra}"
     )
@@ -94,57 +115,138 @@ fn route(limit: u64, extra: &str) -> String {
 #[test]
 fn a_plan_in_memory_is_decided_at_once() {
     // One request a minute: the first is admitted, the second refused.
-    let limits = Limits::new(&route(1, ""));
+    let limits = Limits::new(&route(1, "", ""));
     let headers = with_key("key-one");
-    let first = now(limits.admit("/orders", &headers)).unwrap();
+    let (first, admission) = limits.now("/orders", &headers);
+    let first = first.unwrap();
     assert!(first.slot.is_none() && first.settlement.is_none());
+    assert_eq!(admission, Admission::Allowed);
     assert_eq!(
-        now(limits.admit("/orders", &headers)).err(),
-        Some(StatusCode::TOO_MANY_REQUESTS)
+        refusal(limits.now("/orders", &headers)),
+        (Some(StatusCode::TOO_MANY_REQUESTS), Admission::Refused)
     );
     // Refused before its limits: no key on a route that needs one.
     assert_eq!(
-        now(limits.admit("/orders", &HeaderMap::new())).err(),
+        limits.now("/orders", &HeaderMap::new()).0.err(),
         Some(StatusCode::UNAUTHORIZED)
     );
 }
 
-#[tokio::test]
-async fn a_concurrency_slot_taken_first_is_waited_for() {
-    let limits = Limits::new(&route(100, "max_in_flight = 1\n"));
-    let headers = with_key("key-one");
-    let admitted = later(limits.admit("/orders", &headers)).await.unwrap();
-    assert!(admitted.slot.is_some());
-    // The slot held, a second request is refused before its rates (its
-    // plan would allow 100), with the status of refusals (`[refusal]
-    // status`, 429 unless set).
+#[test]
+fn an_exempt_key_and_a_keyless_route_budget_are_answered_at_once() {
+    let limits = Limits::new(&route(1, "exempt_keys = [\"key-ops\"]", ""));
+    let ops = with_key("key-ops");
+    for _ in 0..3 {
+        assert_eq!(limits.now("/orders", &ops).1, Admission::Exempt);
+    }
+    // Keyless, per client IP, one a minute: a lone limit of one unit.
+    let limits = Limits::new(&route(
+        100,
+        "",
+        "api_key = \"none\"\nkey = \"ip\"\nrpm = 1\n",
+    ));
+    let keyless = HeaderMap::new();
+    assert_eq!(limits.now("/orders", &keyless).1, Admission::Allowed);
     assert_eq!(
-        later(limits.admit("/orders", &headers)).await.err(),
-        Some(StatusCode::TOO_MANY_REQUESTS)
+        refusal(limits.now("/orders", &keyless)),
+        (Some(StatusCode::TOO_MANY_REQUESTS), Admission::Refused)
     );
 }
 
+#[test]
+fn a_refusal_in_shadow_mode_is_let_through_at_once() {
+    // Every plan in shadow mode: the second request of one a minute is let
+    // through, noted as such.
+    let limits = Limits::new(&format!("{}[refusal]\nshadow = true\n", route(1, "", "")));
+    let headers = with_key("key-one");
+    assert_eq!(limits.now("/orders", &headers).1, Admission::Allowed);
+    let (second, admission) = limits.now("/orders", &headers);
+    assert!(second.is_ok());
+    assert_eq!(admission, Admission::Shadow);
+}
+
 #[tokio::test]
-async fn a_plan_and_a_route_budget_are_decided_together_through_the_store() {
+async fn a_concurrency_slot_taken_first_is_waited_for() {
+    let limits = Limits::new(&route(100, "", "max_in_flight = 1\n"));
+    let headers = with_key("key-one");
+    let (admitted, admission) = limits.later("/orders", &headers).await;
+    assert!(admitted.unwrap().slot.is_some());
+    assert_eq!(admission, Admission::Allowed);
+    let held = limits.later("/orders", &headers).await.0.unwrap();
+    // The slot held, a third request is refused before its rates (its
+    // plan would allow 100), with the status of refusals (`[refusal]
+    // status`, 429 unless set).
+    assert_eq!(
+        refusal(limits.later("/orders", &headers).await),
+        (
+            Some(StatusCode::TOO_MANY_REQUESTS),
+            Admission::InFlightRefused
+        )
+    );
+    drop(held);
+}
+
+#[tokio::test]
+async fn a_tiers_concurrency_slot_is_taken_after_its_rates_reserved() {
+    // The default plan's tier allows one in flight: a slot taken after the
+    // rates, which are reserved to be given back should it refuse.
+    let limits = Limits::new(&route(
+        100,
+        "[limits.tier_defaults.default]\nmax_in_flight = 1",
+        "",
+    ));
+    let headers = with_key("key-one");
+    let (admitted, admission) = limits.later("/orders", &headers).await;
+    let admitted = admitted.unwrap();
+    assert!(admitted.slot.is_some());
+    assert_eq!(admission, Admission::Allowed);
+    assert_eq!(
+        refusal(limits.later("/orders", &headers).await),
+        (
+            Some(StatusCode::TOO_MANY_REQUESTS),
+            Admission::InFlightRefused
+        )
+    );
+    drop(admitted);
+}
+
+#[tokio::test]
+async fn two_limits_or_more_than_one_unit_are_decided_through_the_store() {
     // The key's plan (one a minute) and the route's own budget (60 a
     // minute): two limits, decided in one store call.
-    let limits = Limits::new(&route(1, "rpm = 60\n"));
+    let limits = Limits::new(&route(1, "", "rpm = 60\n"));
     let headers = with_key("key-one");
-    assert!(later(limits.admit("/orders", &headers)).await.is_ok());
     assert_eq!(
-        later(limits.admit("/orders", &headers)).await.err(),
-        Some(StatusCode::TOO_MANY_REQUESTS)
+        limits.later("/orders", &headers).await.1,
+        Admission::Allowed
+    );
+    assert_eq!(
+        refusal(limits.later("/orders", &headers).await),
+        (Some(StatusCode::TOO_MANY_REQUESTS), Admission::Refused)
+    );
+    // A lone plan of three a minute, each request costing two units.
+    let limits = Limits::new(&route(3, "", "cost = 2\n"));
+    assert_eq!(
+        limits.later("/orders", &headers).await.1,
+        Admission::Allowed
+    );
+    assert_eq!(
+        refusal(limits.later("/orders", &headers).await),
+        (Some(StatusCode::TOO_MANY_REQUESTS), Admission::Refused)
     );
 }
 
 #[tokio::test]
 async fn a_route_with_a_delay_books_its_turn() {
     // Per client IP, one a second with a burst of one, waiting up to 2 s:
-    // the first is served at once (its turn is now).
+    // the first is served at once (its turn is now), not noted delayed.
     let limits = Limits::new(&route(
         1,
+        "",
         "api_key = \"none\"\nkey = \"ip\"\nrpm = 60\nburst = 1\ndelay = \"2s\"\n",
     ));
     let headers = HeaderMap::new();
-    assert!(later(limits.admit("/orders", &headers)).await.is_ok());
+    let (first, admission) = limits.later("/orders", &headers).await;
+    assert!(first.is_ok());
+    assert_eq!(admission, Admission::Allowed);
 }
