@@ -158,7 +158,8 @@ struct Limits<'a> {
 /// Answers [`Answer::Now`] when nothing needs waiting for, else
 /// [`Answer::Later`] (see the module's documentation); either comes to
 /// what the forwarded response carries (`Ok`), or the response to send
-/// instead (`Err`: 400, 401, 429, 503, or a route's refusal status).
+/// instead (`Err`: 400, 401, 503, or a refusal by a limit, 429 unless
+/// `[refusal]` or the route sets another status).
 pub(crate) fn admit<'a>(
     stores: Stores<'a>,
     reloadable: &'a Reloadable,
@@ -289,14 +290,15 @@ fn decide_at_once<'a>(
     })
 }
 
-/// Whether `who` takes a slot of its tier's concurrency limit after its
-/// rates (its limit is its tier's, and slots are kept).
+/// Whether `who` may take a slot of its tier's concurrency limit after its
+/// rates (its limit is its tier's, and slots are kept; the tier, or
+/// `[host]`, may yet set none): its rates are then reserved.
 fn slot_after(asked: &Asked<'_>, who: &Identified<'_>) -> bool {
     who.in_flight == InFlightLimit::ByTier && asked.stores.slots.is_some()
 }
 
 /// A request only limits in shadow mode refused, let through holding
-/// `slot` (its rates charged nothing: nothing to give back).
+/// `slot`, noted as such in `outcome`.
 fn let_through_in_shadow(
     headers: RateLimitHeaders,
     slot: Option<SlotGuard>,
@@ -374,7 +376,8 @@ fn limits_of<'a>(asked: &Asked<'a>, who: &Identified<'a>) -> Result<Limits<'a>, 
 /// turn), then judges them, taking the slot of the request's tier's
 /// concurrency limit and waiting for its turn as they say. When the store
 /// cannot decide, the failure policy answers: let through without its
-/// rates (`fail_open`, holding the default plan's slot), or `503`.
+/// rates (`fail_open`, holding the slot taken first, or else the default
+/// plan's tier slot), or `503`.
 async fn decide_later<'a>(
     asked: &Asked<'a>,
     who: &Identified<'a>,

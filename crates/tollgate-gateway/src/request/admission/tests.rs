@@ -169,6 +169,8 @@ fn a_refusal_in_shadow_mode_is_let_through_at_once() {
 async fn a_concurrency_slot_taken_first_is_waited_for() {
     let limits = Limits::new(&route(100, "", "max_in_flight = 1\n"));
     let headers = with_key("key-one");
+    // The first request's slot is given up as soon as it is checked (its
+    // answer is not kept); the second's is held.
     let (admitted, admission) = limits.later("/orders", &headers).await;
     assert!(admitted.unwrap().slot.is_some());
     assert_eq!(admission, Admission::Allowed);
@@ -188,17 +190,18 @@ async fn a_concurrency_slot_taken_first_is_waited_for() {
 
 #[tokio::test]
 async fn a_tiers_concurrency_slot_is_taken_after_its_rates_reserved() {
-    // The default plan's tier allows one in flight: a slot taken after the
-    // rates, which are reserved to be given back should it refuse.
+    // Two a minute, and the default plan's tier allows one in flight: a
+    // slot taken after the rates, which are reserved so that a request
+    // refused its slot gives its unit back.
     let limits = Limits::new(&route(
-        100,
+        2,
         "[limits.tier_defaults.default]\nmax_in_flight = 1",
         "",
     ));
     let headers = with_key("key-one");
-    let (admitted, admission) = limits.later("/orders", &headers).await;
-    let admitted = admitted.unwrap();
-    assert!(admitted.slot.is_some());
+    let (first, admission) = limits.later("/orders", &headers).await;
+    let first = first.unwrap();
+    assert!(first.slot.is_some());
     assert_eq!(admission, Admission::Allowed);
     assert_eq!(
         refusal(limits.later("/orders", &headers).await),
@@ -207,7 +210,17 @@ async fn a_tiers_concurrency_slot_is_taken_after_its_rates_reserved() {
             Admission::InFlightRefused
         )
     );
-    drop(admitted);
+    drop(first);
+    // The refused request's unit was given back: the second unit of the
+    // minute is there for this one, and the minute is then spent.
+    assert_eq!(
+        limits.later("/orders", &headers).await.1,
+        Admission::Allowed
+    );
+    assert_eq!(
+        refusal(limits.later("/orders", &headers).await),
+        (Some(StatusCode::TOO_MANY_REQUESTS), Admission::Refused)
+    );
 }
 
 #[tokio::test]
@@ -236,10 +249,12 @@ async fn two_limits_or_more_than_one_unit_are_decided_through_the_store() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_route_with_a_delay_books_its_turn() {
     // Per client IP, one a second with a burst of one, waiting up to 2 s:
-    // the first is served at once (its turn is now), not noted delayed.
+    // the first is served at once (its turn is now); the second, at the
+    // same instant, waits 1 s for its turn (the timer's time is paused and
+    // runs ahead only while nothing else can).
     let limits = Limits::new(&route(
         1,
         "",
@@ -249,4 +264,11 @@ async fn a_route_with_a_delay_books_its_turn() {
     let (first, admission) = limits.later("/orders", &headers).await;
     assert!(first.is_ok());
     assert_eq!(admission, Admission::Allowed);
+    let mut outcome = Outcome::new(true);
+    let Answer::Later(admitting) = limits.admit("/orders", &headers, &mut outcome) else {
+        panic!("answered at once, where it must wait");
+    };
+    assert!(admitting.finish(&mut outcome).await.is_ok());
+    assert_eq!(outcome.admission, Admission::Delayed);
+    assert_eq!(outcome.waited, std::time::Duration::from_secs(1));
 }
